@@ -1,0 +1,44 @@
+//! The host context: what a plugin may ask the host during a call.
+//!
+//! Clock, randomness and ids come from the host, so tests can fix them; history queries are
+//! answered from the host's index of the durable session log, never by a scan.
+
+use abi_stable::sabi_trait;
+use abi_stable::sabi_types::RRef;
+use abi_stable::std_types::{ROption, RStr, RString, RVec};
+
+use crate::types::{ChainKey, ChainRecord, LogLevel};
+
+#[sabi_trait]
+pub trait HostContext {
+    /// The last `llm/retry` of a chain, in constant time.
+    fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord>;
+
+    /// The events of the current turn, or of the last turn when none is open, as JSON lines
+    /// (the whole envelope), oldest first.
+    fn last_turn_events(&self) -> RVec<RString>;
+
+    /// The session header line (JSON).
+    fn session_header(&self) -> RString;
+
+    /// Whether input is already queued for the session and not yet turned into a turn.
+    fn has_pending_input(&self) -> bool;
+
+    /// Whether the current turn has been cancelled.
+    fn is_cancelled(&self) -> bool;
+
+    /// Epoch milliseconds.
+    fn now_ms(&self) -> f64;
+
+    /// A sample in [0, 1].
+    fn random(&self) -> f64;
+
+    /// A fresh unique id (UUID v4 in production).
+    fn new_id(&self) -> RString;
+
+    #[sabi(last_prefix_field)]
+    fn log(&self, level: LogLevel, message: RStr<'_>);
+}
+
+/// The borrowed form in which the host hands its context to a plugin call.
+pub type HostContextRef<'a> = HostContext_TO<'a, RRef<'a, ()>>;

@@ -1,0 +1,54 @@
+//! The FFI-safe trait objects a plugin hands to the host: one instance per configured row, and one
+//! session checker per session (or per file verified).
+//!
+//! These are implemented by the guards of [`crate::plugin`], never by plugin authors directly, so
+//! every call is wrapped in `catch_unwind`.
+
+use abi_stable::sabi_trait;
+use abi_stable::std_types::{RBox, ROption, RResult, RStr};
+
+use crate::host::HostContextRef;
+use crate::types::{
+    Answer, Continuation, Decision, DownstreamOutcome, EventRef, PluginError, RequestErrorPayload, SessionStartSource,
+    Verdict,
+};
+
+#[sabi_trait]
+pub trait PluginInstance: Send + Sync {
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: HostContextRef<'_>) -> RResult<Answer, PluginError>;
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> RResult<Decision, PluginError>;
+
+    fn on_session_start(
+        &self,
+        source: SessionStartSource,
+        ctx: HostContextRef<'_>,
+    ) -> RResult<ROption<Continuation>, PluginError>;
+
+    /// A streaming checker for one session, given its header line; `None` when the plugin has
+    /// no checker.
+    fn open_checker(&self, header: RStr<'_>) -> RResult<ROption<CheckerObject>, PluginError>;
+
+    /// Called once before the instance is dropped (plugin disabled or host shutting down).
+    #[sabi(last_prefix_field)]
+    fn dispose(&mut self);
+}
+
+/// An owned plugin instance.
+pub type PluginInstanceObject = PluginInstance_TO<'static, RBox<()>>;
+
+#[sabi_trait]
+pub trait SessionChecker: Send {
+    /// Checks one event against everything fed before it. A refused event does not change the
+    /// checker's state.
+    #[sabi(last_prefix_field)]
+    fn check_event(&mut self, event: EventRef<'_>) -> RResult<Verdict, PluginError>;
+}
+
+/// An owned session checker.
+pub type CheckerObject = SessionChecker_TO<'static, RBox<()>>;

@@ -1,0 +1,116 @@
+//! JSON the way JavaScript writes and reads it.
+//!
+//! Records, policy keys and log lines are compared with the TypeScript reference byte for byte,
+//! so numbers are written as JavaScript's `String(n)` writes them (`500`, `0.1`, `1e+21`, never
+//! `500.0`) and read as JavaScript reads them (`1` and `1.0` are the same safe integer). Keys are
+//! written in the order the serialised type gives them.
+
+use std::io;
+
+use serde::Serialize;
+use serde_json::ser::Formatter;
+
+/// The largest integer a double represents exactly: `Number.MAX_SAFE_INTEGER`.
+pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// A serde_json formatter that writes floating-point numbers with JavaScript's formatting.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JsFormatter;
+
+impl Formatter for JsFormatter {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        writer.write_all(number(value).as_bytes())
+    }
+
+    fn write_f32<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f32) -> io::Result<()> {
+        self.write_f64(writer, f64::from(value))
+    }
+}
+
+/// `String(value)` for a finite number; `null` for NaN and infinities, as `JSON.stringify` does.
+pub fn number(value: f64) -> String {
+    if value.is_finite() {
+        ryu_js::Buffer::new().format_finite(value).to_owned()
+    } else {
+        "null".to_owned()
+    }
+}
+
+/// Compact JSON with JavaScript number formatting, keys in serialisation order.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::with_capacity(128);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, JsFormatter);
+    value.serialize(&mut serializer).expect("serialising to memory cannot fail for these types");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// A JSON value as a JavaScript number, if it is one.
+pub fn as_number(value: &serde_json::Value) -> Option<f64> {
+    value.as_f64()
+}
+
+/// Whether `value` is an integral double no larger than `Number.MAX_SAFE_INTEGER` in magnitude
+/// (`Number.isSafeInteger`).
+pub fn is_safe_integer(value: f64) -> bool {
+    value.is_finite() && value.fract() == 0.0 && value.abs() <= MAX_SAFE_INTEGER
+}
+
+/// A JSON value as a non-negative safe integer (`1` and `1.0` alike).
+pub fn as_safe_u64(value: &serde_json::Value) -> Option<u64> {
+    let number = value.as_f64()?;
+    (is_safe_integer(number) && number >= 0.0).then_some(number as u64)
+}
+
+/// Orders strings by UTF-16 code units, as JavaScript's default `sort()` does.
+pub fn cmp_utf16(a: &str, b: &str) -> std::cmp::Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn numbers_are_written_as_javascript_writes_them() {
+        assert_eq!(number(500.0), "500");
+        assert_eq!(number(0.1), "0.1");
+        assert_eq!(number(1e-7), "1e-7");
+        assert_eq!(number(1e21), "1e+21");
+        assert_eq!(number(24.999999999999993), "24.999999999999993");
+        assert_eq!(number(-0.0), "0");
+        assert_eq!(number(f64::NAN), "null");
+    }
+
+    #[test]
+    fn serialised_values_keep_key_order_and_js_numbers() {
+        let value = serde_json::json!({"b": 1.0, "a": [0.5, 10000.0], "s": "x\"y"});
+        assert_eq!(to_string(&value), r#"{"b":1,"a":[0.5,10000],"s":"x\"y"}"#);
+    }
+
+    #[test]
+    fn one_and_one_point_zero_are_the_same_safe_integer() {
+        let one: serde_json::Value = serde_json::from_str("1").unwrap();
+        let one_point_zero: serde_json::Value = serde_json::from_str("1.0").unwrap();
+        assert_eq!(as_safe_u64(&one), Some(1));
+        assert_eq!(as_safe_u64(&one_point_zero), Some(1));
+        assert_eq!(as_safe_u64(&serde_json::json!(1.5)), None);
+        assert_eq!(as_safe_u64(&serde_json::json!(9007199254740992.0)), None);
+    }
+
+    #[test]
+    fn utf16_order_differs_from_byte_order_above_the_bmp() {
+        // U+FF5E is one UTF-16 unit (0xFF5E); U+1F600 starts with the surrogate 0xD83D.
+        assert_eq!(cmp_utf16("\u{1F600}", "\u{FF5E}"), std::cmp::Ordering::Less);
+        assert_eq!("\u{1F600}".cmp("\u{FF5E}"), std::cmp::Ordering::Greater);
+    }
+
+    proptest! {
+        #[test]
+        fn formatted_numbers_parse_back_to_the_same_double(value in any::<f64>().prop_filter("finite", |v| v.is_finite())) {
+            let text = number(value);
+            let parsed: f64 = text.parse().unwrap();
+            prop_assert_eq!(parsed, if value == 0.0 { 0.0 } else { value });
+        }
+    }
+}

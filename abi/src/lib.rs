@@ -1,0 +1,42 @@
+//! The stable ABI between the `dsh` host and its cdylib plugins.
+//!
+//! This is the only crate both sides link. Everything that crosses the boundary is an
+//! `abi_stable` type: the root module ([`PluginModule`], a prefix type that can grow by appending
+//! fields), the plugin instance and checker trait objects, the host context trait object, and the
+//! plain data types of [`types`].
+//!
+//! Plugin authors do not implement the FFI traits directly: they implement the ordinary Rust
+//! traits [`Plugin`] and [`Checker`] and export them with [`export_plugin!`], which wraps every
+//! entry point in `catch_unwind` so a panic inside a plugin becomes an error value instead of
+//! aborting the host (abi_stable aborts the process when a panic crosses the boundary).
+//!
+//! The [`js`] module holds the JSON helpers both sides need to write records the way the
+//! TypeScript reference writes them (JavaScript number formatting, key order preserved).
+
+// `#[sabi_trait]` expands to impl blocks inside a generated constant.
+#![allow(non_local_definitions)]
+
+pub mod host;
+pub mod instance;
+pub mod js;
+pub mod module;
+pub mod plugin;
+pub mod types;
+
+pub use host::{HostContext, HostContextRef, HostContext_TO};
+pub use instance::{
+    CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
+};
+pub use module::{PluginModule, PluginModuleRef};
+pub use plugin::{Checker, Plugin};
+pub use types::*;
+
+/// Re-exports used by [`export_plugin!`]; not part of the public surface.
+#[doc(hidden)]
+pub mod reexports {
+    pub use abi_stable;
+}
+
+/// The version of this interface. A host refuses a plugin whose manifest names another one, in
+/// addition to abi_stable's own layout check.
+pub const ABI_VERSION: u32 = 1;

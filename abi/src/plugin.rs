@@ -1,0 +1,205 @@
+//! The Rust side of a plugin: the traits plugin authors implement, the guards that turn them into
+//! FFI trait objects, and [`export_plugin!`](crate::export_plugin).
+//!
+//! Every entry point runs inside `catch_unwind` here, in the plugin's own copy of std, so a panic
+//! becomes a [`PluginError`] value and never unwinds across the boundary (which would abort the
+//! host). Plugins must keep `panic = "unwind"`.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RVec};
+
+use crate::host::HostContextRef;
+use crate::instance::{
+    CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
+};
+use crate::types::{
+    Answer, ConfigError, ConfigKey, Continuation, Decision, DownstreamOutcome, EventRef, Hooks, InstantiateError,
+    Manifest, PluginError, RequestErrorPayload, SessionStartSource, Verdict,
+};
+
+/// A plugin instance for one configured row. Every hook is optional; the manifest's [`Hooks`]
+/// tell the host which ones to call.
+pub trait Plugin: Send + Sync + 'static {
+    /// Offered every request failure, outermost listener first.
+    fn on_request_error(&self, _payload: &RequestErrorPayload, _ctx: &HostContextRef<'_>) -> Result<Answer, String> {
+        Ok(Answer::Pass)
+    }
+
+    /// Called after [`Answer::DelegateFirst`] with what the rest of the chain answered. The
+    /// default passes a downstream retry through unchanged.
+    fn after_downstream(
+        &self,
+        _payload: &RequestErrorPayload,
+        _ctx: &HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> Result<Decision, String> {
+        Ok(match outcome {
+            DownstreamOutcome::Retried(retry) => Decision::Retry(retry.clone()),
+            DownstreamOutcome::Declined | DownstreamOutcome::Failed(_) => Decision::NoRetry,
+        })
+    }
+
+    /// Raised when a session starts; may ask the host to enqueue one continuation message.
+    fn on_session_start(
+        &self,
+        _source: SessionStartSource,
+        _ctx: &HostContextRef<'_>,
+    ) -> Result<Option<Continuation>, String> {
+        Ok(None)
+    }
+
+    /// A streaming checker for one session, given its header line.
+    fn open_checker(&self, _header: &str) -> Result<Option<Box<dyn Checker>>, String> {
+        Ok(None)
+    }
+
+    /// Release whatever the instance holds; it is dropped right after.
+    fn dispose(&mut self) {}
+}
+
+/// A per-session streaming checker.
+pub trait Checker: Send + 'static {
+    fn check_event(&mut self, event: &EventRef<'_>) -> Verdict;
+}
+
+impl Manifest {
+    /// A manifest for this interface version.
+    pub fn new(name: &str, version: &str, hooks: Hooks, description: &str, config_keys: &[(&str, &str)]) -> Manifest {
+        Manifest {
+            name: name.into(),
+            version: version.into(),
+            abi_version: crate::ABI_VERSION,
+            hooks,
+            description: description.into(),
+            config_keys: config_keys
+                .iter()
+                .map(|(name, summary)| ConfigKey { name: (*name).into(), summary: (*summary).into() })
+                .collect(),
+        }
+    }
+}
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
+    }
+}
+
+fn guarded<T>(call: impl FnOnce() -> Result<T, String>) -> RResult<T, PluginError> {
+    match catch_unwind(AssertUnwindSafe(call)) {
+        Ok(Ok(value)) => ROk(value),
+        Ok(Err(message)) => RErr(PluginError::failed(message)),
+        Err(payload) => RErr(PluginError::panicked(panic_message(payload))),
+    }
+}
+
+struct GuardedPlugin<P>(P);
+
+impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: HostContextRef<'_>) -> RResult<Answer, PluginError> {
+        guarded(|| self.0.on_request_error(payload, &ctx))
+    }
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> RResult<Decision, PluginError> {
+        guarded(|| self.0.after_downstream(payload, &ctx, outcome))
+    }
+
+    fn on_session_start(
+        &self,
+        source: SessionStartSource,
+        ctx: HostContextRef<'_>,
+    ) -> RResult<ROption<Continuation>, PluginError> {
+        guarded(|| self.0.on_session_start(source, &ctx).map(ROption::from))
+    }
+
+    fn open_checker(&self, header: RStr<'_>) -> RResult<ROption<CheckerObject>, PluginError> {
+        guarded(|| {
+            let checker = self.0.open_checker(header.as_str())?;
+            Ok(checker.map(|checker| SessionChecker_TO::from_ptr(RBox::new(GuardedChecker(checker)), TD_Opaque)).into())
+        })
+    }
+
+    fn dispose(&mut self) {
+        // A panic while disposing has nowhere useful to go; the instance is dropped either way.
+        let _ = catch_unwind(AssertUnwindSafe(|| self.0.dispose()));
+    }
+}
+
+struct GuardedChecker(Box<dyn Checker>);
+
+impl SessionChecker for GuardedChecker {
+    fn check_event(&mut self, event: EventRef<'_>) -> RResult<Verdict, PluginError> {
+        guarded(|| Ok(self.0.check_event(&event)))
+    }
+}
+
+/// Runs a plugin's manifest function under the panic guard. Used by [`export_plugin!`](crate::export_plugin).
+#[doc(hidden)]
+pub fn guard_manifest(manifest: fn() -> Manifest) -> RResult<Manifest, PluginError> {
+    guarded(|| Ok(manifest()))
+}
+
+/// Parses the row config and runs a plugin's constructor under the panic guard. Used by
+/// [`export_plugin!`](crate::export_plugin).
+#[doc(hidden)]
+pub fn guard_instantiate<P: Plugin>(
+    row_id: RStr<'_>,
+    config_json: RStr<'_>,
+    instantiate: fn(&str, &serde_json::Value) -> Result<P, Vec<ConfigError>>,
+) -> RResult<PluginInstanceObject, InstantiateError> {
+    let built = catch_unwind(AssertUnwindSafe(|| {
+        let config: serde_json::Value = serde_json::from_str(config_json.as_str())
+            .map_err(|err| vec![ConfigError::new("", format!("config is not valid JSON: {err}"))])?;
+        instantiate(row_id.as_str(), &config)
+    }));
+    match built {
+        Ok(Ok(plugin)) => ROk(PluginInstance_TO::from_ptr(RBox::new(GuardedPlugin(plugin)), TD_Opaque)),
+        Ok(Err(errors)) => RErr(InstantiateError::Config(errors.into_iter().collect::<RVec<_>>())),
+        Err(payload) => RErr(InstantiateError::Failed(PluginError::panicked(panic_message(payload)))),
+    }
+}
+
+/// Exports a plugin library: its root module, with every entry point behind the panic guard.
+///
+/// ```ignore
+/// dsh_abi::export_plugin! {
+///     manifest = my_manifest,        // fn() -> dsh_abi::Manifest
+///     instantiate = MyPlugin::new,   // fn(&str, &serde_json::Value) -> Result<MyPlugin, Vec<ConfigError>>
+/// }
+/// ```
+///
+/// The plugin crate must list `abi_stable` as a direct dependency (its macros name it by path).
+#[macro_export]
+macro_rules! export_plugin {
+    (manifest = $manifest:path, instantiate = $instantiate:path $(,)?) => {
+        #[::abi_stable::export_root_module]
+        pub fn dsh_plugin_root_module() -> $crate::PluginModuleRef {
+            use ::abi_stable::prefix_type::PrefixTypeTrait;
+            $crate::PluginModule { manifest: dsh_plugin_manifest, instantiate: dsh_plugin_instantiate }
+                .leak_into_prefix()
+        }
+
+        extern "C" fn dsh_plugin_manifest() -> ::abi_stable::std_types::RResult<$crate::Manifest, $crate::PluginError> {
+            $crate::plugin::guard_manifest($manifest)
+        }
+
+        extern "C" fn dsh_plugin_instantiate(
+            row_id: ::abi_stable::std_types::RStr<'_>,
+            config_json: ::abi_stable::std_types::RStr<'_>,
+        ) -> ::abi_stable::std_types::RResult<$crate::PluginInstanceObject, $crate::InstantiateError> {
+            $crate::plugin::guard_instantiate(row_id, config_json, $instantiate)
+        }
+    };
+}

@@ -1,0 +1,303 @@
+//! Plain data that crosses the boundary: manifests, config errors, the request-error payload,
+//! listener answers and decisions, session events and checker verdicts.
+
+use abi_stable::std_types::{ROption, RStr, RString, RVec};
+use abi_stable::StableAbi;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// The hooks a plugin implements, as bit flags.
+#[repr(transparent)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Hooks(pub u32);
+
+impl Hooks {
+    /// `agent/request-error`: `on_request_error` and `after_downstream`.
+    pub const REQUEST_ERROR: Hooks = Hooks(1);
+    /// `agent/session-start`: `on_session_start`.
+    pub const SESSION_START: Hooks = Hooks(1 << 1);
+    /// `session/check`: `open_checker`, a streaming checker fed every event.
+    pub const CHECKER: Hooks = Hooks(1 << 2);
+
+    const NAMES: [(Hooks, &'static str); 3] = [
+        (Hooks::REQUEST_ERROR, "agent/request-error"),
+        (Hooks::SESSION_START, "agent/session-start"),
+        (Hooks::CHECKER, "session/check"),
+    ];
+
+    pub const fn union(self, other: Hooks) -> Hooks {
+        Hooks(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: Hooks) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The event names of the hooks in this set, in a fixed order.
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMES.iter().filter(|(hook, _)| self.contains(*hook)).map(|(_, name)| *name).collect()
+    }
+}
+
+/// What a plugin says about itself.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct Manifest {
+    pub name: RString,
+    pub version: RString,
+    /// Must equal the host's [`crate::ABI_VERSION`].
+    pub abi_version: u32,
+    pub hooks: Hooks,
+    pub description: RString,
+    pub config_keys: RVec<ConfigKey>,
+}
+
+/// One key of a plugin's row config, for `dsh plugin inspect`.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct ConfigKey {
+    pub name: RString,
+    /// Type, default and meaning in one line.
+    pub summary: RString,
+}
+
+/// One problem with a row's config: `path` is the key path inside the config (`schedule[2]`,
+/// empty for the config as a whole), `message` the plugin's exact text.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub path: RString,
+    pub message: RString,
+}
+
+impl ConfigError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError { path: RString::from(path.into()), message: RString::from(message.into()) }
+    }
+}
+
+/// A plugin call that did not produce an answer.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Eq)]
+pub struct PluginError {
+    /// True when the plugin panicked (the export guard caught it); false for an error it returned.
+    pub panicked: bool,
+    pub message: RString,
+}
+
+impl PluginError {
+    pub fn failed(message: impl Into<String>) -> Self {
+        PluginError { panicked: false, message: RString::from(message.into()) }
+    }
+
+    pub fn panicked(message: impl Into<String>) -> Self {
+        PluginError { panicked: true, message: RString::from(message.into()) }
+    }
+}
+
+/// Why a plugin could not be instantiated for a row.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub enum InstantiateError {
+    /// The row's config is invalid; every problem found.
+    Config(RVec<ConfigError>),
+    /// The plugin failed or panicked while building the instance.
+    Failed(PluginError),
+}
+
+/// `normal`: bounded, code-filtered; `always`: unbounded, every code.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyMode {
+    Normal,
+    Always,
+}
+
+impl PolicyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyMode::Normal => "normal",
+            PolicyMode::Always => "always",
+        }
+    }
+}
+
+/// A provider route's resolved (flat) retry policy. In `always` mode `max_retries` is 0 and
+/// `retryable_codes` is empty: they do not apply.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    pub mode: PolicyMode,
+    pub max_retries: u64,
+    pub retryable_codes: RVec<RString>,
+    pub initial_delay_ms: f64,
+    pub max_delay_ms: f64,
+    pub jitter_ratio: f64,
+}
+
+/// A classified request failure. Written as JSON with the keys `message, code, status?,
+/// providerRetryAfterMs?, requestId?`, in this order.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub message: RString,
+    pub code: RString,
+    pub status: ROption<u32>,
+    pub provider_retry_after_ms: ROption<f64>,
+    pub request_id: ROption<RString>,
+}
+
+impl Failure {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Failure {
+            message: RString::from(message.into()),
+            code: RString::from(code.into()),
+            status: ROption::RNone,
+            provider_retry_after_ms: ROption::RNone,
+            request_id: ROption::RNone,
+        }
+    }
+}
+
+impl Serialize for Failure {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("message", self.message.as_str())?;
+        map.serialize_entry("code", self.code.as_str())?;
+        if let ROption::RSome(status) = self.status {
+            map.serialize_entry("status", &status)?;
+        }
+        if let ROption::RSome(hint) = self.provider_retry_after_ms {
+            map.serialize_entry("providerRetryAfterMs", &hint)?;
+        }
+        if let ROption::RSome(id) = &self.request_id {
+            map.serialize_entry("requestId", id.as_str())?;
+        }
+        map.end()
+    }
+}
+
+/// The payload of `agent/request-error`.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct RequestErrorPayload {
+    pub turn: u64,
+    pub step: u64,
+    /// The route that served the failed request.
+    pub provider: RString,
+    pub failure: Failure,
+    /// The route's resolved policy; absent when no route could be chosen (`NO_ADAPTER`).
+    pub retry_policy: ROption<RetryPolicy>,
+}
+
+/// A scheduled retry: wait `delay_ms`, with `record` (the `llm/retry` payload as JSON text, keys
+/// in the plugin's order) appended by the host byte for byte before the wait.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct RetryDecision {
+    pub delay_ms: f64,
+    pub record: RString,
+}
+
+/// The final answer to a request failure.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub enum Decision {
+    NoRetry,
+    Retry(RetryDecision),
+}
+
+/// What a listener answers when it is offered a request failure.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// Not mine: the host asks the next listener and uses its answer.
+    Pass,
+    /// Final: listeners after this one are not asked.
+    Decide(Decision),
+    /// Ask the rest of the chain first, then call `after_downstream` with what it answered.
+    DelegateFirst,
+}
+
+/// What the rest of the chain answered, given to a delegate-first listener.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub enum DownstreamOutcome {
+    Retried(RetryDecision),
+    /// Nobody retried.
+    Declined,
+    /// A later listener failed or panicked; the message says which and why.
+    Failed(RString),
+}
+
+/// Why `agent/session-start` is raised.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionStartSource {
+    /// A new session was created.
+    New,
+    /// An existing session continues in a live process (`dsh run --session`).
+    Continue,
+    /// A cold session is reattached after crash repair (`dsh session resume`).
+    Resume,
+}
+
+/// A user message a session-start listener asks the host to enqueue.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct Continuation {
+    /// Deterministic message id; the host never enqueues an id already in the log.
+    pub id: RString,
+    pub text: RString,
+    /// The `source.form` of the message, e.g. `notice`.
+    pub form: RString,
+    pub summary: RString,
+}
+
+/// The key of a retry chain.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct ChainKey<'a> {
+    pub turn: u64,
+    pub step: u64,
+    pub provider: RStr<'a>,
+    pub policy_key: RStr<'a>,
+}
+
+/// The last `llm/retry` of a chain, as the host's history index knows it.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct ChainRecord {
+    pub retry_id: RString,
+    pub retry: u64,
+}
+
+/// One session event as a checker sees it; `data` stays raw JSON until a rule needs it.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct EventRef<'a> {
+    pub event_type: RStr<'a>,
+    pub seq: u64,
+    pub time: f64,
+    pub data: RStr<'a>,
+}
+
+/// A checker's verdict on one event.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Accept,
+    /// The event breaks a rule and must not be appended.
+    Refuse(RString),
+    /// The event breaks a rule; the checker only reports it (report mode).
+    Warn(RString),
+}
+
+/// Severity of a plugin log line.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}

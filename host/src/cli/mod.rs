@@ -1,0 +1,72 @@
+//! The `dsh` command line: argument parsing (clap), logging set-up, dispatch and exit codes.
+//!
+//! Exit codes: 0 success; 1 the operation ran and failed; 2 usage error; 3 not found; 130
+//! interrupted by Ctrl-C.
+
+mod plugin;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Something the user named does not exist (exit code 3).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotFound(pub String);
+
+#[derive(Debug, Parser)]
+#[command(name = "dsh", version, about = "An agent host whose model-request recovery lives in plugins")]
+pub struct Cli {
+    /// The dsh home (default: $DSH_HOME, else ~/.dsh).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+
+    /// Log more to stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Install, remove, list and inspect plugin packages.
+    Plugin(plugin::PluginArgs),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Plugin(args) => plugin::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("dsh: {err:#}");
+            if err.downcast_ref::<NotFound>().is_some() {
+                ExitCode::from(3)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default_level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,109 @@
+//! One plugin instance serving one configured row.
+//!
+//! The wrapper keeps the instance's fault state: after a panic the instance is marked faulted and
+//! is not called again (its state may be broken); every later call answers with an error that
+//! says so. The instance is disposed when the row is dropped.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr};
+use dsh_abi::{
+    Answer, CheckerObject, Continuation, Decision, DownstreamOutcome, Hooks, HostContextRef, PluginError,
+    PluginInstanceObject, RequestErrorPayload, SessionStartSource,
+};
+
+use crate::waterfall::{Listener, ListenerError};
+
+pub struct RowInstance {
+    row_id: String,
+    package: String,
+    hooks: Hooks,
+    object: PluginInstanceObject,
+    faulted: AtomicBool,
+}
+
+impl RowInstance {
+    pub fn new(row_id: &str, package: &str, hooks: Hooks, object: PluginInstanceObject) -> Self {
+        RowInstance {
+            row_id: row_id.to_owned(),
+            package: package.to_owned(),
+            hooks,
+            object,
+            faulted: AtomicBool::new(false),
+        }
+    }
+
+    pub fn package(&self) -> &str {
+        &self.package
+    }
+
+    pub fn hooks(&self) -> Hooks {
+        self.hooks
+    }
+
+    pub fn is_faulted(&self) -> bool {
+        self.faulted.load(Ordering::Relaxed)
+    }
+
+    fn call<T>(&self, hook: &str, call: impl FnOnce() -> RResult<T, PluginError>) -> Result<T, ListenerError> {
+        if self.is_faulted() {
+            return Err(ListenerError {
+                panicked: false,
+                message: format!("{hook}: the instance is faulted (it panicked earlier) and is no longer called"),
+            });
+        }
+        match call() {
+            ROk(value) => Ok(value),
+            RErr(err) => {
+                if err.panicked {
+                    self.faulted.store(true, Ordering::Relaxed);
+                }
+                let what = if err.panicked { "panicked" } else { "failed" };
+                Err(ListenerError { panicked: err.panicked, message: format!("{hook} {what}: {}", err.message) })
+            }
+        }
+    }
+
+    pub fn on_session_start(
+        &self,
+        source: SessionStartSource,
+        ctx: HostContextRef<'_>,
+    ) -> Result<Option<Continuation>, ListenerError> {
+        self.call("agent/session-start", || self.object.on_session_start(source, ctx)).map(ROption::into_option)
+    }
+
+    pub fn open_checker(&self, header: &str) -> Result<Option<CheckerObject>, ListenerError> {
+        self.call("session/check", || self.object.open_checker(RStr::from_str(header))).map(ROption::into_option)
+    }
+}
+
+impl Listener for RowInstance {
+    fn row_id(&self) -> &str {
+        &self.row_id
+    }
+
+    fn on_request_error(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+    ) -> Result<Answer, ListenerError> {
+        self.call("agent/request-error listener", || self.object.on_request_error(payload, ctx.sabi_reborrow()))
+    }
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> Result<Decision, ListenerError> {
+        self.call("agent/request-error after_downstream", || {
+            self.object.after_downstream(payload, ctx.sabi_reborrow(), outcome)
+        })
+    }
+}
+
+impl Drop for RowInstance {
+    fn drop(&mut self) {
+        self.object.dispose();
+    }
+}

@@ -1,0 +1,4 @@
+//! The durable session log: the single source of truth from which retry budgets, resume
+//! decisions and verification are derived.
+
+pub mod index;

@@ -1,0 +1,304 @@
+//! The `agent/request-error` waterfall: offers a request failure to the listeners in composed row
+//! order (the first is outermost) and works out the final decision.
+//!
+//! Each listener answers `Pass` (ask the next one and use its answer), `Decide` (final), or
+//! `DelegateFirst` (ask the rest first, then decide in `after_downstream`). After the last listener
+//! the answer is "no retry". A listener that fails or panics answers "no retry" for its branch; an
+//! outer delegate-first listener is told the branch failed, with the message. Cancellation beats
+//! any decision. Like a Cordis waterfall where `next()` is a one-shot continuation.
+
+use abi_stable::std_types::RString;
+use dsh_abi::{Answer, Decision, DownstreamOutcome, HostContextRef, RequestErrorPayload, RetryDecision};
+
+/// A listener call that produced no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerError {
+    pub panicked: bool,
+    pub message: String,
+}
+
+/// One `agent/request-error` listener.
+pub trait Listener {
+    fn row_id(&self) -> &str;
+
+    fn on_request_error(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+    ) -> Result<Answer, ListenerError>;
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> Result<Decision, ListenerError>;
+}
+
+/// The waterfall's final answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Retry after `decision.delay_ms`, appending `decision.record`; `row_id` produced it.
+    Retry { decision: RetryDecision, row_id: String },
+    /// Nobody retried. `failures` lists the listeners that failed on the way (row id, message).
+    NoRetry { failures: Vec<(String, String)> },
+    /// The turn was cancelled; whatever was decided is dropped.
+    Cancelled,
+}
+
+/// What one branch of the chain (a listener and everything after it) answered.
+enum Branch {
+    Retried { decision: RetryDecision, row_id: String },
+    Declined,
+    Failed { row_id: String, message: String },
+}
+
+/// Runs the waterfall over `listeners` (outermost first).
+pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Outcome {
+    let mut failures = Vec::new();
+    let branch = run_from(listeners, payload, ctx, &mut failures);
+    if ctx.is_cancelled() {
+        return Outcome::Cancelled;
+    }
+    match branch {
+        Branch::Retried { decision, row_id } => Outcome::Retry { decision, row_id },
+        Branch::Declined | Branch::Failed { .. } => Outcome::NoRetry { failures },
+    }
+}
+
+fn run_from<L: Listener + ?Sized>(
+    listeners: &[&L],
+    payload: &RequestErrorPayload,
+    ctx: &HostContextRef<'_>,
+    failures: &mut Vec<(String, String)>,
+) -> Branch {
+    let Some((listener, rest)) = listeners.split_first() else {
+        return Branch::Declined;
+    };
+    let row_id = listener.row_id();
+    let answer = match listener.on_request_error(payload, ctx) {
+        Ok(answer) => answer,
+        Err(err) => return failed(row_id, err, failures),
+    };
+    match answer {
+        Answer::Pass => run_from(rest, payload, ctx, failures),
+        Answer::Decide(Decision::NoRetry) => Branch::Declined,
+        Answer::Decide(Decision::Retry(decision)) => Branch::Retried { decision, row_id: row_id.to_owned() },
+        Answer::DelegateFirst => {
+            let downstream = run_from(rest, payload, ctx, failures);
+            let outcome = match &downstream {
+                Branch::Retried { decision, .. } => DownstreamOutcome::Retried(decision.clone()),
+                Branch::Declined => DownstreamOutcome::Declined,
+                Branch::Failed { row_id, message } => {
+                    DownstreamOutcome::Failed(RString::from(format!("row \"{row_id}\": {message}")))
+                }
+            };
+            match listener.after_downstream(payload, ctx, &outcome) {
+                Err(err) => failed(row_id, err, failures),
+                Ok(Decision::NoRetry) => Branch::Declined,
+                Ok(Decision::Retry(decision)) => match downstream {
+                    // Passed through unchanged: the downstream row still owns the decision.
+                    Branch::Retried { decision: ref passed, .. } if *passed == decision => downstream,
+                    _ => Branch::Retried { decision, row_id: row_id.to_owned() },
+                },
+            }
+        }
+    }
+}
+
+fn failed(row_id: &str, err: ListenerError, failures: &mut Vec<(String, String)>) -> Branch {
+    tracing::warn!(row = row_id, "row \"{row_id}\": {}; answering no retry for its branch", err.message);
+    failures.push((row_id.to_owned(), err.message.clone()));
+    Branch::Failed { row_id: row_id.to_owned(), message: err.message }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::context::tests::TestHost;
+
+    /// An in-process listener with a scripted answer that records what it was told.
+    struct Scripted {
+        id: &'static str,
+        answer: Result<Answer, &'static str>,
+        after: Option<Result<Decision, &'static str>>,
+        seen: RefCell<Vec<DownstreamOutcome>>,
+        calls: RefCell<u32>,
+    }
+
+    fn retry(record: &str, delay_ms: f64) -> RetryDecision {
+        RetryDecision { delay_ms, record: record.into() }
+    }
+
+    impl Scripted {
+        fn new(id: &'static str, answer: Result<Answer, &'static str>) -> Self {
+            Scripted { id, answer, after: None, seen: RefCell::default(), calls: RefCell::default() }
+        }
+
+        fn pass(id: &'static str) -> Self {
+            Self::new(id, Ok(Answer::Pass))
+        }
+
+        fn retries(id: &'static str, record: &str) -> Self {
+            Self::new(id, Ok(Answer::Decide(Decision::Retry(retry(record, 10.0)))))
+        }
+
+        fn vetoes(id: &'static str) -> Self {
+            Self::new(id, Ok(Answer::Decide(Decision::NoRetry)))
+        }
+
+        fn fails(id: &'static str) -> Self {
+            Self::new(id, Err("boom"))
+        }
+
+        /// Delegates first, then answers `after`, or passes the downstream retry through.
+        fn delegates(id: &'static str, after: Option<Result<Decision, &'static str>>) -> Self {
+            Scripted { after, ..Self::new(id, Ok(Answer::DelegateFirst)) }
+        }
+    }
+
+    impl Listener for Scripted {
+        fn row_id(&self) -> &str {
+            self.id
+        }
+
+        fn on_request_error(&self, _: &RequestErrorPayload, _: &HostContextRef<'_>) -> Result<Answer, ListenerError> {
+            *self.calls.borrow_mut() += 1;
+            self.answer.clone().map_err(|message| ListenerError { panicked: false, message: message.to_owned() })
+        }
+
+        fn after_downstream(
+            &self,
+            _: &RequestErrorPayload,
+            _: &HostContextRef<'_>,
+            outcome: &DownstreamOutcome,
+        ) -> Result<Decision, ListenerError> {
+            self.seen.borrow_mut().push(outcome.clone());
+            match &self.after {
+                Some(answer) => {
+                    answer.clone().map_err(|message| ListenerError { panicked: true, message: message.to_owned() })
+                }
+                None => Ok(match outcome {
+                    DownstreamOutcome::Retried(decision) => Decision::Retry(decision.clone()),
+                    _ => Decision::NoRetry,
+                }),
+            }
+        }
+    }
+
+    fn run_chain(listeners: &[&Scripted]) -> Outcome {
+        let host = TestHost::default();
+        let context = host.context();
+        let outcome = run(listeners, &TestHost::payload(), &context.as_abi());
+        outcome
+    }
+
+    fn retry_by(row: &str, record: &str) -> Outcome {
+        Outcome::Retry { decision: retry(record, 10.0), row_id: row.to_owned() }
+    }
+
+    #[test]
+    fn no_listeners_means_no_retry() {
+        assert_eq!(run_chain(&[]), Outcome::NoRetry { failures: vec![] });
+    }
+
+    #[test]
+    fn passing_listeners_fall_through_to_the_default_no_retry() {
+        let (a, b) = (Scripted::pass("a"), Scripted::pass("b"));
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
+        assert_eq!((*a.calls.borrow(), *b.calls.borrow()), (1, 1));
+    }
+
+    #[test]
+    fn a_decision_stops_the_chain() {
+        let (a, b) = (Scripted::retries("a", "{\"a\":1}"), Scripted::retries("b", "{\"b\":1}"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("a", "{\"a\":1}"));
+        assert_eq!(*b.calls.borrow(), 0);
+    }
+
+    #[test]
+    fn a_veto_hides_every_later_listener() {
+        let (a, b) = (Scripted::vetoes("a"), Scripted::retries("b", "{}"));
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
+        assert_eq!(*b.calls.borrow(), 0);
+    }
+
+    #[test]
+    fn pass_uses_the_answer_of_the_next_listener() {
+        let (a, b) = (Scripted::pass("a"), Scripted::retries("b", "{\"b\":1}"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("b", "{\"b\":1}"));
+    }
+
+    #[test]
+    fn delegate_first_sees_a_downstream_retry_and_passes_it_through() {
+        let (a, b) = (Scripted::delegates("a", None), Scripted::retries("b", "{\"b\":1}"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("b", "{\"b\":1}"));
+        assert_eq!(*a.seen.borrow(), vec![DownstreamOutcome::Retried(retry("{\"b\":1}", 10.0))]);
+    }
+
+    #[test]
+    fn delegate_first_sees_nobody_retried_and_decides_itself() {
+        let a = Scripted::delegates("a", Some(Ok(Decision::Retry(retry("{\"a\":1}", 10.0)))));
+        let b = Scripted::pass("b");
+        assert_eq!(run_chain(&[&a, &b]), retry_by("a", "{\"a\":1}"));
+        assert_eq!(*a.seen.borrow(), vec![DownstreamOutcome::Declined]);
+    }
+
+    #[test]
+    fn delegate_first_can_override_a_downstream_retry() {
+        let a = Scripted::delegates("a", Some(Ok(Decision::NoRetry)));
+        let b = Scripted::retries("b", "{}");
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
+    }
+
+    #[test]
+    fn nested_delegate_first_listeners_unwind_innermost_first() {
+        let outer = Scripted::delegates("outer", None);
+        let inner = Scripted::delegates("inner", Some(Ok(Decision::Retry(retry("{\"inner\":1}", 10.0)))));
+        let last = Scripted::pass("last");
+        assert_eq!(run_chain(&[&outer, &inner, &last]), retry_by("inner", "{\"inner\":1}"));
+        assert_eq!(*inner.seen.borrow(), vec![DownstreamOutcome::Declined]);
+        assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Retried(retry("{\"inner\":1}", 10.0))]);
+    }
+
+    #[test]
+    fn a_failing_listener_answers_no_retry_and_hides_later_listeners() {
+        let (a, b) = (Scripted::fails("a"), Scripted::retries("b", "{}"));
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![("a".into(), "boom".into())] });
+        assert_eq!(*b.calls.borrow(), 0);
+    }
+
+    #[test]
+    fn delegate_first_is_told_that_a_listener_in_the_middle_failed() {
+        let outer = Scripted::delegates("outer", Some(Ok(Decision::Retry(retry("{\"outer\":1}", 10.0)))));
+        let middle = Scripted::fails("middle");
+        let last = Scripted::retries("last", "{}");
+        assert_eq!(run_chain(&[&outer, &middle, &last]), retry_by("outer", "{\"outer\":1}"));
+        assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Failed("row \"middle\": boom".into())]);
+        assert_eq!(*last.calls.borrow(), 0);
+    }
+
+    #[test]
+    fn a_panic_in_after_downstream_answers_no_retry_for_that_branch() {
+        let outer = Scripted::delegates("outer", None);
+        let middle = Scripted::delegates("middle", Some(Err("middle panicked")));
+        let last = Scripted::retries("last", "{}");
+        assert_eq!(
+            run_chain(&[&outer, &middle, &last]),
+            Outcome::NoRetry { failures: vec![("middle".into(), "middle panicked".into())] }
+        );
+        assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Failed("row \"middle\": middle panicked".into())]);
+    }
+
+    #[test]
+    fn cancellation_beats_a_retry_decision() {
+        let host = TestHost::default();
+        host.cancel();
+        let a = Scripted::retries("a", "{}");
+        let context = host.context();
+        let outcome = run(&[&a], &TestHost::payload(), &context.as_abi());
+        assert_eq!(outcome, Outcome::Cancelled);
+    }
+}

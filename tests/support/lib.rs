@@ -1,0 +1,205 @@
+//! Test support for end-to-end tests and benchmarks: builds the workspace once per process,
+//! locates the `dsh` binary and the plugin libraries, builds the layout-mismatch fixture, and
+//! gives each test a throw-away `$DSH_HOME`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the workspace").to_owned()
+}
+
+/// Where cargo put this test binary's profile (`target/debug` or `target/release`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary knows its path");
+    exe.parent().and_then(Path::parent).expect("test binaries live in <target>/<profile>/deps").to_owned()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn run_checked(command: &mut Command, what: &str) -> Output {
+    let output = command.output().unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
+    assert!(output.status.success(), "{what} failed ({}):\n{}", output.status, String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+/// The built `dsh` binary and plugin libraries of this profile.
+pub struct Artifacts {
+    pub dir: PathBuf,
+}
+
+impl Artifacts {
+    pub fn dsh(&self) -> PathBuf {
+        self.dir.join(format!("dsh{}", std::env::consts::EXE_SUFFIX))
+    }
+
+    /// The cdylib of a workspace package, by package name (`llm-retry`).
+    pub fn library(&self, package: &str) -> PathBuf {
+        self.dir.join(library_file_name(package))
+    }
+}
+
+/// `libllm_retry.so` for `llm-retry` on Linux.
+pub fn library_file_name(package: &str) -> String {
+    format!("{}{}{}", std::env::consts::DLL_PREFIX, package.replace('-', "_"), std::env::consts::DLL_SUFFIX)
+}
+
+/// Builds the whole workspace (binary, plugins, fixtures) once per process, in this test
+/// binary's profile, and returns where the artifacts are.
+pub fn artifacts() -> &'static Artifacts {
+    static ARTIFACTS: OnceLock<Artifacts> = OnceLock::new();
+    ARTIFACTS.get_or_init(|| {
+        let dir = profile_dir();
+        let target_dir = dir.parent().expect("profile dirs live in the target dir");
+        let mut build = cargo();
+        build
+            .arg("build")
+            .arg("--quiet")
+            .arg("--workspace")
+            .arg("--manifest-path")
+            .arg(workspace_root().join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target_dir);
+        if dir.file_name().is_some_and(|name| name == "release") {
+            build.arg("--release");
+        }
+        run_checked(&mut build, "cargo build --workspace");
+        Artifacts { dir }
+    })
+}
+
+/// Builds the plugin whose interface copy has a different layout (see
+/// `tests/fixtures/abi-mismatch/Cargo.toml`) and returns its library.
+pub fn abi_mismatch_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let root = workspace_root();
+        let fixture = root.join("tests/fixtures/abi-mismatch");
+        let changed = fixture.join("abi-changed");
+        copy_changed_interface(&root.join("abi"), &changed);
+        let lock = fixture.join("Cargo.lock");
+        if !lock.exists() {
+            std::fs::copy(root.join("Cargo.lock"), &lock).expect("copy Cargo.lock for the fixture");
+        }
+        let target_dir = profile_dir().parent().expect("target dir").join("fixture-abi-mismatch");
+        run_checked(
+            cargo()
+                .args(["build", "--quiet", "--manifest-path"])
+                .arg(fixture.join("Cargo.toml"))
+                .arg("--target-dir")
+                .arg(&target_dir),
+            "cargo build of the abi-mismatch fixture",
+        );
+        target_dir.join("debug").join(library_file_name("fixture-abi-mismatch"))
+    })
+}
+
+/// Copies the interface crate and widens `Hooks` from u32 to u64. Files are only rewritten when
+/// their content changes, so cargo does not rebuild the copy every run.
+fn copy_changed_interface(abi: &Path, changed: &Path) {
+    const ORIGINAL: &str = "pub struct Hooks(pub u32);";
+    const CHANGED: &str = "pub struct Hooks(pub u64);";
+    for relative in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "src/host.rs",
+        "src/instance.rs",
+        "src/js.rs",
+        "src/module.rs",
+        "src/plugin.rs",
+        "src/types.rs",
+    ] {
+        let source =
+            std::fs::read_to_string(abi.join(relative)).unwrap_or_else(|err| panic!("read abi/{relative}: {err}"));
+        let text = match relative {
+            "src/types.rs" => {
+                assert!(
+                    source.contains(ORIGINAL),
+                    "abi/src/types.rs no longer declares `{ORIGINAL}`; update the mismatch fixture"
+                );
+                source.replace(ORIGINAL, CHANGED)
+            }
+            // The copy is built outside the workspace: spell out what it inherits.
+            "Cargo.toml" => source.lines().map(spell_out_workspace_key).collect::<Vec<_>>().join("\n"),
+            _ => source,
+        };
+        let target = changed.join(relative);
+        if std::fs::read_to_string(&target).ok().as_deref() != Some(text.as_str()) {
+            std::fs::create_dir_all(target.parent().expect("files have parents")).expect("create the interface copy");
+            std::fs::write(&target, text).expect("write the interface copy");
+        }
+    }
+}
+
+fn spell_out_workspace_key(line: &str) -> String {
+    let Some(key) = line.strip_suffix(".workspace = true") else {
+        return line.to_owned();
+    };
+    let value = match key {
+        "version" => "\"0.1.0\"",
+        "edition" => "\"2021\"",
+        "publish" => "false",
+        "rust-version" | "license" => return String::new(),
+        "abi_stable" => "\"0.11.3\"",
+        "serde" => "{ version = \"1\", features = [\"derive\"] }",
+        "serde_json" => "{ version = \"1\", features = [\"preserve_order\", \"raw_value\"] }",
+        other => return format!("{other} = \"*\""),
+    };
+    format!("{key} = {value}")
+}
+
+/// A throw-away `$DSH_HOME` and a way to run `dsh` in it.
+pub struct TestHome {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    pub fn new() -> Self {
+        TestHome { dir: tempfile::tempdir().expect("create a temporary home") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `dsh` with this home, no colour, and no inherited secrets.
+    pub fn dsh(&self) -> Command {
+        let mut command = Command::new(artifacts().dsh());
+        command
+            .env("DSH_HOME", self.path())
+            .env("NO_COLOR", "1")
+            .env_remove("DEEPSEEK_API_KEY")
+            .env_remove("DSH_PLUGIN_PATH")
+            .env_remove("DSH_LOG")
+            .current_dir(self.path());
+        command
+    }
+}
+
+impl Default for TestHome {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a finished command said.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn of(command: &mut Command) -> Run {
+        let output = command.output().expect("run dsh");
+        Run {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}

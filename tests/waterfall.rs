@@ -1,0 +1,144 @@
+//! The waterfall over listeners living in real cdylibs, loaded through the real ABI in this
+//! process: panics stay inside the plugin, faulted instances are not called again, libraries load
+//! side by side and from two paths.
+
+use std::sync::atomic::AtomicBool;
+
+use abi_stable::std_types::ROption;
+use dsh_abi::{Failure, RequestErrorPayload};
+use dsh_e2e::{artifacts, TestHome};
+use dsh_host::context::{CallContext, ScriptedServices};
+use dsh_host::plugin::{InstantiateFailure, PluginLibrary, RowInstance};
+use dsh_host::session::index::HistoryIndex;
+use dsh_host::waterfall::{self, Outcome};
+use serde_json::json;
+
+fn scripted() -> PluginLibrary {
+    PluginLibrary::load(&artifacts().library("fixture-scripted")).expect("the scripted fixture loads")
+}
+
+fn row(library: &PluginLibrary, id: &str, config: serde_json::Value) -> RowInstance {
+    library.instantiate(id, &config).unwrap_or_else(|err| panic!("row {id}: {err:?}"))
+}
+
+fn payload() -> RequestErrorPayload {
+    RequestErrorPayload {
+        turn: 1,
+        step: 1,
+        provider: "mock".into(),
+        failure: Failure::new("SERVER", "HTTP 503 from http://127.0.0.1/v1/chat/completions"),
+        retry_policy: ROption::RNone,
+    }
+}
+
+fn run(rows: &[&RowInstance]) -> Outcome {
+    let history = HistoryIndex::default();
+    let cancelled = AtomicBool::new(false);
+    let services = ScriptedServices::default();
+    let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
+    let outcome = waterfall::run(rows, &payload(), &context.as_abi());
+    outcome
+}
+
+fn record_of(outcome: &Outcome) -> serde_json::Value {
+    match outcome {
+        Outcome::Retry { decision, .. } => serde_json::from_str(&decision.record).unwrap(),
+        other => panic!("expected a retry, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_panicking_listener_answers_no_retry_and_the_outer_listener_is_told() {
+    let library = scripted();
+    let outer = row(&library, "outer", json!({"answer": "delegate-first", "afterDownstream": "retry"}));
+    let middle = row(&library, "middle", json!({"answer": "panic"}));
+    let last = row(&library, "last", json!({"answer": "retry"}));
+    let outcome = run(&[&outer, &middle, &last]);
+    let saw = record_of(&outcome)["saw"].as_str().unwrap().to_owned();
+    assert!(saw.starts_with("failed: row \"middle\": agent/request-error listener panicked: "), "{saw}");
+    assert!(saw.contains("row middle was told to panic"), "{saw}");
+    assert!(middle.is_faulted());
+}
+
+#[test]
+fn a_faulted_instance_is_not_called_again() {
+    let library = scripted();
+    let panicky = row(&library, "panicky", json!({"answer": "panic"}));
+    assert!(matches!(run(&[&panicky]), Outcome::NoRetry { .. }));
+    let Outcome::NoRetry { failures } = run(&[&panicky]) else { panic!("a faulted row cannot retry") };
+    assert_eq!(failures.len(), 1);
+    assert!(failures[0].1.contains("faulted"), "{failures:?}");
+}
+
+#[test]
+fn a_panic_in_after_downstream_is_contained() {
+    let library = scripted();
+    let outer = row(&library, "outer", json!({"answer": "delegate-first", "afterDownstream": "panic"}));
+    let last = row(&library, "last", json!({"answer": "retry"}));
+    let Outcome::NoRetry { failures } = run(&[&outer, &last]) else { panic!("a panicked branch cannot retry") };
+    assert_eq!(failures[0].0, "outer");
+}
+
+#[test]
+fn a_delegate_first_listener_in_a_cdylib_passes_a_downstream_retry_through() {
+    let library = scripted();
+    let outer = row(&library, "outer", json!({"answer": "delegate-first"}));
+    let last = row(&library, "last", json!({"answer": "retry", "delayMs": 7}));
+    let outcome = run(&[&outer, &last]);
+    match &outcome {
+        Outcome::Retry { decision, row_id } => {
+            assert_eq!(row_id, "last");
+            assert_eq!(decision.delay_ms, 7.0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(record_of(&outcome)["row"], "last");
+}
+
+#[test]
+fn invalid_configs_are_refused_with_every_problem() {
+    let error = scripted().instantiate("bad", &json!({"answer": "sing", "colour": "red"})).err().expect("refused");
+    let InstantiateFailure::Config(errors) = error else { panic!("{error:?}") };
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    assert_eq!(paths, ["colour", "answer"]);
+    assert_eq!(errors[0].message.as_str(), "unknown key \"colour\"");
+}
+
+#[test]
+fn a_panic_while_instantiating_is_an_error_value() {
+    let error = scripted().instantiate("boom", &json!({"panicOnInstantiate": true})).err().expect("refused");
+    assert!(
+        matches!(&error, InstantiateFailure::Failed(message) if message.contains("panicked while instantiating")),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn the_same_plugin_loads_side_by_side_from_two_paths() {
+    let home = TestHome::new();
+    let libraries: Vec<PluginLibrary> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            let copy = home.path().join(format!("libscripted_{name}.so"));
+            std::fs::copy(artifacts().library("fixture-scripted"), &copy).unwrap();
+            PluginLibrary::load(&copy).unwrap()
+        })
+        .collect();
+    assert_ne!(libraries[0].path, libraries[1].path);
+    let first = row(&libraries[0], "first", json!({"answer": "delegate-first", "afterDownstream": "retry"}));
+    let second = row(&libraries[1], "second", json!({"answer": "pass"}));
+    let outcome = run(&[&first, &second]);
+    assert_eq!(record_of(&outcome), json!({"row": "first", "saw": "declined"}));
+}
+
+#[test]
+fn downstream_outcomes_cross_the_boundary_intact() {
+    let library = scripted();
+    let outer = row(&library, "outer", json!({"answer": "delegate-first", "afterDownstream": "retry"}));
+    let failing = row(&library, "failing", json!({"answer": "fail"}));
+    let outcome = run(&[&outer, &failing]);
+    assert_eq!(
+        record_of(&outcome)["saw"],
+        "failed: row \"failing\": agent/request-error listener failed: fixture-scripted: row failing was told to fail"
+    );
+}
