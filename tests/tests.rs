@@ -1,5 +1,9 @@
 //! End-to-end tests: the real `dsh` binary and real plugin libraries. One test binary, one module
 //! per part.
 
+mod conformance_invariant;
+mod conformance_llm_retry;
 mod inspect;
+mod plugin_packages;
+mod profiles;
 mod waterfall;

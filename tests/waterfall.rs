@@ -142,3 +142,34 @@ fn downstream_outcomes_cross_the_boundary_intact() {
         "failed: row \"failing\": agent/request-error listener failed: fixture-scripted: row failing was told to fail"
     );
 }
+
+#[test]
+fn two_different_plugins_share_one_waterfall() {
+    let scripted = scripted();
+    let executor = PluginLibrary::load(&artifacts().library("llm-retry")).unwrap();
+    assert_ne!(scripted.manifest.name, executor.manifest.name, "each library answers for itself");
+    let outer = row(&scripted, "outer", json!({"answer": "delegate-first", "afterDownstream": "keep"}));
+    let llm_retry = row(&executor, "llm-retry", serde_json::Value::Null);
+    let mut with_policy = payload();
+    with_policy.retry_policy = ROption::RSome(dsh_abi::RetryPolicy {
+        mode: dsh_abi::PolicyMode::Normal,
+        max_retries: 1,
+        retryable_codes: vec!["SERVER".into()].into(),
+        initial_delay_ms: 500.0,
+        max_delay_ms: 500.0,
+        jitter_ratio: 0.0,
+    });
+    let history = HistoryIndex::default();
+    let cancelled = AtomicBool::new(false);
+    let services = ScriptedServices::default();
+    let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
+    let listeners: [&RowInstance; 2] = [&outer, &llm_retry];
+    let outcome = waterfall::run(&listeners, &with_policy, &context.as_abi());
+    match outcome {
+        Outcome::Retry { decision, row_id } => {
+            assert_eq!(row_id, "llm-retry");
+            assert_eq!(decision.delay_ms, 500.0);
+        }
+        other => panic!("{other:?}"),
+    }
+}

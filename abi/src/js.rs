@@ -61,6 +61,41 @@ pub fn as_safe_u64(value: &serde_json::Value) -> Option<u64> {
     (is_safe_integer(number) && number >= 0.0).then_some(number as u64)
 }
 
+/// `String(value)` for a JSON value; `None` (a missing key) is `undefined`.
+pub fn display(value: Option<&serde_json::Value>) -> String {
+    use serde_json::Value;
+    match value {
+        None => "undefined".to_owned(),
+        Some(Value::Null) => "null".to_owned(),
+        Some(Value::Bool(flag)) => flag.to_string(),
+        Some(Value::Number(n)) => n.as_f64().map_or_else(|| n.to_string(), number),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::Null => String::new(),
+                other => display(Some(other)),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        Some(Value::Object(_)) => "[object Object]".to_owned(),
+    }
+}
+
+/// `a === b` for JSON values, `None` being `undefined`. Objects and arrays are never equal (they
+/// would be distinct references).
+pub fn strict_equals(a: Option<&serde_json::Value>, b: Option<&serde_json::Value>) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (None, None) => true,
+        (Some(Value::Null), Some(Value::Null)) => true,
+        (Some(Value::Bool(x)), Some(Value::Bool(y))) => x == y,
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x.as_f64() == y.as_f64(),
+        (Some(Value::String(x)), Some(Value::String(y))) => x == y,
+        _ => false,
+    }
+}
+
 /// Orders strings by UTF-16 code units, as JavaScript's default `sort()` does.
 pub fn cmp_utf16(a: &str, b: &str) -> std::cmp::Ordering {
     a.encode_utf16().cmp(b.encode_utf16())
@@ -96,6 +131,27 @@ mod tests {
         assert_eq!(as_safe_u64(&one_point_zero), Some(1));
         assert_eq!(as_safe_u64(&serde_json::json!(1.5)), None);
         assert_eq!(as_safe_u64(&serde_json::json!(9007199254740992.0)), None);
+    }
+
+    #[test]
+    fn values_render_as_javascript_string_does() {
+        use serde_json::json;
+        assert_eq!(display(None), "undefined");
+        assert_eq!(display(Some(&json!(null))), "null");
+        assert_eq!(display(Some(&json!(1.5))), "1.5");
+        assert_eq!(display(Some(&json!(2.0))), "2");
+        assert_eq!(display(Some(&json!("raw"))), "raw");
+        assert_eq!(display(Some(&json!([1, null, "a"]))), "1,,a");
+        assert_eq!(display(Some(&json!({"a": 1}))), "[object Object]");
+    }
+
+    #[test]
+    fn strict_equality_compares_numbers_by_value_and_never_objects() {
+        use serde_json::json;
+        assert!(strict_equals(Some(&json!(1)), Some(&json!(1.0))));
+        assert!(!strict_equals(Some(&json!(1)), Some(&json!("1"))));
+        assert!(strict_equals(None, None));
+        assert!(!strict_equals(Some(&json!({})), Some(&json!({}))));
     }
 
     #[test]

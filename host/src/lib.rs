@@ -6,10 +6,23 @@
 //! | [`waterfall`] | the ordered `agent/request-error` listener chain and its final decision |
 //! | [`context`] | what plugins may ask the host during a call; clock, randomness and ids |
 //! | [`session`] | the durable session log and the history index plugins query |
+//! | [`profile`] | `$DSH_HOME`, profiles, patch layers and their composition, the YAML module |
+//! | [`fsutil`] | atomic, durable file writes |
+//! | [`llm`] | provider rows, provider-owned retry policies, the mock server |
+//! | [`agent`] | the agent row and its turns |
 //! | [`cli`] | the `dsh` command line |
 
+pub mod agent;
 pub mod cli;
 pub mod context;
+pub mod fsutil;
+pub mod llm;
 pub mod plugin;
+pub mod profile;
 pub mod session;
 pub mod waterfall;
+
+/// Something the user named does not exist (a profile, session, plugin or file); exit code 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotFound(pub String);

@@ -37,7 +37,8 @@ fn four_fixture_listeners(c: &mut Criterion) {
     let listeners: Vec<&RowInstance> = rows.iter().collect();
     let history = HistoryIndex::default();
     let cancelled = AtomicBool::new(false);
-    let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &SystemServices };
+    let context =
+        CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &SystemServices };
     let payload = payload();
     c.bench_function("waterfall/4 cdylib listeners (fixture: delegate-first, pass, pass, retry)", |b| {
         b.iter(|| waterfall::run(&listeners, &payload, &context.as_abi()))

@@ -166,6 +166,21 @@ impl TestHome {
         self.dir.path()
     }
 
+    /// Writes `contents` to `name` inside the home and returns its path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent directories");
+        }
+        std::fs::write(&path, contents).expect("write a test file");
+        path
+    }
+
+    /// Runs `dsh ARGS…` in this home.
+    pub fn run(&self, args: &[&str]) -> Run {
+        Run::of(self.dsh().args(args))
+    }
+
     /// `dsh` with this home, no colour, and no inherited secrets.
     pub fn dsh(&self) -> Command {
         let mut command = Command::new(artifacts().dsh());

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 the operation ran and failed; 2 usage error; 3 not found; 130
 //! interrupted by Ctrl-C.
 
+mod config;
 mod plugin;
 
 use std::path::PathBuf;
@@ -10,10 +11,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Something the user named does not exist (exit code 3).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct NotFound(pub String);
+use crate::profile::Home;
+use crate::NotFound;
 
 #[derive(Debug, Parser)]
 #[command(name = "dsh", version, about = "An agent host whose model-request recovery lives in plugins")]
@@ -34,13 +33,29 @@ pub struct Cli {
 enum Command {
     /// Install, remove, list and inspect plugin packages.
     Plugin(plugin::PluginArgs),
+    /// Compose a profile: dump it, check it, or show its request-error waterfall.
+    Config(config::ConfigArgs),
+}
+
+/// Options every command shares.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    home: Option<PathBuf>,
+}
+
+impl Globals {
+    pub fn home(&self) -> anyhow::Result<Home> {
+        Home::resolve(self.home.as_deref())
+    }
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    let globals = Globals { home: cli.home };
     let result = match cli.command {
-        Command::Plugin(args) => plugin::run(args),
+        Command::Plugin(args) => plugin::run(&globals, args),
+        Command::Config(args) => config::run(&globals, args),
     };
     match result {
         Ok(code) => code,

@@ -1,22 +1,47 @@
-//! `dsh plugin …`: inspect libraries (and, hidden, the child side of inspection).
+//! `dsh plugin …`: add, remove and list a profile's packages; inspect any library (and, hidden,
+//! the child side of inspection).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use serde_json::json;
 
-use super::NotFound;
+use super::Globals;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
+use crate::plugin::install;
+use crate::profile::Profile;
+use crate::NotFound;
 
 #[derive(Debug, Args)]
 pub struct PluginArgs {
+    /// The profile to change (created from the base template if it does not exist).
+    #[arg(long, global = true, default_value = "web", value_name = "NAME")]
+    profile: String,
+
     #[command(subcommand)]
     command: PluginCommand,
 }
 
 #[derive(Debug, Subcommand)]
 enum PluginCommand {
+    /// Install packages: bundled names (relay-retry), plugin crate directories (built with cargo
+    /// build --release) or prebuilt package directories (dsh-plugin.toml + library).
+    Add {
+        #[arg(required = true, value_name = "SPEC")]
+        specs: Vec<String>,
+    },
+    /// Remove packages and their bundle entries (never touches your cordis.patch.yml).
+    Remove {
+        #[arg(required = true, value_name = "NAME")]
+        names: Vec<String>,
+    },
+    /// Installed packages, versions, ABI status and bundle membership.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
     /// Load one library in a child process and print its manifest, or the exact load error.
     Inspect {
         path: PathBuf,
@@ -29,16 +54,132 @@ enum PluginCommand {
     Probe { path: PathBuf },
 }
 
-pub fn run(args: PluginArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: PluginArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         PluginCommand::Inspect { path, json } => inspect_command(path, json),
         PluginCommand::Probe { path } => Ok(if inspect::probe(&path) { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
+        PluginCommand::Add { specs } => add(globals, &args.profile, &specs),
+        PluginCommand::Remove { names } => remove(globals, &args.profile, &names),
+        PluginCommand::List { json } => list(globals, &args.profile, json),
     }
 }
 
+fn dsh_executable() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("cannot find the dsh executable")
+}
+
+fn add(globals: &Globals, profile_name: &str, specs: &[String]) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    let dsh = dsh_executable()?;
+    let (mut profile, created) = Profile::open_or_create(&home, profile_name)?;
+    let outcome = specs.iter().try_for_each(|spec| -> anyhow::Result<()> {
+        let candidate = install::candidate(spec)?;
+        let installed =
+            install::install(&mut profile, candidate, &dsh).with_context(|| format!("cannot install {spec}"))?;
+        report_installed(&profile, &installed);
+        Ok(())
+    });
+    if let Err(err) = outcome {
+        if created {
+            let _ = std::fs::remove_dir_all(&profile.dir);
+        }
+        return Err(err);
+    }
+    if created {
+        eprintln!("dsh: created profile {} at {}", profile.name, profile.dir.display());
+    }
+    println!("Restart running dsh hosts of profile {} to apply.", profile.name);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_installed(profile: &Profile, installed: &install::Installed) {
+    match &installed.library {
+        Some(library) => println!(
+            "installed {} {} into profile {} ({library})",
+            installed.candidate_name, installed.version, profile.name
+        ),
+        None => println!("added bundle {} {} to profile {}", installed.candidate_name, installed.version, profile.name),
+    }
+    if installed.has_layer {
+        let mut effects = Vec::new();
+        if !installed.inserts.is_empty() {
+            effects.push(format!("inserts {}", installed.inserts.join(", ")));
+        }
+        if !installed.disables.is_empty() {
+            effects.push(format!("disables {}", installed.disables.join(", ")));
+        }
+        let position =
+            profile.manifest.bundles.iter().position(|bundle| *bundle == installed.candidate_name).map_or(0, |p| p + 1);
+        println!(
+            "  bundle layer {} of {}{}",
+            position,
+            profile.manifest.bundles.len(),
+            if effects.is_empty() { String::new() } else { format!(": {}", effects.join("; ")) }
+        );
+    } else if installed.newly_installed {
+        println!(
+            "  note: {} declares no bundle, so it is installed but has no rows; enable it with an insert row in {}",
+            installed.candidate_name,
+            profile.dir.join("cordis.patch.yml").display()
+        );
+    }
+}
+
+fn remove(globals: &Globals, profile_name: &str, names: &[String]) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    let mut profile = Profile::open(&home, profile_name)?;
+    for name in install::remove(&mut profile, names)? {
+        println!("removed {name} from profile {}", profile.name);
+    }
+    println!("Restart running dsh hosts of profile {} to apply.", profile.name);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    let profile = Profile::open(&home, profile_name)?;
+    let dsh = dsh_executable()?;
+    let bundle_position = |name: &str| profile.manifest.bundles.iter().position(|bundle| bundle == name).map(|p| p + 1);
+    let mut entries = Vec::new();
+    for (name, package) in &profile.manifest.packages {
+        let abi = match inspect::inspect_in_child(&dsh, &profile.dir.join(&package.library)) {
+            Ok(info) => format!("ok (abi {})", info.abi_version),
+            Err(err) => format!("error: {err}"),
+        };
+        entries.push(json!({
+            "name": name, "version": package.version, "source": package.source, "library": package.library,
+            "sha256": package.sha256, "abi": abi, "bundle": bundle_position(name),
+        }));
+    }
+    for bundle in profile.manifest.bundles.iter().filter(|bundle| !profile.manifest.packages.contains_key(*bundle)) {
+        entries.push(json!({
+            "name": bundle, "version": crate::plugin::catalog::bundled(bundle).map(|b| b.version), "source": "bundled layer",
+            "library": null, "sha256": null, "abi": null, "bundle": bundle_position(bundle),
+        }));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&entries)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "profile {} ({} bundles: {})",
+        profile.name,
+        profile.manifest.bundles.len(),
+        profile.manifest.bundles.join(", ")
+    );
+    for entry in &entries {
+        let text = |key: &str| entry[key].as_str().unwrap_or("-").to_owned();
+        let bundle = match entry["bundle"].as_u64() {
+            Some(position) => format!("bundle {position} of {}", profile.manifest.bundles.len()),
+            None => "no bundle".to_owned(),
+        };
+        println!("  {:24} {:10} {:16} {:12} {}", text("name"), text("version"), bundle, text("abi"), text("source"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn inspect_command(path: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
-    let dsh = std::env::current_exe().context("cannot find the dsh executable")?;
-    match inspect::inspect_in_child(&dsh, &path) {
+    match inspect::inspect_in_child(&dsh_executable()?, &path) {
         Ok(manifest) => {
             if json {
                 println!("{}", serde_json::to_string_pretty(&manifest)?);

@@ -1,0 +1,3 @@
+//! The agent: its row config and (with the runtime) the turn loop.
+
+pub mod config;

@@ -1,0 +1,167 @@
+//! `dsh config …`: compose a profile and print it (`dump`), validate every enabled row (`check`),
+//! or print the `agent/request-error` listener order (`waterfall`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use dsh_abi::Hooks;
+use serde_json::Value;
+
+use super::Globals;
+use crate::plugin::rows::{self, LoadedPlugin};
+use crate::profile::patch::{ordered_row, Composition};
+use crate::profile::{yaml, Home, LayerScope, Profile};
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// The profile to compose.
+    #[arg(long, global = true, default_value = "web", value_name = "NAME")]
+    profile: String,
+
+    /// An extra patch layer, applied after every other layer (repeatable, in order).
+    #[arg(long = "patch", global = true, value_name = "FILE")]
+    patches: Vec<PathBuf>,
+
+    #[command(subcommand)]
+    command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the composed row list (never resolves or loads packages).
+    Dump {
+        /// Precede each run of rows with a comment naming the layer that inserted it and the
+        /// layers that changed it.
+        #[arg(long)]
+        origins: bool,
+        /// Compose the bundle layers only (user layers are not read).
+        #[arg(long)]
+        bundles_only: bool,
+        /// Print a JSON array of rows instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load every enabled row and validate every config; report every problem.
+    Check,
+    /// Print the agent/request-error listener order: index, row id, package, library.
+    Waterfall,
+}
+
+/// Composes the profile and prints the composition warnings (`dsh: [<layer>] <message>`).
+pub(crate) fn compose(
+    home: &Home,
+    profile_name: &str,
+    patches: &[PathBuf],
+    scope: LayerScope,
+) -> anyhow::Result<(Profile, Composition)> {
+    let profile = Profile::open(home, profile_name)?;
+    let composition = profile.compose(home, patches, scope)?;
+    for warning in &composition.warnings {
+        eprintln!("dsh: {warning}");
+    }
+    Ok((profile, composition))
+}
+
+pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    match args.command {
+        ConfigCommand::Dump { origins, bundles_only, json } => {
+            let scope = if bundles_only { LayerScope::BundlesOnly } else { LayerScope::All };
+            let patches = if bundles_only { &[][..] } else { &args.patches[..] };
+            let (_, composition) = compose(&home, &args.profile, patches, scope)?;
+            print!("{}", render_dump(&composition, origins, json));
+            Ok(ExitCode::SUCCESS)
+        }
+        ConfigCommand::Check => check(&home, &args.profile, &args.patches),
+        ConfigCommand::Waterfall => waterfall(&home, &args.profile, &args.patches),
+    }
+}
+
+fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
+    let rows: Vec<Value> = composition.rows.iter().map(ordered_row).collect();
+    if json {
+        return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON"));
+    }
+    if !origins {
+        return if rows.is_empty() { "[]\n".to_owned() } else { yaml::to_string(&Value::Array(rows)) };
+    }
+    let mut out = String::new();
+    let mut run: Vec<Value> = Vec::new();
+    let mut label: Option<String> = None;
+    let flush = |out: &mut String, label: &Option<String>, run: &mut Vec<Value>| {
+        if let (Some(label), false) = (label, run.is_empty()) {
+            out.push_str(&format!("# == {label}\n"));
+            out.push_str(&yaml::to_string(&Value::Array(std::mem::take(run))));
+        }
+    };
+    for (row, provenance) in rows.into_iter().zip(&composition.provenance) {
+        let row_label = provenance.label();
+        if label.as_deref() != Some(row_label.as_str()) {
+            flush(&mut out, &label, &mut run);
+            label = Some(row_label);
+        }
+        run.push(row);
+    }
+    flush(&mut out, &label, &mut run);
+    if out.is_empty() {
+        out.push_str("[]\n");
+    }
+    out
+}
+
+fn check(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
+    let resolution = rows::resolve(&profile, &composition);
+    let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, true);
+    let problems: Vec<&String> =
+        resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).collect();
+    if problems.is_empty() {
+        let names: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
+        println!(
+            "profile {}: {} enabled rows valid ({} providers; plugins: {})",
+            profile.name,
+            composition.enabled_rows().len(),
+            resolution.providers.len(),
+            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for problem in &problems {
+        eprintln!("{problem}");
+    }
+    eprintln!(
+        "dsh: profile {}: {} problem{} found",
+        profile.name,
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    Ok(ExitCode::FAILURE)
+}
+
+fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
+    let resolution = rows::resolve(&profile, &composition);
+    let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, false);
+    let problems: Vec<&String> = resolution.unresolved.iter().chain(&load_problems).collect();
+    if !problems.is_empty() {
+        for problem in problems {
+            eprintln!("{problem}");
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    let listeners: Vec<&LoadedPlugin> =
+        loaded.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::REQUEST_ERROR)).collect();
+    let id_width = listeners.iter().map(|plugin| plugin.row.row_id.len()).max().unwrap_or(0);
+    let package_width = listeners.iter().map(|plugin| plugin.row.package.len()).max().unwrap_or(0);
+    for (index, plugin) in listeners.iter().enumerate() {
+        println!(
+            "{}  {:id_width$}  {:package_width$}  {}",
+            index + 1,
+            plugin.row.row_id,
+            plugin.row.package,
+            plugin.library.path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,63 @@
+//! Durable file writes: every profile file is replaced atomically (temporary file in the same
+//! directory, fsync, rename, fsync of the directory), and creating a file never overwrites one.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Makes a directory entry change (create, rename) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn staged(path: &Path, contents: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut file = tempfile::Builder::new().prefix(".dsh-tmp-").tempfile_in(dir)?;
+    file.write_all(contents)?;
+    file.as_file().sync_all()?;
+    Ok(file)
+}
+
+/// Replaces `path` with `contents` atomically: readers see the old file or the new one, never a
+/// mix, and a crash leaves one of the two.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    staged(path, contents)?.persist(path).map_err(|err| err.error)?;
+    sync_parent(path)
+}
+
+/// Creates `path` with `contents` atomically unless it exists; returns whether it was created.
+pub fn create_atomic(path: &Path, contents: &[u8]) -> io::Result<bool> {
+    match staged(path, contents)?.persist_noclobber(path) {
+        Ok(_) => {
+            sync_parent(path)?;
+            Ok(true)
+        }
+        Err(err) if err.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(err) => Err(err.error),
+    }
+}
+
+fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        Some(dir) => sync_dir(dir),
+        None => sync_dir(Path::new(".")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_never_overwrites_and_write_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("profile.yml");
+        assert!(create_atomic(&path, b"first").unwrap());
+        assert!(!create_atomic(&path, b"second").unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        write_atomic(&path, b"third").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"third");
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary files are left behind");
+    }
+}

@@ -1,0 +1,134 @@
+//! Where a row's package comes from: built into the host, installed in the profile, or bundled
+//! with dsh (manifest and layer compiled in, library found beside the `dsh` executable, then in
+//! `$DSH_PLUGIN_PATH`).
+
+use std::path::{Path, PathBuf};
+
+use crate::profile::Profile;
+
+/// A package bundled with this build of dsh.
+#[derive(Debug)]
+pub struct BundledPackage {
+    pub name: &'static str,
+    pub version: &'static str,
+    /// Whether the package is a plugin library (the base and demo bundles are layers only).
+    pub has_library: bool,
+    /// Its bundle layer, when it declares one.
+    pub layer: Option<&'static str>,
+}
+
+/// A profile template shipped in `profiles/`.
+#[derive(Debug)]
+pub struct ProfileTemplate {
+    pub name: &'static str,
+    /// Its `profile.yml` (the bundle list).
+    pub manifest: &'static str,
+}
+
+include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+
+/// Row services implemented by the host itself.
+pub const BUILT_IN_SERVICES: [&str; 3] = ["agent", "llm-openai", "llm-mock"];
+
+pub fn bundled(name: &str) -> Option<&'static BundledPackage> {
+    BUNDLED_PACKAGES.iter().find(|package| package.name == name)
+}
+
+pub fn template(name: &str) -> Option<&'static ProfileTemplate> {
+    PROFILE_TEMPLATES.iter().find(|template| template.name == name)
+}
+
+/// `libllm_retry.so` for `llm-retry` on Linux.
+pub fn library_file_name(package: &str) -> String {
+    format!("{}{}{}", std::env::consts::DLL_PREFIX, package.replace('-', "_"), std::env::consts::DLL_SUFFIX)
+}
+
+/// Where bundled libraries are looked for, in order: beside the `dsh` executable, then each
+/// directory of `$DSH_PLUGIN_PATH`.
+pub fn library_search_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_owned)) {
+        dirs.push(dir);
+    }
+    if let Some(paths) = std::env::var_os("DSH_PLUGIN_PATH") {
+        dirs.extend(std::env::split_paths(&paths).filter(|dir| !dir.as_os_str().is_empty()));
+    }
+    dirs
+}
+
+/// The library of a bundled package; `Err` holds the path beside the executable that was expected.
+pub fn find_bundled_library(package: &str) -> Result<PathBuf, PathBuf> {
+    let file = library_file_name(package);
+    let dirs = library_search_dirs();
+    dirs.iter()
+        .map(|dir| dir.join(&file))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| dirs.first().map(|dir| dir.join(&file)).unwrap_or_else(|| PathBuf::from(&file)))
+}
+
+/// What serves a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowPackage {
+    BuiltIn(&'static str),
+    Library { package: String, path: PathBuf },
+}
+
+/// Why a row's package cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("row \"{row}\": library {} not found (run cargo build --release --workspace)", path.display())]
+    LibraryNotFound { row: String, path: PathBuf },
+    #[error(
+        "row \"{row}\": unknown package \"{package}\" (not built in, not installed in profile {profile}, not bundled \
+         with dsh; install it with 'dsh plugin --profile {profile} add <package>')"
+    )]
+    UnknownPackage { row: String, package: String, profile: String },
+}
+
+/// Resolves the package named by row `row_id`: built in, installed in `profile`, or bundled.
+pub fn resolve_row_package(profile: &Profile, row_id: &str, package: &str) -> Result<RowPackage, ResolveError> {
+    if let Some(service) = BUILT_IN_SERVICES.iter().find(|service| **service == package) {
+        return Ok(RowPackage::BuiltIn(service));
+    }
+    if let Some(installed) = profile.manifest.packages.get(package) {
+        let path = profile.dir.join(&installed.library);
+        return if path.is_file() {
+            Ok(RowPackage::Library { package: package.to_owned(), path })
+        } else {
+            Err(ResolveError::LibraryNotFound { row: row_id.to_owned(), path })
+        };
+    }
+    match bundled(package) {
+        Some(bundled) if bundled.has_library => match find_bundled_library(package) {
+            Ok(path) => Ok(RowPackage::Library { package: package.to_owned(), path }),
+            Err(path) => Err(ResolveError::LibraryNotFound { row: row_id.to_owned(), path }),
+        },
+        _ => Err(ResolveError::UnknownPackage {
+            row: row_id.to_owned(),
+            package: package.to_owned(),
+            profile: profile.name.clone(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_bundle_and_profile_templates_are_compiled_in() {
+        let base = bundled("dsh-base").expect("dsh-base is bundled");
+        assert!(!base.has_library);
+        assert!(base.layer.unwrap().contains("id: llm-retry"));
+        assert!(template("web").unwrap().manifest.contains("dsh-base"));
+        assert!(template("demo").unwrap().manifest.contains("dsh-demo"));
+    }
+
+    #[test]
+    fn library_names_follow_the_platform_convention() {
+        assert_eq!(
+            library_file_name("llm-retry"),
+            format!("{}llm_retry{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
+        );
+    }
+}

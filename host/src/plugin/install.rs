@@ -1,0 +1,440 @@
+//! Installing plugin packages into a profile (`dsh plugin add`) and removing them (`remove`).
+//!
+//! A package comes from a bundled name, a plugin crate directory (built with `cargo build
+//! --release`, the artifact path read from cargo's JSON messages) or a prebuilt package directory
+//! (`dsh-plugin.toml` + library). Its library is checked in a child process, then staged with its
+//! manifest and bundle layer under `plugins/<package>/` (library under a content-hash name, since
+//! an already-open path would return the library loaded before), and `profile.yml` is replaced
+//! atomically. A failure at any step leaves every profile file as it was. Neither command writes
+//! rows into a `cordis.patch.yml`: rows come from bundle layers.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::catalog;
+use super::inspect::{self, ManifestInfo};
+use crate::fsutil;
+use crate::profile::patch::Layer;
+use crate::profile::{InstalledPackage, Profile};
+use crate::NotFound;
+
+/// A package's manifest file, `dsh-plugin.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageManifest {
+    pub name: String,
+    pub version: String,
+    /// The library file, relative to the package directory.
+    pub library: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<BundleManifest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleManifest {
+    /// The bundle layer, relative to the package directory.
+    pub patch: String,
+}
+
+/// What is about to be installed.
+#[derive(Debug)]
+pub struct Candidate {
+    pub name: String,
+    pub version: String,
+    /// `bundled`, `crate:<dir>` or `package:<dir>`.
+    pub source: String,
+    /// `None` for a layer-only bundle (`dsh-demo`).
+    pub library: Option<PathBuf>,
+    pub layer: Option<String>,
+}
+
+/// What `add` did, for the report.
+#[derive(Debug)]
+pub struct Installed {
+    pub candidate_name: String,
+    pub version: String,
+    pub library: Option<String>,
+    pub bundle_added: bool,
+    pub has_layer: bool,
+    pub newly_installed: bool,
+    pub inserts: Vec<String>,
+    pub disables: Vec<String>,
+}
+
+/// Turns `add`'s argument into a candidate: a path to a crate or package directory, or a bundled
+/// package name.
+pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        let dir = std::path::absolute(path)?;
+        if dir.join("dsh-plugin.toml").is_file() {
+            return package_dir_candidate(&dir);
+        }
+        if dir.join("Cargo.toml").is_file() {
+            return crate_candidate(&dir);
+        }
+        bail!("{spec} is neither a plugin crate (no Cargo.toml) nor a plugin package (no dsh-plugin.toml)");
+    }
+    if spec.contains('/') || spec.contains('\\') || spec.starts_with('.') {
+        return Err(NotFound(format!("{spec}: no such directory")).into());
+    }
+    let Some(bundled) = catalog::bundled(spec) else {
+        return Err(NotFound(format!(
+            "unknown package \"{spec}\": it is not bundled with dsh; give the path of a plugin crate or package directory"
+        ))
+        .into());
+    };
+    let library = if bundled.has_library {
+        Some(catalog::find_bundled_library(spec).map_err(|expected| {
+            anyhow::anyhow!(
+                "bundled package \"{spec}\": library {} not found beside dsh or in $DSH_PLUGIN_PATH (run cargo build --release --workspace)",
+                expected.display()
+            )
+        })?)
+    } else {
+        None
+    };
+    Ok(Candidate {
+        name: spec.to_owned(),
+        version: bundled.version.to_owned(),
+        source: "bundled".to_owned(),
+        library,
+        layer: bundled.layer.map(str::to_owned),
+    })
+}
+
+fn package_dir_candidate(dir: &Path) -> anyhow::Result<Candidate> {
+    let manifest_path = dir.join("dsh-plugin.toml");
+    let text =
+        std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let manifest: PackageManifest =
+        toml::from_str(&text).with_context(|| format!("invalid {}", manifest_path.display()))?;
+    let layer = match &manifest.bundle {
+        Some(bundle) => {
+            let path = dir.join(&bundle.patch);
+            Some(
+                std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read bundle layer {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    Ok(Candidate {
+        name: manifest.name,
+        version: manifest.version,
+        source: format!("package:{}", dir.display()),
+        library: Some(dir.join(&manifest.library)),
+        layer,
+    })
+}
+
+/// `[package.metadata.dsh] bundle = "cordis.patch.yml"` of a plugin crate.
+fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
+    let manifest_path = dir.join("Cargo.toml");
+    let text =
+        std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let manifest: toml::Table =
+        toml::from_str(&text).with_context(|| format!("invalid {}", manifest_path.display()))?;
+    let package = manifest.get("package").and_then(toml::Value::as_table).with_context(|| {
+        format!("{} has no [package]: give the directory of one plugin crate", manifest_path.display())
+    })?;
+    let name = package.get("name").and_then(toml::Value::as_str).context("package.name is missing")?.to_owned();
+    let layer = package
+        .get("metadata")
+        .and_then(|metadata| metadata.get("dsh"))
+        .and_then(|dsh| dsh.get("bundle"))
+        .and_then(toml::Value::as_str)
+        .map(|relative| {
+            let path = dir.join(relative);
+            std::fs::read_to_string(&path).with_context(|| format!("cannot read bundle layer {}", path.display()))
+        })
+        .transpose()?;
+    Ok((name, layer))
+}
+
+fn crate_candidate(dir: &Path) -> anyhow::Result<Candidate> {
+    let (name, layer) = crate_bundle_layer(dir)?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("dsh: building {name} with cargo build --release");
+    let output = Command::new(&cargo)
+        .args(["build", "--release", "--message-format=json-render-diagnostics", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run {}", cargo.to_string_lossy()))?;
+    if !output.status.success() {
+        bail!("cargo build --release of {} failed ({})", dir.display(), output.status);
+    }
+    let (library, version) = cdylib_artifact(&String::from_utf8_lossy(&output.stdout), &name).with_context(|| {
+        format!("cargo built {name} but reported no cdylib artifact: is its crate-type \"cdylib\"?")
+    })?;
+    Ok(Candidate { name, version, source: format!("crate:{}", dir.display()), library: Some(library), layer })
+}
+
+/// The cdylib of package `name` and its version, from cargo's `compiler-artifact` messages.
+fn cdylib_artifact(messages: &str, name: &str) -> Option<(PathBuf, String)> {
+    messages.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).find_map(|message| {
+        if message["reason"] != "compiler-artifact" {
+            return None;
+        }
+        let kinds = message["target"]["kind"].as_array()?;
+        if !kinds.iter().any(|kind| kind == "cdylib") {
+            return None;
+        }
+        let package_id = message["package_id"].as_str()?;
+        let version = package_version(package_id, name)?;
+        let library = message["filenames"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|file| file.ends_with(std::env::consts::DLL_SUFFIX))?;
+        Some((PathBuf::from(library), version))
+    })
+}
+
+/// The version in a cargo package id of package `name`: `path+file:///dir#name@1.2.3`, or
+/// `path+file:///dir/name#1.2.3` when the directory is named after the package.
+fn package_version(package_id: &str, name: &str) -> Option<String> {
+    let fragment = package_id.rsplit_once('#')?.1;
+    match fragment.split_once('@') {
+        Some((package, version)) => (package == name).then(|| version.to_owned()),
+        None => package_id.rsplit_once('#')?.0.ends_with(&format!("/{name}")).then(|| fragment.to_owned()),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// `libfoo-0123456789abcdef.so`: the library's name with the first 16 hex digits of its hash.
+fn content_addressed_name(package: &str, sha256: &str) -> String {
+    let plain = catalog::library_file_name(package);
+    let suffix = std::env::consts::DLL_SUFFIX;
+    let stem = plain.strip_suffix(suffix).unwrap_or(&plain);
+    format!("{stem}-{}{suffix}", &sha256[..16])
+}
+
+/// The ids a bundle layer inserts and the ids it disables.
+fn layer_effects(name: &str, layer: &str) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let layer = Layer::parse(name, &format!("bundle layer of {name}"), layer)?;
+    let mut inserts = Vec::new();
+    let mut disables = Vec::new();
+    for entry in &layer.entries {
+        if let Some(rows) = entry.get("insert").and_then(Value::as_array) {
+            inserts.extend(rows.iter().filter_map(|row| row.get("id")?.as_str().map(str::to_owned)));
+        } else if entry.get("disabled") == Some(&Value::Bool(true)) {
+            disables.extend(entry.get("id").and_then(Value::as_str).map(str::to_owned));
+        }
+    }
+    Ok((inserts, disables))
+}
+
+/// Installs `candidate` into `profile` (checking its library in a child process with
+/// `dsh_executable`). On error nothing in the profile has changed.
+pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Path) -> anyhow::Result<Installed> {
+    let (inserts, disables) = match &candidate.layer {
+        Some(layer) => layer_effects(&candidate.name, layer)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let newly_installed =
+        !profile.manifest.packages.contains_key(&candidate.name) && !profile.manifest.bundles.contains(&candidate.name);
+    let mut manifest = profile.manifest.clone();
+    let mut library_entry = None;
+    let mut staged = None;
+    if let Some(library) = &candidate.library {
+        let info = inspect::inspect_in_child(dsh_executable, library).map_err(|err| anyhow::anyhow!("{err}"))?;
+        check_manifest(&candidate, &info)?;
+        let bytes = std::fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
+        let sha256 = sha256_hex(&bytes);
+        let file_name = content_addressed_name(&candidate.name, &sha256);
+        let relative = format!("plugins/{}/{file_name}", candidate.name);
+        staged = Some(stage_package(profile, &candidate, &bytes, &file_name)?);
+        manifest.packages.insert(
+            candidate.name.clone(),
+            InstalledPackage {
+                version: candidate.version.clone(),
+                source: candidate.source.clone(),
+                library: relative.clone(),
+                sha256,
+            },
+        );
+        library_entry = Some(relative);
+    }
+    let bundle_added = candidate.layer.is_some() && !manifest.bundles.contains(&candidate.name);
+    if bundle_added {
+        manifest.bundles.push(candidate.name.clone());
+    }
+    let previous = std::mem::replace(&mut profile.manifest, manifest);
+    let swapped = match staged {
+        Some(staging) => match swap_in(profile, &candidate.name, &staging) {
+            Ok(old) => Some(old),
+            Err(err) => {
+                profile.manifest = previous;
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    if let Err(err) = profile.save() {
+        profile.manifest = previous;
+        if let Some(old) = swapped {
+            swap_back(profile, &candidate.name, old);
+        }
+        return Err(err);
+    }
+    if let Some(Some(old)) = swapped {
+        let _ = std::fs::remove_dir_all(old);
+    }
+    Ok(Installed {
+        candidate_name: candidate.name.clone(),
+        version: candidate.version.clone(),
+        library: library_entry,
+        bundle_added,
+        has_layer: candidate.layer.is_some(),
+        newly_installed,
+        inserts,
+        disables,
+    })
+}
+
+fn check_manifest(candidate: &Candidate, info: &ManifestInfo) -> anyhow::Result<()> {
+    if info.name != candidate.name {
+        bail!("the library is plugin \"{}\", but the package is named \"{}\"", info.name, candidate.name);
+    }
+    Ok(())
+}
+
+/// Writes the package into a staging directory beside `plugins/<name>`.
+fn stage_package(profile: &Profile, candidate: &Candidate, library: &[u8], file_name: &str) -> anyhow::Result<PathBuf> {
+    let plugins = profile.dir.join("plugins");
+    std::fs::create_dir_all(&plugins)?;
+    let staging =
+        tempfile::Builder::new().prefix(&format!(".staging-{}-", candidate.name)).tempdir_in(&plugins)?.keep();
+    let write = || -> anyhow::Result<()> {
+        fsutil::write_atomic(&staging.join(file_name), library)?;
+        let manifest = PackageManifest {
+            name: candidate.name.clone(),
+            version: candidate.version.clone(),
+            library: file_name.to_owned(),
+            bundle: candidate.layer.as_ref().map(|_| BundleManifest { patch: "cordis.patch.yml".to_owned() }),
+        };
+        fsutil::write_atomic(&staging.join("dsh-plugin.toml"), toml::to_string(&manifest)?.as_bytes())?;
+        if let Some(layer) = &candidate.layer {
+            fsutil::write_atomic(&staging.join("cordis.patch.yml"), layer.as_bytes())?;
+        }
+        Ok(())
+    };
+    if let Err(err) = write() {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(err.context(format!("cannot stage package {}", candidate.name)));
+    }
+    Ok(staging)
+}
+
+/// Moves the staged package into `plugins/<name>`, keeping the previous one aside; returns where.
+fn swap_in(profile: &Profile, name: &str, staging: &Path) -> anyhow::Result<Option<PathBuf>> {
+    let plugins = profile.dir.join("plugins");
+    let target = plugins.join(name);
+    let old = if target.exists() {
+        let aside = plugins.join(format!(".old-{name}-{}", std::process::id()));
+        std::fs::rename(&target, &aside).with_context(|| format!("cannot move {} aside", target.display()))?;
+        Some(aside)
+    } else {
+        None
+    };
+    if let Err(err) = std::fs::rename(staging, &target) {
+        if let Some(aside) = &old {
+            let _ = std::fs::rename(aside, &target);
+        }
+        return Err(anyhow::Error::new(err).context(format!("cannot install into {}", target.display())));
+    }
+    fsutil::sync_dir(&plugins)?;
+    Ok(old)
+}
+
+fn swap_back(profile: &Profile, name: &str, old: Option<PathBuf>) {
+    let target = profile.dir.join("plugins").join(name);
+    let _ = std::fs::remove_dir_all(&target);
+    if let Some(aside) = old {
+        let _ = std::fs::rename(aside, &target);
+    }
+}
+
+/// Removes packages (and their bundle entries) from `profile`; a name that is only a bundle entry
+/// loses that entry. Unknown names are not found.
+pub fn remove(profile: &mut Profile, names: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut manifest = profile.manifest.clone();
+    for name in names {
+        let installed = manifest.packages.remove(name).is_some();
+        let listed = manifest.bundles.iter().any(|bundle| bundle == name);
+        manifest.bundles.retain(|bundle| bundle != name);
+        if !installed && !listed {
+            return Err(NotFound(format!("package \"{name}\" is not installed in profile {}", profile.name)).into());
+        }
+    }
+    let previous = std::mem::replace(&mut profile.manifest, manifest);
+    if let Err(err) = profile.save() {
+        profile.manifest = previous;
+        return Err(err);
+    }
+    for name in names {
+        let dir = profile.dir.join("plugins").join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
+        }
+    }
+    Ok(names.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_artifact_is_read_from_cargo_messages() {
+        let messages = r#"{"reason":"compiler-artifact","package_id":"registry+https://github.com/rust-lang/crates.io-index#serde@1.0.0","target":{"kind":["lib"],"name":"serde"},"filenames":["/t/libserde.rlib"]}
+{"reason":"compiler-artifact","package_id":"path+file:///src/plugins/relay-retry#0.3.1","target":{"kind":["cdylib","rlib"],"name":"relay_retry"},"filenames":["/t/release/librelay_retry.so","/t/release/librelay_retry.rlib"]}
+{"reason":"build-finished","success":true}"#;
+        let (library, version) = cdylib_artifact(messages, "relay-retry").unwrap();
+        assert_eq!(library, PathBuf::from("/t/release/librelay_retry.so"));
+        assert_eq!(version, "0.3.1");
+    }
+
+    #[test]
+    fn package_ids_of_both_forms_give_the_version() {
+        assert_eq!(
+            package_version("path+file:///w/tests/fixtures/scripted#fixture-scripted@0.1.0", "fixture-scripted")
+                .as_deref(),
+            Some("0.1.0")
+        );
+        assert_eq!(package_version("path+file:///w/relay-retry#0.2.0", "relay-retry").as_deref(), Some("0.2.0"));
+        assert_eq!(package_version("path+file:///w/x#other@0.2.0", "relay-retry"), None);
+    }
+
+    #[test]
+    fn installed_libraries_are_named_by_content() {
+        let name = content_addressed_name("relay-retry", "0123456789abcdef0123");
+        assert_eq!(
+            name,
+            format!("{}relay_retry-0123456789abcdef{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX)
+        );
+    }
+
+    #[test]
+    fn a_layer_says_what_it_inserts_and_disables() {
+        let layer =
+            "- insert: [{id: relay-retry, name: relay-retry}]\n- {id: llm-retry, name: llm-retry, disabled: true}\n";
+        assert_eq!(
+            layer_effects("relay-retry", layer).unwrap(),
+            (vec!["relay-retry".to_owned()], vec!["llm-retry".to_owned()])
+        );
+    }
+}

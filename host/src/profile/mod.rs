@@ -1,0 +1,391 @@
+//! `$DSH_HOME` and its profiles: resolving the home, creating profiles (from the shipped templates,
+//! never overwriting a file), reading and writing `profile.yml`, and stacking a profile's patch
+//! layers in their fixed order — bundles (profile order), the profile's `cordis.patch.yml`,
+//! `$DSH_HOME/cordis.patch.yml`, then `--patch` files in argument order.
+
+pub mod patch;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::fsutil;
+use crate::plugin::catalog;
+use crate::NotFound;
+use patch::{Composition, Layer};
+
+/// The dsh home: `--home`, else a non-blank `$DSH_HOME` (`~` expanded), else `~/.dsh`.
+#[derive(Debug, Clone)]
+pub struct Home {
+    root: PathBuf,
+}
+
+fn user_home() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|home| !home.is_empty()).map(PathBuf::from)
+}
+
+fn expand_tilde(path: &str) -> PathBuf {
+    match (path.strip_prefix('~'), user_home()) {
+        (Some(""), Some(home)) => home,
+        (Some(rest), Some(home)) if rest.starts_with('/') => home.join(&rest[1..]),
+        _ => PathBuf::from(path),
+    }
+}
+
+impl Home {
+    pub fn resolve(flag: Option<&Path>) -> anyhow::Result<Home> {
+        let root = match flag {
+            Some(path) => path.to_owned(),
+            None => match std::env::var("DSH_HOME") {
+                Ok(value) if !value.trim().is_empty() => expand_tilde(value.trim()),
+                _ => user_home().context("cannot find the dsh home: set --home, DSH_HOME or HOME")?.join(".dsh"),
+            },
+        };
+        let root =
+            std::path::absolute(&root).with_context(|| format!("cannot resolve the dsh home {}", root.display()))?;
+        Ok(Home { root })
+    }
+
+    pub fn at(root: PathBuf) -> Home {
+        Home { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// The home-level user layer, which outranks every profile layer.
+    pub fn patch_path(&self) -> PathBuf {
+        self.root.join("cordis.patch.yml")
+    }
+
+    /// How a file is named in messages: `$DSH_HOME/…` inside the home, else as an absolute path.
+    pub fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(relative) => format!("$DSH_HOME/{}", relative.display()),
+            Err(_) => std::path::absolute(path).unwrap_or_else(|_| path.to_owned()).display().to_string(),
+        }
+    }
+}
+
+/// `profile.yml`: the bundle list and the installed packages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileManifest {
+    #[serde(default)]
+    pub bundles: Vec<String>,
+    #[serde(default)]
+    pub packages: BTreeMap<String, InstalledPackage>,
+}
+
+/// One installed package, as recorded in `profile.yml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstalledPackage {
+    pub version: String,
+    /// `bundled`, `crate:<dir>` or `package:<dir>`.
+    pub source: String,
+    /// The library, relative to the profile directory.
+    pub library: String,
+    pub sha256: String,
+}
+
+impl ProfileManifest {
+    pub fn to_yaml(&self) -> String {
+        let value = serde_json::to_value(self).expect("the manifest serialises");
+        format!(
+            "# dsh profile manifest: the bundle layers in order, and the installed plugin packages.\n{}",
+            yaml::to_string(&value)
+        )
+    }
+}
+
+const ROOT_CONFIG: &str = "\
+# dsh profile root: an empty row list. Rows come from patch layers: each bundle listed in
+# profile.yml, then cordis.patch.yml, then $DSH_HOME/cordis.patch.yml, then --patch files.
+# Edit cordis.patch.yml, not this file.
+[]
+";
+
+const USER_LAYER: &str = "\
+# Your patch layer for this dsh profile, applied after every bundle layer: a top-level YAML
+# array of loader patch entries (overrides by id, `disabled: true`, insert lists). Configs are
+# replaced, not merged.
+[]
+";
+
+/// The bundle list a profile gets when it has no template (`dsh plugin --profile NEW add …`).
+pub const DEFAULT_BUNDLES: [&str; 1] = ["dsh-base"];
+
+/// A profile directory and its manifest.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub dir: PathBuf,
+    pub manifest: ProfileManifest,
+}
+
+/// Which layers to stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerScope {
+    /// Every layer.
+    All,
+    /// Bundle layers only (`dump --bundles-only`): user layers are not even read.
+    BundlesOnly,
+}
+
+impl Profile {
+    pub fn validate_name(name: &str) -> anyhow::Result<()> {
+        if name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".." {
+            bail!("invalid profile name {}: it must be non-empty, without / or \\, and not . or ..", json_quote(name));
+        }
+        Ok(())
+    }
+
+    fn dir_of(home: &Home, name: &str) -> anyhow::Result<PathBuf> {
+        Self::validate_name(name)?;
+        Ok(home.root().join("profiles").join(name))
+    }
+
+    /// Opens profile `name`, creating it first when a template of that name ships with dsh.
+    pub fn open(home: &Home, name: &str) -> anyhow::Result<Profile> {
+        let dir = Self::dir_of(home, name)?;
+        if !dir.join("profile.yml").is_file() {
+            let Some(template) = catalog::template(name) else {
+                return Err(NotFound(format!(
+                    "profile {} does not exist; create it with 'dsh plugin --profile {name} add <package>'",
+                    json_quote(name)
+                ))
+                .into());
+            };
+            let manifest: ProfileManifest = yaml::from_str(template.manifest).expect("shipped templates are valid");
+            Self::create(&dir, &manifest.bundles)?;
+        }
+        Self::load(name, dir)
+    }
+
+    /// Opens profile `name`, creating it (from its template, else with the base bundle) if needed.
+    /// Returns whether it was created.
+    pub fn open_or_create(home: &Home, name: &str) -> anyhow::Result<(Profile, bool)> {
+        let dir = Self::dir_of(home, name)?;
+        if dir.join("profile.yml").is_file() {
+            return Ok((Self::load(name, dir)?, false));
+        }
+        let bundles: Vec<String> = match catalog::template(name) {
+            Some(template) => yaml::from_str::<ProfileManifest>(template.manifest).expect("valid template").bundles,
+            None => DEFAULT_BUNDLES.iter().map(|bundle| (*bundle).to_owned()).collect(),
+        };
+        Self::create(&dir, &bundles)?;
+        Ok((Self::load(name, dir)?, true))
+    }
+
+    fn create(dir: &Path, bundles: &[String]) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir.join("plugins"))
+            .with_context(|| format!("cannot create profile {}", dir.display()))?;
+        let manifest = ProfileManifest { bundles: bundles.to_vec(), packages: BTreeMap::new() };
+        for (file, contents) in [
+            ("profile.yml", manifest.to_yaml()),
+            ("cordis.yml", ROOT_CONFIG.to_owned()),
+            ("cordis.patch.yml", USER_LAYER.to_owned()),
+        ] {
+            let path = dir.join(file);
+            fsutil::create_atomic(&path, contents.as_bytes())
+                .with_context(|| format!("cannot create {}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    fn load(name: &str, dir: PathBuf) -> anyhow::Result<Profile> {
+        let path = dir.join("profile.yml");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let manifest: ProfileManifest = yaml::from_str::<Option<ProfileManifest>>(&text)
+            .with_context(|| format!("invalid {}", path.display()))?
+            .unwrap_or_default();
+        Ok(Profile { name: name.to_owned(), dir, manifest })
+    }
+
+    pub fn manifest_path(&self) -> PathBuf {
+        self.dir.join("profile.yml")
+    }
+
+    /// Writes `profile.yml` atomically.
+    pub fn save(&self) -> anyhow::Result<()> {
+        let path = self.manifest_path();
+        fsutil::write_atomic(&path, self.manifest.to_yaml().as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// The bundle layer of `bundle`: an installed package's layer file, else a bundled one.
+    fn bundle_layer(&self, home: &Home, bundle: &str) -> anyhow::Result<Layer> {
+        if self.manifest.packages.contains_key(bundle) {
+            let path = self.dir.join("plugins").join(bundle).join("cordis.patch.yml");
+            if path.is_file() {
+                return Ok(Layer::read(bundle, &path, &home.display(&path))?);
+            }
+            bail!(
+                "profile bundle {} declares no bundle layer ({} is missing)",
+                json_quote(bundle),
+                home.display(&path)
+            );
+        }
+        match catalog::bundled(bundle) {
+            Some(package) => match package.layer {
+                Some(text) => Ok(Layer::parse(bundle, &format!("{bundle} (bundled layer)"), text)?),
+                None => bail!("profile bundle {} declares no bundle layer", json_quote(bundle)),
+            },
+            None => bail!(
+                "profile bundle {} is neither installed in profile {} nor bundled with dsh; remove it from {} or install it",
+                json_quote(bundle),
+                self.name,
+                home.display(&self.manifest_path())
+            ),
+        }
+    }
+
+    /// The profile's layers in application order.
+    pub fn layers(&self, home: &Home, patches: &[PathBuf], scope: LayerScope) -> anyhow::Result<Vec<Layer>> {
+        let mut layers = self
+            .manifest
+            .bundles
+            .iter()
+            .map(|bundle| self.bundle_layer(home, bundle))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if scope == LayerScope::BundlesOnly {
+            return Ok(layers);
+        }
+        for optional in [self.dir.join("cordis.patch.yml"), home.patch_path()] {
+            if optional.exists() {
+                let label = home.display(&optional);
+                layers.push(Layer::read(&label, &optional, &label)?);
+            }
+        }
+        for path in patches {
+            let label = home.display(path);
+            layers.push(Layer::read(&label, path, &label)?);
+        }
+        Ok(layers)
+    }
+
+    /// The root row list the layers are applied to (`cordis.yml`; empty when absent).
+    fn base_rows(&self, home: &Home) -> anyhow::Result<Vec<Value>> {
+        let path = self.dir.join("cordis.yml");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(Vec::new());
+        };
+        let file = home.display(&path);
+        match yaml::parse(&text).map_err(|err| anyhow::anyhow!("failed to parse config {file}: {err}"))? {
+            Some(Value::Array(rows)) => Ok(rows),
+            _ => bail!("config {file} must be a top-level YAML array of entries (`[]` is the empty list)"),
+        }
+    }
+
+    /// Composes the profile: its base rows with every layer in order.
+    pub fn compose(&self, home: &Home, patches: &[PathBuf], scope: LayerScope) -> anyhow::Result<Composition> {
+        let layers = self.layers(home, patches, scope)?;
+        Ok(patch::compose(self.base_rows(home)?, "cordis.yml", &layers))
+    }
+}
+
+fn json_quote(text: &str) -> String {
+    serde_json::to_string(text).expect("strings serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home() -> (tempfile::TempDir, Home) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().to_owned());
+        (dir, home)
+    }
+
+    #[test]
+    fn a_template_profile_is_created_on_first_use_with_its_files() {
+        let (_dir, home) = home();
+        let profile = Profile::open(&home, "web").unwrap();
+        assert_eq!(profile.manifest.bundles, ["dsh-base"]);
+        for file in ["profile.yml", "cordis.yml", "cordis.patch.yml"] {
+            assert!(profile.dir.join(file).is_file(), "{file}");
+        }
+        assert!(profile.dir.join("plugins").is_dir());
+    }
+
+    #[test]
+    fn other_missing_profiles_do_not_exist() {
+        let (_dir, home) = home();
+        let err = Profile::open(&home, "work").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "profile \"work\" does not exist; create it with 'dsh plugin --profile work add <package>'"
+        );
+        assert!(err.downcast_ref::<NotFound>().is_some());
+    }
+
+    #[test]
+    fn creating_never_overwrites_an_existing_file() {
+        let (_dir, home) = home();
+        let dir = home.root().join("profiles/web");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cordis.patch.yml"), "- {id: agent, disabled: true}\n").unwrap();
+        Profile::open(&home, "web").unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("cordis.patch.yml")).unwrap(), "- {id: agent, disabled: true}\n");
+    }
+
+    #[test]
+    fn profile_names_are_validated() {
+        for bad in ["", ".", "..", "a/b", "a\\b"] {
+            assert!(Profile::validate_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(Profile::validate_name("web-2").is_ok());
+    }
+
+    #[test]
+    fn the_manifest_round_trips() {
+        let (_dir, home) = home();
+        let (mut profile, created) = Profile::open_or_create(&home, "work").unwrap();
+        assert!(created);
+        assert_eq!(profile.manifest.bundles, ["dsh-base"]);
+        profile.manifest.packages.insert(
+            "relay-retry".into(),
+            InstalledPackage {
+                version: "0.1.0".into(),
+                source: "bundled".into(),
+                library: "plugins/x.so".into(),
+                sha256: "ab".into(),
+            },
+        );
+        profile.save().unwrap();
+        let (reopened, created) = Profile::open_or_create(&home, "work").unwrap();
+        assert!(!created);
+        assert_eq!(reopened.manifest, profile.manifest);
+    }
+
+    #[test]
+    fn the_web_profile_composes_the_base_rows() {
+        let (_dir, home) = home();
+        let profile = Profile::open(&home, "web").unwrap();
+        let composition = profile.compose(&home, &[], LayerScope::All).unwrap();
+        let ids: Vec<&str> = composition.rows.iter().map(|row| row["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["agent", "llm-deepseek", "llm-retry", "llm-retry-invariant"]);
+        assert!(composition.warnings.is_empty());
+    }
+
+    #[test]
+    fn files_under_the_home_are_named_relative_to_it() {
+        let (_dir, home) = home();
+        assert_eq!(
+            home.display(&home.root().join("profiles/web/cordis.patch.yml")),
+            "$DSH_HOME/profiles/web/cordis.patch.yml"
+        );
+        assert_eq!(home.display(Path::new("/etc/x.yml")), "/etc/x.yml");
+    }
+}

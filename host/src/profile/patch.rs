@@ -1,0 +1,650 @@
+//! Patch layers (`cordis.patch.yml`) and how they compose into the row list.
+//!
+//! The semantics are those of DeepSeek Harness's loader, in one pass over all layers flattened in
+//! order:
+//! - `{insert: [rows]}` appends rows to the root list, `{insert: [rows], id: G}` to group row
+//!   `G`'s list; inserted rows are indexed at once, so later entries can target them;
+//! - `{id, name?, …keys}` overrides row `id`: `name` is a guard (a mismatch skips the entry; it
+//!   never renames), every other key is assigned shallowly (`config` is replaced, not merged);
+//! - an entry that matches nothing is skipped with a warning, and composition continues.
+//!
+//! Like the reference, the index holds rows as they were when indexed: replacing a group's
+//! `config` detaches its old children (later overrides of their ids change nothing) and the new
+//! children are not indexed.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::yaml;
+
+/// One patch layer: a label (bundle name or file) and its entries, all mappings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    pub label: String,
+    pub entries: Vec<Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayerError {
+    #[error("failed to read overlay {file}: {reason}")]
+    Read { file: String, reason: String },
+    #[error("failed to parse overlay {file}: {reason}")]
+    Parse { file: String, reason: String },
+    #[error("overlay {file} must be a top-level YAML array of loader patch entries (`[]` is the empty layer)")]
+    NotAnArray { file: String },
+    #[error("overlay entry {index} in {file} must be a mapping (a loader patch entry)")]
+    NotAMapping { file: String, index: usize },
+    #[error("overlay entry {index} in {file}: `insert` must be a list of rows (mappings)")]
+    BadInsert { file: String, index: usize },
+}
+
+impl Layer {
+    /// Parses a layer's text; `file` names it in errors.
+    pub fn parse(label: &str, file: &str, text: &str) -> Result<Layer, LayerError> {
+        let value =
+            yaml::parse(text).map_err(|err| LayerError::Parse { file: file.to_owned(), reason: err.to_string() })?;
+        let Some(Value::Array(items)) = value else {
+            return Err(LayerError::NotAnArray { file: file.to_owned() });
+        };
+        let mut entries = Vec::with_capacity(items.len());
+        for (position, item) in items.into_iter().enumerate() {
+            let index = position + 1;
+            let Value::Object(entry) = item else {
+                return Err(LayerError::NotAMapping { file: file.to_owned(), index });
+            };
+            if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
+                let rows_ok = insert.as_array().is_some_and(|rows| rows.iter().all(Value::is_object));
+                if !rows_ok {
+                    return Err(LayerError::BadInsert { file: file.to_owned(), index });
+                }
+            }
+            entries.push(entry);
+        }
+        Ok(Layer { label: label.to_owned(), entries })
+    }
+
+    /// Reads and parses a layer file; a missing file is an error (the caller named it).
+    pub fn read(label: &str, path: &Path, file: &str) -> Result<Layer, LayerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| LayerError::Read { file: file.to_owned(), reason: err.to_string() })?;
+        Layer::parse(label, file, &text)
+    }
+}
+
+/// Where a top-level row came from: the layer that inserted it and the layers that changed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    pub origin: String,
+    pub patched_by: Vec<String>,
+}
+
+impl Provenance {
+    /// `origin[, patched by a, b]`, as `dump --origins` prints it.
+    pub fn label(&self) -> String {
+        if self.patched_by.is_empty() {
+            self.origin.clone()
+        } else {
+            format!("{}, patched by {}", self.origin, self.patched_by.join(", "))
+        }
+    }
+}
+
+/// The composed row list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Composition {
+    /// Top-level rows, in order.
+    pub rows: Vec<Value>,
+    /// Aligned with `rows`.
+    pub provenance: Vec<Provenance>,
+    /// Skipped entries, each `[<layer>] <message>`.
+    pub warnings: Vec<String>,
+    /// For each row id: the layer that last set its `config` (else the one that inserted it).
+    config_layers: HashMap<String, String>,
+}
+
+impl Composition {
+    /// The layer a user should edit to change row `id`'s config.
+    pub fn config_layer(&self, id: &str) -> Option<&str> {
+        self.config_layers.get(id).map(String::as_str)
+    }
+
+    /// Every enabled service row in load order: top-level rows in order, the rows of an enabled
+    /// group in place of the group.
+    pub fn enabled_rows(&self) -> Vec<&Map<String, Value>> {
+        let mut enabled = Vec::new();
+        collect_enabled(&self.rows, &mut enabled);
+        enabled
+    }
+}
+
+fn collect_enabled<'a>(rows: &'a [Value], enabled: &mut Vec<&'a Map<String, Value>>) {
+    for row in rows {
+        let Value::Object(fields) = row else { continue };
+        if fields.get("disabled").is_some_and(truthy) {
+            continue;
+        }
+        match (fields.get("group").is_some_and(truthy), fields.get("config")) {
+            (true, Some(Value::Array(children))) => collect_enabled(children, enabled),
+            (true, _) => {}
+            (false, _) => enabled.push(fields),
+        }
+    }
+}
+
+/// JavaScript truthiness, which the reference uses for `insert`, `id`, `name`, `group` and
+/// `disabled`.
+pub fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(flag) => *flag,
+        Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0 && !n.is_nan()),
+        Value::String(text) => !text.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+/// `JSON.stringify`, as the reference quotes ids and names in warnings (`undefined` when absent).
+fn quoted(value: Option<&Value>) -> String {
+    value.map_or_else(|| "undefined".to_owned(), |value| serde_json::to_string(value).expect("JSON"))
+}
+
+enum Slot {
+    Attached(Vec<usize>),
+    Detached(Value),
+}
+
+struct Composer {
+    rows: Vec<Value>,
+    index: HashMap<String, Slot>,
+    warnings: Vec<String>,
+    config_layers: HashMap<String, String>,
+}
+
+/// Composes `layers` over `base` (the profile's `cordis.yml`, labelled `base_label`).
+pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composition {
+    let mut composer =
+        Composer { rows: Vec::new(), index: HashMap::new(), warnings: Vec::new(), config_layers: HashMap::new() };
+    composer.rows = base;
+    let base_rows = composer.rows.clone();
+    composer.index_rows_from(&base_rows, &[], 0, base_label);
+    let mut provenance: Vec<Provenance> =
+        composer.rows.iter().map(|_| Provenance { origin: base_label.to_owned(), patched_by: Vec::new() }).collect();
+    for layer in layers {
+        let before = composer.rows.clone();
+        for entry in &layer.entries {
+            composer.apply(entry, &layer.label);
+        }
+        for (position, row) in composer.rows.iter().enumerate() {
+            match before.get(position) {
+                None => provenance.push(Provenance { origin: layer.label.clone(), patched_by: Vec::new() }),
+                Some(previous) if previous != row => provenance[position].patched_by.push(layer.label.clone()),
+                Some(_) => {}
+            }
+        }
+    }
+    Composition { rows: composer.rows, provenance, warnings: composer.warnings, config_layers: composer.config_layers }
+}
+
+fn id_key(id: &Value) -> String {
+    serde_json::to_string(id).expect("JSON")
+}
+
+impl Composer {
+    fn warn(&mut self, layer: &str, message: String) {
+        self.warnings.push(format!("[{layer}] {message}"));
+    }
+
+    /// Indexes `rows` (which sit at `parent` + `first` + their position) and the children of
+    /// their groups.
+    fn index_rows_from(&mut self, rows: &[Value], parent: &[usize], first: usize, layer: &str) {
+        for (offset, row) in rows.iter().enumerate() {
+            let Value::Object(fields) = row else { continue };
+            let mut path = parent.to_vec();
+            path.push(first + offset);
+            if let Some(id) = fields.get("id").filter(|id| truthy(id)) {
+                self.index.insert(id_key(id), Slot::Attached(path.clone()));
+                if let Value::String(id) = id {
+                    self.config_layers.insert(id.clone(), layer.to_owned());
+                }
+            }
+            if let (Some(group), Some(Value::Array(children))) = (fields.get("group"), fields.get("config")) {
+                if truthy(group) {
+                    self.index_rows_from(children, &path, 0, layer);
+                }
+            }
+        }
+    }
+
+    /// Detached rows stay indexed (as the reference's object references do) but are no longer
+    /// part of the list; rows inserted into them are detached too.
+    fn index_detached(&mut self, rows: &[Value]) {
+        for row in rows {
+            let Value::Object(fields) = row else { continue };
+            if let Some(id) = fields.get("id").filter(|id| truthy(id)) {
+                self.index.insert(id_key(id), Slot::Detached(row.clone()));
+            }
+            if let (Some(group), Some(Value::Array(children))) = (fields.get("group"), fields.get("config")) {
+                if truthy(group) {
+                    self.index_detached(children);
+                }
+            }
+        }
+    }
+
+    fn row_mut(&mut self, path: &[usize]) -> Option<&mut Map<String, Value>> {
+        let (first, rest) = path.split_first()?;
+        let mut row = self.rows.get_mut(*first)?.as_object_mut()?;
+        for position in rest {
+            row = row.get_mut("config")?.as_array_mut()?.get_mut(*position)?.as_object_mut()?;
+        }
+        Some(row)
+    }
+
+    /// Moves every index entry below `path` out of the list (their rows are being replaced).
+    fn detach_below(&mut self, path: &[usize]) {
+        let below: Vec<String> = self
+            .index
+            .iter()
+            .filter_map(|(id, slot)| match slot {
+                Slot::Attached(child) if child.len() > path.len() && child.starts_with(path) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        for id in below {
+            if let Some(Slot::Attached(child)) = self.index.get(&id) {
+                let row = self.row_mut(&child.clone()).map(|row| Value::Object(row.clone())).unwrap_or_default();
+                self.index.insert(id, Slot::Detached(row));
+            }
+        }
+    }
+
+    fn apply(&mut self, entry: &Map<String, Value>, layer: &str) {
+        let id = entry.get("id").filter(|id| truthy(id));
+        if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
+            let rows = insert.as_array().cloned().unwrap_or_default();
+            self.insert(id, rows, layer);
+            return;
+        }
+        let Some(id) = id else {
+            self.warn(layer, "patch: id is required for non-insert patches".to_owned());
+            return;
+        };
+        let key = id_key(id);
+        let target_name = match self.index.get(&key) {
+            None => {
+                self.warn(layer, format!("patch: entry {} not found", quoted(Some(id))));
+                return;
+            }
+            Some(Slot::Attached(path)) => {
+                let path = path.clone();
+                self.row_mut(&path).and_then(|row| row.get("name").cloned())
+            }
+            Some(Slot::Detached(row)) => row.get("name").cloned(),
+        };
+        if let Some(name) = entry.get("name").filter(|name| truthy(name)) {
+            if target_name.as_ref() != Some(name) {
+                self.warn(
+                    layer,
+                    format!(
+                        "patch: name mismatch for {} (expected {}, got {}), skipping",
+                        quoted(Some(id)),
+                        quoted(target_name.as_ref()),
+                        quoted(Some(name))
+                    ),
+                );
+                return;
+            }
+        }
+        let overrides: Vec<(&String, &Value)> =
+            entry.iter().filter(|(key, _)| !matches!(key.as_str(), "id" | "insert" | "name")).collect();
+        match self.index.get_mut(&key) {
+            Some(Slot::Detached(Value::Object(row))) => {
+                for (name, value) in overrides {
+                    row.insert(name.clone(), value.clone());
+                }
+            }
+            Some(Slot::Attached(path)) => {
+                let path = path.clone();
+                if overrides.iter().any(|(name, _)| *name == "config") {
+                    self.detach_below(&path);
+                    if let Value::String(id) = id {
+                        self.config_layers.insert(id.clone(), layer.to_owned());
+                    }
+                }
+                if let Some(row) = self.row_mut(&path) {
+                    for (name, value) in overrides {
+                        row.insert(name.clone(), value.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn insert(&mut self, group: Option<&Value>, rows: Vec<Value>, layer: &str) {
+        let Some(group) = group else {
+            let first = self.rows.len();
+            self.rows.extend(rows.iter().cloned());
+            self.index_rows_from(&rows, &[], first, layer);
+            return;
+        };
+        let key = id_key(group);
+        let path = match self.index.get_mut(&key) {
+            None => {
+                self.warn(layer, format!("patch insert: entry {} not found", quoted(Some(group))));
+                return;
+            }
+            Some(Slot::Detached(Value::Object(target))) => {
+                if target.get("group").is_some_and(truthy) {
+                    push_children(target, &rows);
+                    self.index_detached(&rows);
+                } else {
+                    self.warn(layer, format!("patch insert: entry {} is not a group", quoted(Some(group))));
+                }
+                return;
+            }
+            Some(Slot::Detached(_)) => return,
+            Some(Slot::Attached(path)) => path.clone(),
+        };
+        let Some(target) = self.row_mut(&path) else { return };
+        if !target.get("group").is_some_and(truthy) {
+            self.warn(layer, format!("patch insert: entry {} is not a group", quoted(Some(group))));
+            return;
+        }
+        let first = push_children(target, &rows);
+        self.index_rows_from(&rows, &path, first, layer);
+    }
+}
+
+/// Appends rows to a group's list (made a list first if it is not one); returns where they start.
+fn push_children(group: &mut Map<String, Value>, rows: &[Value]) -> usize {
+    let children = group.entry("config").or_insert_with(|| Value::Array(Vec::new()));
+    if !children.is_array() {
+        *children = Value::Array(Vec::new());
+    }
+    let list = children.as_array_mut().expect("made a list above");
+    let first = list.len();
+    list.extend(rows.iter().cloned());
+    first
+}
+
+/// A row with its keys in dump order: `id, name, <other keys alphabetically>, config`; the rows of
+/// a group's list are ordered the same way.
+pub fn ordered_row(row: &Value) -> Value {
+    let Value::Object(fields) = row else { return row.clone() };
+    let is_group = fields.get("group").is_some_and(truthy);
+    let mut ordered = Map::with_capacity(fields.len());
+    for key in ["id", "name"] {
+        if let Some(value) = fields.get(key) {
+            ordered.insert(key.to_owned(), value.clone());
+        }
+    }
+    let mut others: Vec<&String> =
+        fields.keys().filter(|key| !matches!(key.as_str(), "id" | "name" | "config")).collect();
+    others.sort();
+    for key in others {
+        ordered.insert(key.clone(), fields[key].clone());
+    }
+    if let Some(config) = fields.get("config") {
+        let config = match config {
+            Value::Array(children) if is_group => Value::Array(children.iter().map(ordered_row).collect()),
+            other => other.clone(),
+        };
+        ordered.insert("config".to_owned(), config);
+    }
+    Value::Object(ordered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn layer(label: &str, text: &str) -> Layer {
+        Layer::parse(label, label, text).unwrap()
+    }
+
+    fn rows_of(layers: &[Layer]) -> (Vec<Value>, Vec<String>) {
+        let composition = compose(Vec::new(), "cordis.yml", layers);
+        (composition.rows, composition.warnings)
+    }
+
+    #[test]
+    fn later_layers_win_and_config_is_replaced_whole() {
+        let (rows, warnings) = rows_of(&[
+            layer("a", "[{insert: [{id: a, name: pkg-a}]}]"),
+            layer("b", "[{id: a, config: {v: 2}}]"),
+            layer("user", "[{id: a, config: {v: 3}}]"),
+        ]);
+        assert_eq!(rows, vec![json!({"id": "a", "name": "pkg-a", "config": {"v": 3}})]);
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn an_override_of_a_missing_id_warns_and_changes_nothing() {
+        let (rows, warnings) = rows_of(&[
+            layer("one", "[{insert: [{id: x, name: pkg-x, config: {a: 1}}]}]"),
+            layer("two", "[{id: x, config: {a: 2}}, {id: missing, config: {}}]"),
+        ]);
+        assert_eq!(rows, vec![json!({"id": "x", "name": "pkg-x", "config": {"a": 2}})]);
+        assert_eq!(warnings, vec!["[two] patch: entry \"missing\" not found"]);
+    }
+
+    #[test]
+    fn config_is_not_merged() {
+        let (rows, _) = rows_of(&[
+            layer("one", "[{insert: [{id: x, name: p, config: {a: 1, b: 2}}]}]"),
+            layer("two", "[{id: x, config: {b: 3}}]"),
+        ]);
+        assert_eq!(rows[0]["config"], json!({"b": 3}));
+    }
+
+    #[test]
+    fn the_name_guard_skips_a_mismatched_override_and_never_renames() {
+        let (rows, warnings) = rows_of(&[layer(
+            "one",
+            "[{insert: [{id: llm-retry, name: llm-retry}]}, {id: llm-retry, name: other, disabled: true}, {id: llm-retry, name: llm-retry, config: {}}]",
+        )]);
+        assert_eq!(rows, vec![json!({"id": "llm-retry", "name": "llm-retry", "config": {}})]);
+        assert_eq!(
+            warnings,
+            vec!["[one] patch: name mismatch for \"llm-retry\" (expected \"llm-retry\", got \"other\"), skipping"]
+        );
+    }
+
+    #[test]
+    fn an_override_without_an_id_warns() {
+        let (_, warnings) = rows_of(&[layer("one", "[{config: {}}]")]);
+        assert_eq!(warnings, vec!["[one] patch: id is required for non-insert patches"]);
+    }
+
+    #[test]
+    fn rows_inserted_earlier_in_the_same_file_are_targetable() {
+        let (rows, warnings) = rows_of(&[layer("one", "[{insert: [{id: a, name: p}]}, {id: a, disabled: true}]")]);
+        assert_eq!(rows, vec![json!({"id": "a", "name": "p", "disabled": true})]);
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn disabled_false_brings_a_row_back() {
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[
+                layer("one", "[{insert: [{id: a, name: p}]}, {id: a, disabled: true}]"),
+                layer("two", "[{id: a, disabled: false}]"),
+            ],
+        );
+        assert_eq!(composition.enabled_rows().len(), 1);
+    }
+
+    #[test]
+    fn inserts_go_into_groups_and_group_children_are_targetable() {
+        let (rows, warnings) = rows_of(&[
+            layer("one", "[{insert: [{id: g, name: group, group: true}]}, {insert: [{id: c, name: child}], id: g}]"),
+            layer("two", "[{id: c, config: {x: 1}}, {insert: [{id: d, name: d}], id: c}, {insert: [{id: e, name: e}], id: nope}]"),
+        ]);
+        assert_eq!(
+            rows,
+            vec![
+                json!({"id": "g", "name": "group", "group": true, "config": [{"id": "c", "name": "child", "config": {"x": 1}}]})
+            ]
+        );
+        assert_eq!(
+            warnings,
+            vec!["[two] patch insert: entry \"c\" is not a group", "[two] patch insert: entry \"nope\" not found"]
+        );
+    }
+
+    #[test]
+    fn replacing_a_group_config_detaches_its_old_children() {
+        let (rows, warnings) = rows_of(&[
+            layer("one", "[{insert: [{id: g, name: group, group: true, config: [{id: old, name: o}]}]}]"),
+            layer(
+                "two",
+                "[{id: g, config: [{id: new, name: n}]}, {id: old, disabled: true}, {id: new, disabled: true}]",
+            ),
+        ]);
+        assert_eq!(rows[0]["config"], json!([{"id": "new", "name": "n"}]));
+        assert_eq!(warnings, vec!["[two] patch: entry \"new\" not found"]);
+    }
+
+    #[test]
+    fn enabled_rows_flatten_groups_and_skip_disabled_rows() {
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[layer(
+                "one",
+                "[{insert: [{id: a, name: a}, {id: g, name: group, group: true, config: [{id: b, name: b}, {id: c, name: c, disabled: true}]}, {id: d, name: d, disabled: true}]}]",
+            )],
+        );
+        let ids: Vec<&str> = composition.enabled_rows().iter().map(|row| row["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["a", "b"]);
+    }
+
+    #[test]
+    fn provenance_names_the_inserting_layer_and_every_layer_that_changed_a_row() {
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[
+                layer("dsh-base", "[{insert: [{id: a, name: a}, {id: b, name: b}]}]"),
+                layer("relay-retry", "[{insert: [{id: r, name: r}]}, {id: a, disabled: true}]"),
+                layer("user.yml", "[{id: a, disabled: true}]"),
+            ],
+        );
+        let labels: Vec<String> = composition.provenance.iter().map(Provenance::label).collect();
+        assert_eq!(labels, ["dsh-base, patched by relay-retry", "dsh-base", "relay-retry"]);
+        assert_eq!(composition.config_layer("r"), Some("relay-retry"));
+    }
+
+    #[test]
+    fn the_layer_that_set_a_config_last_is_remembered() {
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[
+                layer("base", "[{insert: [{id: a, name: a, config: {}}]}]"),
+                layer("user.yml", "[{id: a, config: {x: 1}}]"),
+            ],
+        );
+        assert_eq!(composition.config_layer("a"), Some("user.yml"));
+    }
+
+    #[test]
+    fn layer_shape_errors_name_the_file_and_entry() {
+        let parse = |text: &str| Layer::parse("l", "user.yml", text).unwrap_err().to_string();
+        assert_eq!(
+            parse("id: a\n"),
+            "overlay user.yml must be a top-level YAML array of loader patch entries (`[]` is the empty layer)"
+        );
+        assert_eq!(parse("- just-a-string\n"), "overlay entry 1 in user.yml must be a mapping (a loader patch entry)");
+        assert!(parse("").contains("must be a top-level YAML array"));
+        assert!(parse("# only a comment\n").contains("must be a top-level YAML array"));
+        assert!(parse("- id: a\n  config: !!js env.X\n").starts_with("failed to parse overlay user.yml: line 2"));
+        assert_eq!(parse("- insert: [x]\n"), "overlay entry 1 in user.yml: `insert` must be a list of rows (mappings)");
+    }
+
+    #[test]
+    fn dump_order_is_id_name_sorted_keys_then_config() {
+        let row = json!({"config": {"z": 1, "a": 2}, "disabled": true, "name": "n", "group": false, "id": "i"});
+        assert_eq!(
+            serde_json::to_string(&ordered_row(&row)).unwrap(),
+            r#"{"id":"i","name":"n","disabled":true,"group":false,"config":{"z":1,"a":2}}"#
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        const IDS: [&str; 4] = ["a", "b", "c", "g"];
+
+        fn entry() -> impl Strategy<Value = Value> {
+            let id = prop::sample::select(IDS.to_vec());
+            prop_oneof![
+                (id.clone(), 0..3u8).prop_map(|(id, v)| json!({"insert": [{"id": id, "name": format!("pkg-{id}"), "config": {"v": v}}]})),
+                (id.clone(), id.clone()).prop_map(|(group, child)| json!({"insert": [{"id": format!("{child}{child}"), "name": "nested"}], "id": group})),
+                (id.clone(), 0..3u8).prop_map(|(id, v)| json!({"id": id, "config": {"v": v}})),
+                (id.clone(), any::<bool>()).prop_map(|(id, disabled)| json!({"id": id, "disabled": disabled})),
+                id.clone().prop_map(|id| json!({"id": id, "name": "wrong", "disabled": true})),
+                Just(json!({"insert": [{"id": "g", "name": "group", "group": true}]})),
+            ]
+        }
+
+        fn layers() -> impl Strategy<Value = Vec<Layer>> {
+            prop::collection::vec(prop::collection::vec(entry(), 0..5), 0..4).prop_map(|layers| {
+                layers
+                    .into_iter()
+                    .enumerate()
+                    .map(|(position, entries)| Layer {
+                        label: format!("layer-{position}"),
+                        entries: entries.into_iter().map(|entry| entry.as_object().unwrap().clone()).collect(),
+                    })
+                    .collect()
+            })
+        }
+
+        fn enabled_ids(composition: &Composition) -> Vec<Value> {
+            composition.enabled_rows().iter().map(|row| Value::Object((*row).clone())).collect()
+        }
+
+        proptest! {
+            #[test]
+            fn composing_is_deterministic(stack in layers()) {
+                prop_assert_eq!(compose(Vec::new(), "cordis.yml", &stack), compose(Vec::new(), "cordis.yml", &stack));
+            }
+
+            #[test]
+            fn an_override_of_a_missing_id_never_changes_the_result(stack in layers(), v in 0..3u8) {
+                let mut extended = stack.clone();
+                extended.push(Layer {
+                    label: "extra".into(),
+                    entries: vec![json!({"id": "never-inserted", "config": {"v": v}, "disabled": true}).as_object().unwrap().clone()],
+                });
+                let plain = compose(Vec::new(), "cordis.yml", &stack);
+                let patched = compose(Vec::new(), "cordis.yml", &extended);
+                prop_assert_eq!(&plain.rows, &patched.rows);
+                prop_assert_eq!(patched.warnings.last().unwrap(), "[extra] patch: entry \"never-inserted\" not found");
+            }
+
+            #[test]
+            fn insert_then_disable_is_as_if_the_row_were_absent(stack in layers()) {
+                let mut extended = stack.clone();
+                extended.push(Layer {
+                    label: "extra".into(),
+                    entries: vec![
+                        json!({"insert": [{"id": "fresh", "name": "pkg-fresh"}]}).as_object().unwrap().clone(),
+                        json!({"id": "fresh", "disabled": true}).as_object().unwrap().clone(),
+                    ],
+                });
+                let plain = compose(Vec::new(), "cordis.yml", &stack);
+                let patched = compose(Vec::new(), "cordis.yml", &extended);
+                prop_assert_eq!(enabled_ids(&plain), enabled_ids(&patched));
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! `llm-retry`: the built-in executor. The policy belongs to each provider route (`retryPolicy`
+//! in the provider row) and arrives resolved in every request-error payload; this plugin applies
+//! it, in the exact decision order of the TypeScript reference:
+//!
+//! 1. no policy: pass;
+//! 2. always mode: cancelled → no retry; otherwise ask the rest of the chain first and return a
+//!    downstream retry unchanged; normal mode: a code not listed (case-sensitive) → pass;
+//! 3. find the chain's last record (turn, step, provider, policy key) through the host's index;
+//! 4. normal mode with the budget spent → pass;
+//! 5. the provider's hint as the delay when present (over `maxDelayMs`: normal passes, always
+//!    uses the local delay), else the local jittered exponential delay;
+//! 6. decide, with the `llm/retry` record the host appends before it waits.
+
+pub mod backoff;
+pub mod schedule;
+
+use dsh_abi::{
+    Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, LogLevel, Manifest, Plugin, PolicyMode,
+    RequestErrorPayload,
+};
+use serde_json::Value;
+
+pub fn manifest() -> Manifest {
+    Manifest::new(
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_PKG_VERSION"),
+        Hooks::REQUEST_ERROR,
+        "applies each provider route's retryPolicy: bounded code-filtered backoff (normal) or unbounded (always)",
+        &[],
+    )
+}
+
+/// The executor. Its row takes no config: policies belong to provider rows.
+pub struct LlmRetry;
+
+impl LlmRetry {
+    pub fn new(_row_id: &str, config: &Value) -> Result<LlmRetry, Vec<ConfigError>> {
+        match config {
+            Value::Null => Ok(LlmRetry),
+            Value::Object(object) if object.is_empty() => Ok(LlmRetry),
+            Value::Object(object) => Err(object
+                .keys()
+                .map(|key| match key.as_str() {
+                    "retryPolicy" => ConfigError::new(
+                        key.as_str(),
+                        "llm-retry: retryPolicy belongs under each provider configuration",
+                    ),
+                    _ => ConfigError::new(key.as_str(), format!("llm-retry: unknown key \"{key}\"")),
+                })
+                .collect()),
+            _ => Err(vec![ConfigError::new("", "llm-retry: configuration must be an object")]),
+        }
+    }
+
+    fn schedule(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Decision {
+        let Some(policy) = payload.retry_policy.as_ref().into_option() else {
+            return Decision::NoRetry;
+        };
+        let decision = schedule::schedule(
+            payload,
+            policy,
+            |policy_key| {
+                ctx.last_retry(dsh_abi::ChainKey {
+                    turn: payload.turn,
+                    step: payload.step,
+                    provider: payload.provider.as_rstr(),
+                    policy_key: policy_key.into(),
+                })
+                .into_option()
+            },
+            || ctx.random(),
+            || ctx.new_id().into_string(),
+        );
+        decision.map_or(Decision::NoRetry, Decision::Retry)
+    }
+}
+
+impl Plugin for LlmRetry {
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Result<Answer, String> {
+        let Some(policy) = payload.retry_policy.as_ref().into_option() else {
+            return Ok(Answer::Pass);
+        };
+        Ok(match policy.mode {
+            PolicyMode::Always if ctx.is_cancelled() => Answer::Decide(Decision::NoRetry),
+            PolicyMode::Always => Answer::DelegateFirst,
+            PolicyMode::Normal if !policy.retryable_codes.contains(&payload.failure.code) => Answer::Pass,
+            PolicyMode::Normal => match self.schedule(payload, ctx) {
+                Decision::NoRetry => Answer::Pass,
+                retry => Answer::Decide(retry),
+            },
+        })
+    }
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> Result<Decision, String> {
+        if ctx.is_cancelled() {
+            return Ok(Decision::NoRetry);
+        }
+        match outcome {
+            DownstreamOutcome::Retried(retry) => return Ok(Decision::Retry(retry.clone())),
+            DownstreamOutcome::Failed(message) => ctx.log(
+                LogLevel::Warn,
+                format!(
+                    "llm-retry: provider \"{}\" always policy ignored a downstream recovery failure: {message}",
+                    payload.provider
+                )
+                .as_str()
+                .into(),
+            ),
+            DownstreamOutcome::Declined => {}
+        }
+        Ok(self.schedule(payload, ctx))
+    }
+}
+
+dsh_abi::export_plugin! {
+    manifest = manifest,
+    instantiate = LlmRetry::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn errors(config: Value) -> Vec<(String, String)> {
+        LlmRetry::new("llm-retry", &config)
+            .err()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|error| (error.path.into_string(), error.message.into_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_row_takes_no_config() {
+        assert!(errors(Value::Null).is_empty());
+        assert!(errors(json!({})).is_empty());
+        assert_eq!(
+            errors(json!({"retryPolicy": {}})),
+            [("retryPolicy".into(), "llm-retry: retryPolicy belongs under each provider configuration".into())]
+        );
+        assert_eq!(
+            errors(json!({"maxRetries": 3})),
+            [("maxRetries".into(), "llm-retry: unknown key \"maxRetries\"".into())]
+        );
+        assert_eq!(errors(json!([1])), [("".into(), "llm-retry: configuration must be an object".into())]);
+    }
+}

@@ -1,0 +1,156 @@
+//! Steps 3–7 of the decision: given a failure the route's policy owns, find its chain, check the
+//! budget, pick the delay and write the record — or decline. Pure: history, randomness and ids
+//! come in as functions.
+
+use dsh_abi::{js, ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy};
+use serde::Serialize;
+
+use crate::backoff::{local_delay, policy_key};
+
+/// The `llm/retry` payload, keys in the reference's order; always-mode records have no
+/// `maxRetries` key at all.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RetryRecord<'a> {
+    retry_id: &'a str,
+    turn: u64,
+    step: u64,
+    provider: &'a str,
+    mode: &'static str,
+    policy_key: &'a str,
+    retry: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_retries: Option<u64>,
+    delay_ms: f64,
+    failure: &'a Failure,
+}
+
+/// Schedules the next retry of the failure's chain under `policy`, or `None` when the policy
+/// declines (normal budget spent, or a provider hint longer than `maxDelayMs` in normal mode).
+///
+/// `last_retry` answers the chain lookup for a policy key; `random` is asked at most once, only
+/// when the local delay is used; `new_id` only when a new chain starts.
+pub fn schedule(
+    payload: &RequestErrorPayload,
+    policy: &RetryPolicy,
+    last_retry: impl FnOnce(&str) -> Option<ChainRecord>,
+    random: impl FnOnce() -> f64,
+    new_id: impl FnOnce() -> String,
+) -> Option<RetryDecision> {
+    let key = policy_key(policy);
+    let prior = last_retry(&key);
+    let previous = prior.as_ref().map_or(0, |record| record.retry);
+    if policy.mode == PolicyMode::Normal && previous >= policy.max_retries {
+        return None;
+    }
+    let retry = previous + 1;
+    let hint = payload.failure.provider_retry_after_ms.into_option().filter(|hint| hint.is_finite() && *hint > 0.0);
+    let delay_ms = match hint {
+        Some(hint) if hint > policy.max_delay_ms => match policy.mode {
+            PolicyMode::Normal => return None,
+            PolicyMode::Always => local_delay(policy, retry, random()),
+        },
+        Some(hint) => hint,
+        None => local_delay(policy, retry, random()),
+    };
+    let retry_id = match prior {
+        Some(record) => record.retry_id.into_string(),
+        None => new_id(),
+    };
+    let record = RetryRecord {
+        retry_id: &retry_id,
+        turn: payload.turn,
+        step: payload.step,
+        provider: &payload.provider,
+        mode: policy.mode.as_str(),
+        policy_key: &key,
+        retry,
+        max_retries: (policy.mode == PolicyMode::Normal).then_some(policy.max_retries),
+        delay_ms,
+        failure: &payload.failure,
+    };
+    Some(RetryDecision { delay_ms, record: js::to_string(&record).into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abi_stable::std_types::{ROption, RString, RVec};
+
+    fn policy(mode: PolicyMode, max_retries: u64, initial: f64, max: f64, jitter: f64) -> RetryPolicy {
+        RetryPolicy {
+            mode,
+            max_retries,
+            retryable_codes: ["SERVER", "RATE_LIMIT"].iter().map(|code| RString::from(*code)).collect::<RVec<_>>(),
+            initial_delay_ms: initial,
+            max_delay_ms: max,
+            jitter_ratio: jitter,
+        }
+    }
+
+    fn payload(hint: Option<f64>) -> RequestErrorPayload {
+        let mut failure = Failure::new("RATE_LIMIT", "busy");
+        failure.status = ROption::RSome(429);
+        failure.provider_retry_after_ms = hint.into();
+        RequestErrorPayload { turn: 1, step: 2, provider: "mock".into(), failure, retry_policy: ROption::RNone }
+    }
+
+    #[test]
+    fn a_new_chain_writes_a_normal_record_in_the_reference_key_order() {
+        let decision = schedule(
+            &payload(None),
+            &policy(PolicyMode::Normal, 2, 500.0, 10000.0, 0.0),
+            |_| None,
+            || 0.5,
+            || "new".into(),
+        )
+        .unwrap();
+        assert_eq!(decision.delay_ms, 500.0);
+        assert_eq!(
+            decision.record.as_str(),
+            r#"{"retryId":"new","turn":1,"step":2,"provider":"mock","mode":"normal","policyKey":"[\"normal\",2,[\"RATE_LIMIT\",\"SERVER\"],500,10000,0]","retry":1,"maxRetries":2,"delayMs":500,"failure":{"message":"busy","code":"RATE_LIMIT","status":429}}"#
+        );
+    }
+
+    #[test]
+    fn an_existing_chain_keeps_its_id_and_counts_on() {
+        let prior = ChainRecord { retry_id: "chain-1".into(), retry: 1 };
+        let decision = schedule(
+            &payload(None),
+            &policy(PolicyMode::Always, 0, 1.0, 4.0, 0.1),
+            |_| Some(prior),
+            || 1.0,
+            || unreachable!("no new id"),
+        )
+        .unwrap();
+        assert_eq!(decision.delay_ms, 2.2);
+        assert!(decision.record.starts_with(r#"{"retryId":"chain-1","turn":1,"step":2,"provider":"mock","mode":"always","policyKey":"[\"always\",1,4,0.1]","retry":2,"delayMs":2.2,"#));
+    }
+
+    #[test]
+    fn a_spent_normal_budget_declines() {
+        let prior = ChainRecord { retry_id: "c".into(), retry: 2 };
+        assert_eq!(
+            schedule(
+                &payload(None),
+                &policy(PolicyMode::Normal, 2, 1.0, 1.0, 0.0),
+                |_| Some(prior),
+                || 0.5,
+                || "x".into()
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_provider_hint_is_used_verbatim_up_to_the_cap() {
+        let hinted = |hint, mode| {
+            schedule(&payload(Some(hint)), &policy(mode, 2, 2.0, 4.0, 0.5), |_| None, || 1.0, || "x".into())
+        };
+        assert_eq!(hinted(4.0, PolicyMode::Normal).unwrap().delay_ms, 4.0);
+        assert_eq!(hinted(10.0, PolicyMode::Normal), None);
+        assert_eq!(hinted(10.0, PolicyMode::Always).unwrap().delay_ms, 3.0);
+        assert_eq!(hinted(0.0, PolicyMode::Normal).unwrap().delay_ms, 3.0);
+        assert_eq!(hinted(-5.0, PolicyMode::Normal).unwrap().delay_ms, 3.0);
+    }
+}

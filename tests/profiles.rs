@@ -1,0 +1,287 @@
+//! Profiles and patch layers through the real binary: first-use creation, the exact composition
+//! semantics and warnings, refused layers, `dump --origins`, `config check` and `config waterfall`.
+
+use dsh_e2e::{artifacts, library_file_name, Run, TestHome};
+use serde_json::{json, Value};
+
+fn dump_json(home: &TestHome, extra: &[&str]) -> (Vec<Value>, Run) {
+    let mut args = vec!["config", "--profile", "web", "dump", "--json"];
+    args.extend_from_slice(extra);
+    let run = home.run(&args);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    (serde_json::from_str(&run.stdout).expect("dump --json prints JSON"), run)
+}
+
+fn ids(rows: &[Value]) -> Vec<&str> {
+    rows.iter().map(|row| row["id"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn a_fresh_home_composes_the_web_profile_and_creates_it() {
+    let home = TestHome::new();
+    let (rows, _) = dump_json(&home, &[]);
+    assert_eq!(ids(&rows), ["agent", "llm-deepseek", "llm-retry", "llm-retry-invariant"]);
+    assert_eq!(rows[1]["config"]["apiKeyEnv"], "DEEPSEEK_API_KEY");
+    let profile = home.path().join("profiles/web");
+    for file in ["profile.yml", "cordis.yml", "cordis.patch.yml"] {
+        assert!(profile.join(file).is_file(), "{file} was not created");
+    }
+    let manifest = std::fs::read_to_string(profile.join("profile.yml")).unwrap();
+    assert!(manifest.contains("- dsh-base"), "{manifest}");
+}
+
+#[test]
+fn later_layers_win_and_configs_are_replaced_not_merged() {
+    let home = TestHome::new();
+    let bundle_a = home.write("a.yml", "[{insert: [{id: a, name: pkg-a}]}]\n");
+    let bundle_b = home.write("b.yml", "[{id: a, config: {v: 2}}]\n");
+    let user = home.write("user.yml", "[{id: a, config: {v: 3}}]\n");
+    let (rows, _) = dump_json(
+        &home,
+        &[
+            "--patch",
+            bundle_a.to_str().unwrap(),
+            "--patch",
+            bundle_b.to_str().unwrap(),
+            "--patch",
+            user.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(rows.last().unwrap(), &json!({"id": "a", "name": "pkg-a", "config": {"v": 3}}));
+}
+
+#[test]
+fn an_override_of_a_missing_id_warns_on_stderr_with_the_file_name() {
+    let home = TestHome::new();
+    let first = home.write("first.yml", "[{insert: [{id: x, name: pkg-x, config: {a: 1}}]}]\n");
+    let second = home.write("second.yml", "[{id: x, config: {a: 2}}, {id: missing, config: {}}]\n");
+    let (rows, run) = dump_json(&home, &["--patch", first.to_str().unwrap(), "--patch", second.to_str().unwrap()]);
+    assert_eq!(rows.last().unwrap(), &json!({"id": "x", "name": "pkg-x", "config": {"a": 2}}));
+    assert_eq!(run.stderr.trim(), "dsh: [$DSH_HOME/second.yml] patch: entry \"missing\" not found");
+}
+
+#[test]
+fn the_name_guard_protects_a_rebound_row() {
+    let home = TestHome::new();
+    let patch = home.write("guard.yml", "[{id: llm-retry, name: relay-retry, disabled: true}]\n");
+    let (rows, run) = dump_json(&home, &["--patch", patch.to_str().unwrap()]);
+    assert_eq!(rows[2], json!({"id": "llm-retry", "name": "llm-retry"}));
+    assert!(
+        run.stderr
+            .contains("patch: name mismatch for \"llm-retry\" (expected \"llm-retry\", got \"relay-retry\"), skipping"),
+        "{}",
+        run.stderr
+    );
+}
+
+fn refused(contents: Option<&str>) -> Run {
+    let home = TestHome::new();
+    let path = match contents {
+        Some(text) => home.write("bad.yml", text),
+        None => {
+            std::fs::create_dir_all(home.path().join("bad.yml")).unwrap();
+            home.path().join("bad.yml")
+        }
+    };
+    home.run(&["config", "dump", "--patch", path.to_str().unwrap()])
+}
+
+#[test]
+fn a_top_level_mapping_is_refused() {
+    let run = refused(Some("id: agent\ndisabled: true\n"));
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("overlay $DSH_HOME/bad.yml must be a top-level YAML array of loader patch entries (`[]` is the empty layer)"), "{}", run.stderr);
+}
+
+#[test]
+fn a_string_entry_is_refused_naming_entry_one() {
+    let run = refused(Some("- just-a-string\n"));
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains("overlay entry 1 in $DSH_HOME/bad.yml must be a mapping (a loader patch entry)"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_empty_or_comment_only_file_is_refused() {
+    for text in ["", "# nothing yet\n"] {
+        let run = refused(Some(text));
+        assert_eq!(run.code, Some(1));
+        assert!(run.stderr.contains("must be a top-level YAML array"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn an_unreadable_layer_fails_loudly() {
+    let run = refused(None);
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("failed to read overlay $DSH_HOME/bad.yml: "), "{}", run.stderr);
+    let missing = TestHome::new().run(&["config", "dump", "--patch", "/nonexistent/patch.yml"]);
+    assert_eq!(missing.code, Some(1));
+    assert!(missing.stderr.contains("failed to read overlay /nonexistent/patch.yml"), "{}", missing.stderr);
+}
+
+#[test]
+fn a_js_tag_is_refused_with_what_to_use_instead() {
+    let run = refused(Some("- id: llm-deepseek\n  config:\n    apiKey: !!js process.env.DEEPSEEK_API_KEY\n"));
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains("failed to parse overlay $DSH_HOME/bad.yml: line 3, column 13: `!!js` tags"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("apiKeyEnv: NAME"), "{}", run.stderr);
+}
+
+#[test]
+fn invalid_yaml_names_line_and_column() {
+    let run = refused(Some("- id: a\n  config: {unclosed\n"));
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains("failed to parse overlay $DSH_HOME/bad.yml: ") && run.stderr.contains("line"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_unknown_profile_does_not_exist() {
+    let run = TestHome::new().run(&["config", "--profile", "work", "dump"]);
+    assert_eq!(run.code, Some(3));
+    assert!(
+        run.stderr
+            .contains("profile \"work\" does not exist; create it with 'dsh plugin --profile work add <package>'"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn layers_apply_in_order_bundles_profile_home_then_patch_files() {
+    let home = TestHome::new();
+    dump_json(&home, &[]);
+    home.write("profiles/web/cordis.patch.yml", "[{id: agent, config: {provider: from-profile}}]\n");
+    assert_eq!(dump_json(&home, &[]).0[0]["config"]["provider"], "from-profile");
+    home.write("cordis.patch.yml", "[{id: agent, config: {provider: from-home}}]\n");
+    assert_eq!(dump_json(&home, &[]).0[0]["config"]["provider"], "from-home");
+    let patch = home.write("cli.yml", "[{id: agent, config: {provider: from-patch}}]\n");
+    assert_eq!(dump_json(&home, &["--patch", patch.to_str().unwrap()]).0[0]["config"]["provider"], "from-patch");
+}
+
+#[test]
+fn bundles_only_ignores_a_broken_user_layer() {
+    let home = TestHome::new();
+    dump_json(&home, &[]);
+    home.write("profiles/web/cordis.patch.yml", "not: [a list\n");
+    assert_eq!(home.run(&["config", "dump"]).code, Some(1));
+    let run = home.run(&["config", "dump", "--bundles-only", "--json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(ids(&serde_json::from_str::<Vec<Value>>(&run.stdout).unwrap()).len(), 4);
+}
+
+#[test]
+fn origins_name_the_inserting_layer_and_the_layers_that_patched_a_run() {
+    let home = TestHome::new();
+    let patch = home
+        .write("p.yml", "[{id: llm-retry-invariant, config: {mode: report}}, {insert: [{id: extra, name: extra}]}]\n");
+    let run = home.run(&["config", "dump", "--origins", "--patch", patch.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "# == dsh-base\n- id: agent\n  name: agent\n  config:\n    provider: deepseek-official\n- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: https://api.deepseek.com/v1\n    model: deepseek-chat\n    apiKeyEnv: DEEPSEEK_API_KEY\n- id: llm-retry\n  name: llm-retry\n# == dsh-base, patched by $DSH_HOME/p.yml\n- id: llm-retry-invariant\n  name: llm-retry-invariant\n  config:\n    mode: report\n# == $DSH_HOME/p.yml\n- id: extra\n  name: extra\n"
+    );
+}
+
+#[test]
+fn dump_never_resolves_packages() {
+    let home = TestHome::new();
+    let patch = home.write("p.yml", "[{insert: [{id: ghost, name: no-such-package}]}]\n");
+    let (rows, _) = dump_json(&home, &["--patch", patch.to_str().unwrap()]);
+    assert_eq!(rows.last().unwrap()["name"], "no-such-package");
+}
+
+#[test]
+fn check_accepts_the_shipped_profiles() {
+    let home = TestHome::new();
+    for profile in ["web", "demo"] {
+        let run = home.run(&["config", "--profile", profile, "check"]);
+        assert_eq!(run.code, Some(0), "{profile}: {}", run.stderr);
+        assert!(run.stdout.contains("plugins: llm-retry, llm-retry-invariant"), "{}", run.stdout);
+    }
+}
+
+#[test]
+fn check_reports_every_problem_with_file_row_and_key() {
+    let home = TestHome::new();
+    let patch = home.write(
+        "p.yml",
+        "- {id: llm-retry, config: {retryPolicy: {}}}\n\
+         - {id: llm-retry-invariant, config: {mode: loud}}\n\
+         - id: llm-deepseek\n  config: {provider: deepseek-official, model: m, baseUrl: 'https://x/v1', retryPolicy: {mode: normal, backoff: {jitterRatio: 2}}}\n\
+         - {id: agent, config: {provider: deepseek-official, tools: []}}\n",
+    );
+    let run = home.run(&["config", "check", "--patch", patch.to_str().unwrap()]);
+    assert_eq!(run.code, Some(1));
+    for expected in [
+        "$DSH_HOME/p.yml: row \"llm-retry\": config.retryPolicy: llm-retry: retryPolicy belongs under each provider configuration",
+        "$DSH_HOME/p.yml: row \"llm-retry-invariant\": config.mode: llm-retry-invariant: mode must be \"enforce\" or \"report\", got \"loud\"",
+        "$DSH_HOME/p.yml: row \"llm-deepseek\": config.retryPolicy.backoff.jitterRatio must be between 0 and 1",
+        "$DSH_HOME/p.yml: row \"agent\": config: unknown key \"tools\"",
+        "dsh: profile web: 4 problems found",
+    ] {
+        assert!(run.stderr.contains(expected), "missing {expected:?} in:\n{}", run.stderr);
+    }
+}
+
+#[test]
+fn an_unbuilt_library_is_a_problem_of_check_and_waterfall() {
+    let home = TestHome::new();
+    let lonely = home.path().join("bin");
+    std::fs::create_dir_all(&lonely).unwrap();
+    std::fs::copy(artifacts().dsh(), lonely.join("dsh")).unwrap();
+    for command in ["check", "waterfall"] {
+        let run = Run::of(
+            std::process::Command::new(lonely.join("dsh"))
+                .env("DSH_HOME", home.path())
+                .env_remove("DSH_PLUGIN_PATH")
+                .args(["config", command]),
+        );
+        assert_eq!(run.code, Some(1), "{command}");
+        let expected = format!(
+            "row \"llm-retry\": library {} not found (run cargo build --release --workspace)",
+            lonely.join(library_file_name("llm-retry")).display()
+        );
+        assert!(run.stderr.contains(&expected), "{command}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn bundled_libraries_are_also_found_in_the_plugin_path() {
+    let home = TestHome::new();
+    let lonely = home.path().join("bin");
+    std::fs::create_dir_all(&lonely).unwrap();
+    std::fs::copy(artifacts().dsh(), lonely.join("dsh")).unwrap();
+    let run = Run::of(
+        std::process::Command::new(lonely.join("dsh"))
+            .env("DSH_HOME", home.path())
+            .env("DSH_PLUGIN_PATH", &artifacts().dir)
+            .args(["config", "check"]),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+}
+
+#[test]
+fn the_waterfall_follows_composed_row_order_and_skips_disabled_rows() {
+    let home = TestHome::new();
+    let run = home.run(&["config", "waterfall"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    let columns: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(columns, ["1", "llm-retry", "llm-retry", artifacts().library("llm-retry").to_str().unwrap()]);
+    let disable = home.write("off.yml", "[{id: llm-retry, name: llm-retry, disabled: true}]\n");
+    let run = home.run(&["config", "waterfall", "--patch", disable.to_str().unwrap()]);
+    assert_eq!((run.code, run.stdout.as_str()), (Some(0), ""));
+}
