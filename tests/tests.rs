@@ -6,4 +6,5 @@ mod conformance_llm_retry;
 mod inspect;
 mod plugin_packages;
 mod profiles;
+mod verify;
 mod waterfall;

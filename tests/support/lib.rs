@@ -2,6 +2,8 @@
 //! locates the `dsh` binary and the plugin libraries, builds the layout-mismatch fixture, and
 //! gives each test a throw-away `$DSH_HOME`.
 
+pub mod logs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;

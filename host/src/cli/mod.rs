@@ -5,6 +5,7 @@
 
 mod config;
 mod plugin;
+mod session;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ enum Command {
     Plugin(plugin::PluginArgs),
     /// Compose a profile: dump it, check it, or show its request-error waterfall.
     Config(config::ConfigArgs),
+    /// Inspect, verify and repair session logs.
+    Session(session::SessionArgs),
 }
 
 /// Options every command shares.
@@ -56,6 +59,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugin(args) => plugin::run(&globals, args),
         Command::Config(args) => config::run(&globals, args),
+        Command::Session(args) => session::run(&globals, args),
     };
     match result {
         Ok(code) => code,

@@ -2,3 +2,6 @@
 //! decisions and verification are derived.
 
 pub mod index;
+pub mod reader;
+pub mod structure;
+pub mod verify;

@@ -386,4 +386,319 @@ mod tests {
     fn unrelated_events_are_not_parsed() {
         assert!(run(&[("assistant/chunk", "not json at all"), ("agent/inbox/spliced", "{")]).is_empty());
     }
+
+    /// A log generated from a model of correct executors, and single-field mutations of it,
+    /// checked against a naive transcription of the rules that rescans the whole history for
+    /// every record (the reference's quadratic algorithm, with refused records left out).
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        struct Event {
+            event_type: &'static str,
+            data: Value,
+        }
+
+        #[derive(Debug, Clone)]
+        struct Chain {
+            provider_index: usize,
+            policy: usize,
+            always: bool,
+            max_retries: u64,
+            failures: u64,
+        }
+
+        const PROVIDERS: [&str; 2] = ["alpha", "beta"];
+        const POLICIES: [&str; 3] = ["k1", "k2", "k3"];
+
+        /// Turns of steps; each step has one provider and some chains of failures.
+        fn sessions() -> impl Strategy<Value = Vec<Vec<(usize, Vec<Chain>)>>> {
+            let chain = (0..2usize, 0..3usize, any::<bool>(), 1..4u64, 1..5u64).prop_map(
+                |(provider_index, policy, always, max_retries, failures)| Chain {
+                    provider_index,
+                    policy,
+                    always,
+                    max_retries,
+                    failures,
+                },
+            );
+            let step = (0..2usize, prop::collection::vec(chain, 0..3));
+            prop::collection::vec(prop::collection::vec(step, 1..3), 1..3)
+        }
+
+        fn generate(turns: &[Vec<(usize, Vec<Chain>)>]) -> Vec<Event> {
+            let mut events = Vec::new();
+            let mut next_id = 0;
+            let push = |events: &mut Vec<Event>, event_type, data| events.push(Event { event_type, data });
+            for (turn_index, steps) in turns.iter().enumerate() {
+                let turn = turn_index + 1;
+                push(&mut events, "turn/start", json!({"turn": turn}));
+                for (step_index, (provider_index, chains)) in steps.iter().enumerate() {
+                    let step = step_index + 1;
+                    let provider = PROVIDERS[*provider_index];
+                    push(&mut events, "step/start", json!({"turn": turn, "step": step}));
+                    push(
+                        &mut events,
+                        "request/header",
+                        json!({"header": {"config": {"provider": provider}}, "reason": "initial"}),
+                    );
+                    let mut keys_in_step = HashSet::new();
+                    for chain in chains.iter().filter(|chain| chain.provider_index == *provider_index) {
+                        let policy_key =
+                            format!("{}-{}", POLICIES[chain.policy], if chain.always { "always" } else { "normal" });
+                        if !keys_in_step.insert(policy_key.clone()) {
+                            continue;
+                        }
+                        next_id += 1;
+                        let count = if chain.always { chain.failures } else { chain.failures.min(chain.max_retries) };
+                        for retry in 1..=count {
+                            let mut record = json!({
+                                "retryId": format!("r{next_id}"), "turn": turn, "step": step, "provider": provider,
+                                "mode": if chain.always { "always" } else { "normal" }, "policyKey": policy_key, "retry": retry,
+                            });
+                            if !chain.always {
+                                record["maxRetries"] = json!(chain.max_retries);
+                            }
+                            record["delayMs"] = json!(500);
+                            record["failure"] = json!({"message": "busy", "code": "SERVER", "status": 503});
+                            push(&mut events, "llm/retry", record);
+                            push(
+                                &mut events,
+                                "llm/retry-started",
+                                json!({"retryId": format!("r{next_id}"), "turn": turn, "step": step, "retry": retry}),
+                            );
+                        }
+                    }
+                    push(&mut events, "step/end", json!({"turn": turn, "step": step}));
+                }
+                push(&mut events, "turn/end", json!({"turn": turn, "reason": {"kind": "completed"}}));
+            }
+            events
+        }
+
+        fn streaming(events: &[Event]) -> Vec<(usize, String)> {
+            let mut checker = RetryChecker::default();
+            events
+                .iter()
+                .enumerate()
+                .filter_map(|(seq, event)| {
+                    checker.check(event.event_type, &event.data.to_string()).err().map(|message| (seq, message))
+                })
+                .collect()
+        }
+
+        fn naive(events: &[Event]) -> Vec<(usize, String)> {
+            let mut history: Vec<&Event> = Vec::new();
+            let mut found = Vec::new();
+            for (seq, event) in events.iter().enumerate() {
+                let verdict = match event.event_type {
+                    "llm/retry" => naive_retry(&history, &event.data),
+                    "llm/retry-started" => naive_started(&history, &event.data),
+                    _ => Ok(()),
+                };
+                match verdict {
+                    Ok(()) => history.push(event),
+                    Err(message) => found.push((seq, message)),
+                }
+            }
+            found
+        }
+
+        fn last<'a>(history: &[&'a Event], types: &[&str]) -> Option<&'a Event> {
+            history.iter().rev().find(|event| types.contains(&event.event_type)).copied()
+        }
+
+        fn eq(a: Option<&Value>, b: Option<&Value>) -> bool {
+            js::strict_equals(a, b)
+        }
+
+        fn naive_retry(history: &[&Event], data: &Value) -> Result<(), String> {
+            let get = |key: &str| data.get(key);
+            if non_empty_string(get("retryId")).is_none() {
+                return Err("llm/retry retryId must be a non-empty string".into());
+            }
+            check_failure(get("failure"))?;
+            let retry = get("retry").and_then(Value::as_f64).filter(|r| js::is_safe_integer(*r) && *r >= 1.0);
+            let Some(retry) = retry else { return Err("llm/retry retry must be a positive safe integer".into()) };
+            if non_empty_string(get("provider")).is_none() {
+                return Err("llm/retry provider must be a non-empty string".into());
+            }
+            if non_empty_string(get("policyKey")).is_none() {
+                return Err("llm/retry policyKey must be a non-empty string".into());
+            }
+            match get("mode").and_then(Value::as_str) {
+                Some("normal") => {
+                    let max =
+                        get("maxRetries").and_then(Value::as_f64).filter(|m| js::is_safe_integer(*m) && *m >= 1.0);
+                    if max.is_none_or(|max| retry > max) {
+                        return Err(format!(
+                            "llm/retry retry {} must not exceed a positive safe maxRetries {}",
+                            js::number(retry),
+                            js::display(get("maxRetries"))
+                        ));
+                    }
+                }
+                Some("always") if get("maxRetries").is_some() => {
+                    return Err("llm/retry always mode must omit maxRetries".into())
+                }
+                Some("always") => {}
+                _ => return Err(format!("llm/retry mode must be normal or always, got {}", js::display(get("mode")))),
+            }
+            if !get("delayMs").and_then(Value::as_f64).is_some_and(|d| (0.0..=MAX_TIMER_DELAY_MS).contains(&d)) {
+                return Err("llm/retry delayMs must be a finite number within 0..2147483647".into());
+            }
+            let turn_boundary =
+                last(history, &["turn/start", "turn/end"]).filter(|event| event.event_type == "turn/start");
+            let Some(turn_boundary) = turn_boundary else {
+                return Err("llm/retry must be appended inside an open turn".into());
+            };
+            if !eq(get("turn"), turn_boundary.data.get("turn")) {
+                return Err(format!(
+                    "llm/retry names turn {}, but the open turn is {}",
+                    js::display(get("turn")),
+                    js::display(turn_boundary.data.get("turn"))
+                ));
+            }
+            let step_boundary =
+                last(history, &["step/start", "step/end"]).filter(|event| event.event_type == "step/start");
+            let Some(step_boundary) = step_boundary else {
+                return Err("llm/retry must be appended inside an open step".into());
+            };
+            if !eq(get("step"), step_boundary.data.get("step")) || !eq(get("turn"), step_boundary.data.get("turn")) {
+                return Err(format!(
+                    "llm/retry names turn {}/step {}, but the open step is {}/{}",
+                    js::display(get("turn")),
+                    js::display(get("step")),
+                    js::display(step_boundary.data.get("turn")),
+                    js::display(step_boundary.data.get("step"))
+                ));
+            }
+            let start = history.iter().rposition(|event| {
+                event.event_type == "step/start"
+                    && eq(event.data.get("turn"), get("turn"))
+                    && eq(event.data.get("step"), get("step"))
+            });
+            let routed = start
+                .filter(|start| {
+                    !history[start + 1..].iter().any(|event| matches!(event.event_type, "step/end" | "turn/end"))
+                })
+                .and_then(|_| last(history, &["request/header"]))
+                .and_then(|header| header.data.get("header")?.get("config")?.get("provider"));
+            if !eq(get("provider"), routed) {
+                return Err(format!(
+                    "llm/retry provider {} does not match the failed request provider {}",
+                    js::display(get("provider")),
+                    js::display(routed)
+                ));
+            }
+            let prior = history.iter().rev().find(|event| {
+                event.event_type == "llm/retry"
+                    && ["turn", "step", "provider", "policyKey"].iter().all(|key| eq(event.data.get(*key), get(key)))
+            });
+            let expected = prior.map_or(1.0, |prior| prior.data["retry"].as_f64().unwrap() + 1.0);
+            if retry != expected {
+                return Err(format!(
+                    "llm/retry retry {} must equal provider policy retry {}",
+                    js::number(retry),
+                    js::number(expected)
+                ));
+            }
+            match prior {
+                Some(prior) if !eq(prior.data.get("retryId"), get("retryId")) => {
+                    Err("llm/retry must preserve retryId across one provider-policy chain".into())
+                }
+                None if history.iter().any(|event| {
+                    matches!(event.event_type, "llm/retry" | "llm/retry-started")
+                        && eq(event.data.get("retryId"), get("retryId"))
+                }) =>
+                {
+                    Err(format!("llm/retry retryId {} is already owned by another chain", get("retryId").unwrap()))
+                }
+                _ => Ok(()),
+            }
+        }
+
+        fn naive_started(history: &[&Event], data: &Value) -> Result<(), String> {
+            if non_empty_string(data.get("retryId")).is_none() {
+                return Err("llm/retry-started retryId must be a non-empty string".into());
+            }
+            let same_attempt = |event: &&&Event| {
+                eq(event.data.get("retryId"), data.get("retryId")) && eq(event.data.get("retry"), data.get("retry"))
+            };
+            let Some(scheduled) =
+                history.iter().rev().filter(|event| event.event_type == "llm/retry").find(same_attempt)
+            else {
+                return Err("llm/retry-started pairs no prior scheduled attempt".into());
+            };
+            if !eq(scheduled.data.get("turn"), data.get("turn")) || !eq(scheduled.data.get("step"), data.get("step")) {
+                return Err("llm/retry-started turn/step must match its scheduled attempt".into());
+            }
+            if history.iter().filter(|event| event.event_type == "llm/retry-started").any(|event| same_attempt(&event))
+            {
+                return Err("llm/retry-started repeats one scheduled attempt".into());
+            }
+            Ok(())
+        }
+
+        fn mutation_value() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                Just(json!("")),
+                Just(json!("r1")),
+                Just(json!("alpha")),
+                Just(json!("beta")),
+                Just(json!("k1-normal")),
+                Just(json!("always")),
+                Just(json!("sometimes")),
+                Just(json!("1")),
+                Just(json!(1.5)),
+                Just(json!({})),
+                (0..5i64).prop_map(|n| json!(n)),
+                Just(json!(-1)),
+                Just(json!(2147483648u64)),
+            ]
+        }
+
+        const FIELDS: [&str; 12] = [
+            "retryId",
+            "turn",
+            "step",
+            "provider",
+            "mode",
+            "policyKey",
+            "retry",
+            "maxRetries",
+            "delayMs",
+            "failure",
+            "status",
+            "<remove maxRetries>",
+        ];
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn a_log_of_correct_executors_passes(turns in sessions()) {
+                let events = generate(&turns);
+                prop_assert_eq!(streaming(&events), vec![]);
+            }
+
+            #[test]
+            fn a_mutated_retry_field_is_still_valid_or_reported_exactly_as_the_naive_rules_say(
+                turns in sessions(), pick in any::<prop::sample::Index>(), field in prop::sample::select(FIELDS.to_vec()), value in mutation_value(),
+            ) {
+                let mut events = generate(&turns);
+                let retries: Vec<usize> = events.iter().enumerate().filter(|(_, e)| e.event_type.starts_with("llm/retry")).map(|(i, _)| i).collect();
+                prop_assume!(!retries.is_empty());
+                let target = &mut events[retries[pick.index(retries.len())]].data;
+                match field {
+                    "<remove maxRetries>" => { target.as_object_mut().unwrap().remove("maxRetries"); }
+                    "status" => { if let Some(failure) = target.get_mut("failure").and_then(Value::as_object_mut) { failure.insert("status".into(), value); } }
+                    key => { target[key] = value; }
+                }
+                prop_assert_eq!(streaming(&events), naive(&events));
+            }
+        }
+    }
 }

@@ -1,0 +1,360 @@
+//! The session structure rules, checked on every event (when a log is read, on append, and by
+//! `dsh session verify`):
+//!
+//! - `seq` is contiguous from 0 and `time` never goes backwards;
+//! - `turn/start` only when no turn is open, numbered next; `turn/end` only for the open turn,
+//!   with no step open;
+//! - `step/start` inside the open turn with no step open, numbered next within the turn;
+//!   `step/end` closes the open step;
+//! - chunks, attempts, assistant messages, tool calls and tool results name the open turn and
+//!   step; a `tool/result` answers a pending tool call of the step;
+//! - `request/header` and `request/context` only inside an open turn.
+//!
+//! Only the events these rules concern are parsed, and only the fields they need.
+
+use std::collections::HashSet;
+
+use dsh_abi::js;
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Default)]
+pub struct StructureRules {
+    next_seq: f64,
+    last_time: Option<f64>,
+    last_turn: f64,
+    open_turn: Option<f64>,
+    last_step: f64,
+    open_step: Option<f64>,
+    pending_calls: HashSet<String>,
+}
+
+#[derive(Deserialize)]
+struct TurnStep {
+    #[serde(default)]
+    turn: Option<f64>,
+    #[serde(default)]
+    step: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct ToolEvent {
+    #[serde(default, rename = "callId")]
+    call_id: Option<String>,
+    #[serde(default)]
+    message: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct AssistantMessage {
+    #[serde(default)]
+    message: Option<Value>,
+}
+
+fn number(value: Option<f64>) -> String {
+    value.map_or_else(|| "undefined".to_owned(), js::number)
+}
+
+/// Call ids of the `tool-call` blocks of an assistant message (`callId`, or `id` as DeepSeek
+/// Harness writes them).
+fn tool_call_ids(message: &Value) -> impl Iterator<Item = String> + '_ {
+    message.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(|block| {
+        if block.get("type")? != "tool-call" {
+            return None;
+        }
+        block.get("callId").or_else(|| block.get("id"))?.as_str().map(str::to_owned)
+    })
+}
+
+impl StructureRules {
+    /// The turn currently open, if any.
+    pub fn open_turn(&self) -> Option<u64> {
+        self.open_turn.map(|turn| turn as u64)
+    }
+
+    /// The step currently open, if any.
+    pub fn open_step(&self) -> Option<u64> {
+        self.open_step.map(|step| step as u64)
+    }
+
+    /// The number of the last turn started.
+    pub fn last_turn(&self) -> u64 {
+        self.last_turn as u64
+    }
+
+    /// The seq the next event must have.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq as u64
+    }
+
+    /// The latest event time seen.
+    pub fn last_time(&self) -> Option<f64> {
+        self.last_time
+    }
+
+    /// Tool calls of the open step that have no result yet.
+    pub fn pending_calls(&self) -> impl Iterator<Item = &str> {
+        self.pending_calls.iter().map(String::as_str)
+    }
+
+    /// Checks one event and takes it in; every broken rule is pushed to `violations`.
+    /// `interpret` is false for ignorable events of unknown types: they only count for seq and
+    /// time.
+    pub fn check(
+        &mut self,
+        seq: Option<f64>,
+        time: Option<f64>,
+        event_type: &str,
+        data: &str,
+        interpret: bool,
+        violations: &mut Vec<String>,
+    ) {
+        match seq {
+            Some(seq) if seq == self.next_seq => self.next_seq += 1.0,
+            Some(seq) => {
+                violations.push(format!("seq {} where {} was expected", js::number(seq), js::number(self.next_seq)));
+                self.next_seq = seq + 1.0;
+            }
+            None => {
+                violations.push(format!("{event_type} has no numeric seq (expected {})", js::number(self.next_seq)));
+                self.next_seq += 1.0;
+            }
+        }
+        match (time, self.last_time) {
+            (Some(time), Some(last)) if time < last => {
+                violations.push(format!("time {} goes back from {}", js::number(time), js::number(last)));
+            }
+            (Some(time), _) => self.last_time = Some(time),
+            (None, _) => violations.push(format!("{event_type} has no numeric time")),
+        }
+        if !interpret {
+            return;
+        }
+        match event_type {
+            "turn/start" => self.turn_start(data, violations),
+            "turn/end" => self.turn_end(data, violations),
+            "step/start" => self.step_start(data, violations),
+            "step/end" => self.step_end(data, violations),
+            "assistant/chunk" | "assistant/attempt" | "assistant/message" | "tool/call" | "tool/result" => {
+                self.in_step(event_type, data, violations)
+            }
+            "request/header" | "request/context" if self.open_turn.is_none() => {
+                violations.push(format!("{event_type} outside an open turn"));
+            }
+            _ => {}
+        }
+    }
+
+    fn turn_step(data: &str) -> TurnStep {
+        serde_json::from_str(data).unwrap_or(TurnStep { turn: None, step: None })
+    }
+
+    fn turn_start(&mut self, data: &str, violations: &mut Vec<String>) {
+        let turn = Self::turn_step(data).turn;
+        if let Some(open) = self.open_turn {
+            violations.push(format!("turn/start for turn {} while turn {} is open", number(turn), js::number(open)));
+        }
+        let expected = self.last_turn + 1.0;
+        if turn != Some(expected) {
+            violations.push(format!("turn/start numbers turn {}, expected {}", number(turn), js::number(expected)));
+        }
+        let turn = turn.unwrap_or(expected);
+        self.open_turn = Some(turn);
+        self.last_turn = turn;
+        self.last_step = 0.0;
+        self.open_step = None;
+        self.pending_calls.clear();
+    }
+
+    fn turn_end(&mut self, data: &str, violations: &mut Vec<String>) {
+        let turn = Self::turn_step(data).turn;
+        match self.open_turn {
+            None => violations.push(format!("turn/end for turn {} with no open turn", number(turn))),
+            Some(open) if turn != Some(open) => violations.push(format!(
+                "turn/end names turn {}, but the open turn is {}",
+                number(turn),
+                js::number(open)
+            )),
+            Some(_) => {}
+        }
+        if let Some(step) = self.open_step {
+            violations.push(format!("turn/end while step {} is open", js::number(step)));
+        }
+        self.open_turn = None;
+        self.open_step = None;
+        self.pending_calls.clear();
+    }
+
+    fn step_start(&mut self, data: &str, violations: &mut Vec<String>) {
+        let TurnStep { turn, step } = Self::turn_step(data);
+        match self.open_turn {
+            None => violations.push("step/start outside an open turn".to_owned()),
+            Some(open) if turn != Some(open) => violations.push(format!(
+                "step/start names turn {}, but the open turn is {}",
+                number(turn),
+                js::number(open)
+            )),
+            Some(_) => {}
+        }
+        if let Some(open) = self.open_step {
+            violations.push(format!("step/start while step {} is open", js::number(open)));
+        }
+        let expected = self.last_step + 1.0;
+        if step != Some(expected) {
+            violations.push(format!("step/start numbers step {}, expected {}", number(step), js::number(expected)));
+        }
+        let step = step.unwrap_or(expected);
+        self.open_step = Some(step);
+        self.last_step = step;
+        self.pending_calls.clear();
+    }
+
+    fn step_end(&mut self, data: &str, violations: &mut Vec<String>) {
+        let TurnStep { turn, step } = Self::turn_step(data);
+        match (self.open_turn, self.open_step) {
+            (_, None) => violations.push("step/end with no open step".to_owned()),
+            (open_turn, Some(open_step)) if turn != open_turn || step != Some(open_step) => violations.push(format!(
+                "step/end names turn/step {}/{}, but the open step is {}/{}",
+                number(turn),
+                number(step),
+                number(open_turn),
+                js::number(open_step)
+            )),
+            _ => {}
+        }
+        self.open_step = None;
+        self.pending_calls.clear();
+    }
+
+    fn in_step(&mut self, event_type: &str, data: &str, violations: &mut Vec<String>) {
+        let TurnStep { turn, step } = Self::turn_step(data);
+        match (self.open_turn, self.open_step) {
+            (_, None) => violations.push(format!("{event_type} outside an open step")),
+            (open_turn, Some(open_step)) if turn != open_turn || step != Some(open_step) => violations.push(format!(
+                "{event_type} names turn/step {}/{}, but the open step is {}/{}",
+                number(turn),
+                number(step),
+                number(open_turn),
+                js::number(open_step)
+            )),
+            _ => {}
+        }
+        match event_type {
+            "tool/call" => {
+                if let Some(call_id) = serde_json::from_str::<ToolEvent>(data).ok().and_then(|event| event.call_id) {
+                    self.pending_calls.insert(call_id);
+                }
+            }
+            "assistant/message" => {
+                if let Some(message) =
+                    serde_json::from_str::<AssistantMessage>(data).ok().and_then(|event| event.message)
+                {
+                    self.pending_calls.extend(tool_call_ids(&message));
+                }
+            }
+            "tool/result" => {
+                let event = serde_json::from_str::<ToolEvent>(data).ok();
+                let call_id = event.and_then(|event| {
+                    event.call_id.or_else(|| event.message?.get("source")?.get("callId")?.as_str().map(str::to_owned))
+                });
+                match call_id {
+                    Some(call_id) if self.pending_calls.remove(&call_id) => {}
+                    Some(call_id) => violations.push(format!(
+                        "tool/result answers no pending tool call of the step (callId {})",
+                        serde_json::to_string(&call_id).expect("JSON")
+                    )),
+                    None => violations.push("tool/result has no callId".to_owned()),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(events: &[(&str, &str)]) -> Vec<(usize, String)> {
+        let mut rules = StructureRules::default();
+        let mut found = Vec::new();
+        for (seq, (event_type, data)) in events.iter().enumerate() {
+            let mut violations = Vec::new();
+            rules.check(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, true, &mut violations);
+            found.extend(violations.into_iter().map(|message| (seq, message)));
+        }
+        found
+    }
+
+    #[test]
+    fn a_balanced_log_has_no_violations() {
+        assert!(check(&[
+            ("turn/start", r#"{"turn":1}"#),
+            ("step/start", r#"{"turn":1,"step":1}"#),
+            ("request/header", r#"{"header":{"config":{"provider":"p"}}}"#),
+            ("assistant/message", r#"{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"tool-call","callId":"c1","name":"x","arguments":"{}"}]}}"#),
+            ("tool/result", r#"{"turn":1,"step":1,"message":{"source":{"callId":"c1"}}}"#),
+            ("step/end", r#"{"turn":1,"step":1}"#),
+            ("step/start", r#"{"turn":1,"step":2}"#),
+            ("step/end", r#"{"turn":1,"step":2}"#),
+            ("turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+            ("turn/start", r#"{"turn":2}"#),
+        ])
+        .is_empty());
+    }
+
+    #[test]
+    fn turns_and_steps_must_balance_and_count_up() {
+        let found = check(&[
+            ("step/start", r#"{"turn":1,"step":1}"#),
+            ("turn/start", r#"{"turn":2}"#),
+            ("step/start", r#"{"turn":2,"step":1}"#),
+            ("turn/end", r#"{"turn":2}"#),
+            ("step/end", r#"{"turn":2,"step":1}"#),
+        ]);
+        let messages: Vec<&str> = found.iter().map(|(_, message)| message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "step/start outside an open turn",
+                "turn/start numbers turn 2, expected 1",
+                "turn/end while step 1 is open",
+                "step/end with no open step",
+            ]
+        );
+    }
+
+    #[test]
+    fn step_events_must_name_the_open_step_and_results_answer_calls() {
+        let found = check(&[
+            ("turn/start", r#"{"turn":1}"#),
+            ("assistant/chunk", r#"{"turn":1,"step":1,"chunk":{}}"#),
+            ("step/start", r#"{"turn":1,"step":1}"#),
+            ("assistant/attempt", r#"{"turn":1,"step":2,"failure":{}}"#),
+            ("tool/result", r#"{"turn":1,"step":1,"callId":"nope"}"#),
+        ]);
+        assert_eq!(
+            found,
+            [
+                (1, "assistant/chunk outside an open step".to_owned()),
+                (3, "assistant/attempt names turn/step 1/2, but the open step is 1/1".to_owned()),
+                (4, "tool/result answers no pending tool call of the step (callId \"nope\")".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn seq_gaps_and_time_going_back_are_reported_once() {
+        let mut rules = StructureRules::default();
+        let mut found = Vec::new();
+        rules.check(Some(0.0), Some(10.0), "x", "{}", true, &mut found);
+        rules.check(Some(2.0), Some(9.0), "x", "{}", true, &mut found);
+        rules.check(Some(3.0), Some(11.0), "x", "{}", true, &mut found);
+        assert_eq!(found, ["seq 2 where 1 was expected", "time 9 goes back from 10"]);
+    }
+
+    #[test]
+    fn headers_belong_inside_a_turn() {
+        assert_eq!(check(&[("request/header", "{}")]), [(0, "request/header outside an open turn".to_owned())]);
+    }
+}

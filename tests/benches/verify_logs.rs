@@ -1,0 +1,92 @@
+//! `dsh session verify` on generated logs: wall time, throughput and peak RSS of the whole
+//! process, for 10^4 to 2·10^6 events; and, when `DSH_REFERENCE_INVARIANT` names a folder where
+//! `@deepseek-ai/dsh-llm-retry` is installed (benches/verify.sh does that), the reference
+//! TypeScript invariant on 100,000-event logs of both shapes, side by side (whole processes).
+//!
+//! `DSH_BENCH_SIZES=10000,100000` limits the sizes.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use dsh_e2e::logs::{self, Shape};
+use dsh_e2e::{artifacts, workspace_root};
+
+/// Runs a command to completion; returns its status, wall time and peak RSS in KiB.
+// The child is reaped by wait4, which std cannot do but which also reports the peak RSS.
+#[allow(clippy::zombie_processes)]
+fn measure(command: &mut Command) -> (ExitStatus, Duration, i64) {
+    let started = Instant::now();
+    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our own child, and both out-pointers live for the call.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+    (ExitStatus::from_raw(status), started.elapsed(), usage.ru_maxrss)
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+fn main() {
+    let sizes: Vec<u64> = std::env::var("DSH_BENCH_SIZES")
+        .ok()
+        .map(|sizes| sizes.split(',').map(|size| size.trim().parse().expect("DSH_BENCH_SIZES: numbers")).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000, 2_000_000]);
+    let dsh = artifacts().dsh();
+    let dir = artifacts().dir.parent().unwrap().join("bench-logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    println!("| events | log size | verify median (3 runs) | throughput | peak RSS |");
+    println!("|---:|---:|---:|---:|---:|");
+    for size in sizes {
+        let path = dir.join(format!("chunk-heavy-{size}.jsonl"));
+        let events = logs::write_valid_log(&path, size, Shape::ChunkHeavy).unwrap();
+        let (time, peak) = verify(&dsh, &path);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        println!(
+            "| {events} | {:.1} MB | {:.3} s | {:.0} MB/s | {:.1} MB |",
+            bytes as f64 / 1e6,
+            time.as_secs_f64(),
+            bytes as f64 / 1e6 / time.as_secs_f64(),
+            peak as f64 / 1024.0
+        );
+    }
+    let Ok(reference) = std::env::var("DSH_REFERENCE_INVARIANT") else { return };
+    let script = workspace_root().join("benches/reference-invariant.mjs");
+    println!("\n| 100,000-event log | reference TypeScript invariant | dsh session verify (median of 3) | ratio |");
+    println!("|---|---:|---:|---:|");
+    for (name, shape) in [
+        ("chunk-heavy (5 % retry records)", Shape::ChunkHeavy),
+        ("retry-heavy (45 % retry records)", Shape::RetryHeavy),
+    ] {
+        let path = dir.join(format!("{shape:?}-reference.jsonl"));
+        logs::write_valid_log(&path, 100_000, shape).unwrap();
+        let (ours, _) = verify(&dsh, &path);
+        let (status, theirs, _) = measure(Command::new("node").arg(&script).arg(Path::new(&reference)).arg(&path));
+        assert!(status.success(), "the reference invariant failed on {}", path.display());
+        println!(
+            "| {name} | {:.2} s | {:.3} s | {:.0}x |",
+            theirs.as_secs_f64(),
+            ours.as_secs_f64(),
+            theirs.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+}
+
+/// Median wall time of three whole `dsh session verify` runs, and the largest peak RSS (KiB).
+fn verify(dsh: &Path, path: &Path) -> (Duration, i64) {
+    let mut times = Vec::new();
+    let mut peak = 0;
+    for _ in 0..3 {
+        let (status, elapsed, rss) = measure(Command::new(dsh).args(["session", "verify"]).arg(path));
+        assert!(status.success(), "verify found violations in the valid log {}", path.display());
+        times.push(elapsed);
+        peak = peak.max(rss);
+    }
+    (median(times), peak)
+}

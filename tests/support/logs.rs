@@ -1,0 +1,133 @@
+//! Generated session logs for benchmarks, valid under every rule, written as a stream so any size
+//! fits in little memory. Each turn has a user message, a request header, failed attempts
+//! recovered by llm-retry, and a streamed answer; the [`Shape`] sets the mix.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+/// The mix of events in a generated log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Mostly streamed chunks: 0–2 retries and 12 chunks per turn (about 5 % retry records).
+    ChunkHeavy,
+    /// A relay that fails often: 5 retries and 2 chunks per turn (about 45 % retry records).
+    RetryHeavy,
+}
+
+impl Shape {
+    fn retries(self, turn: u64) -> u64 {
+        match self {
+            Shape::ChunkHeavy => turn % 3,
+            Shape::RetryHeavy => 5,
+        }
+    }
+
+    fn chunks(self) -> u64 {
+        match self {
+            Shape::ChunkHeavy => 12,
+            Shape::RetryHeavy => 2,
+        }
+    }
+}
+
+/// Writes a valid log of about `events` events (whole turns) to `path`; returns the event count.
+pub fn write_valid_log(path: &Path, events: u64, shape: Shape) -> io::Result<u64> {
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    writeln!(out, r#"{{"type":"session","version":0,"id":"bench","createdAt":1795967773151,"delegationDepth":0}}"#)?;
+    let mut seq = 0u64;
+    let mut time = 1_795_967_773_151u64;
+    let mut turn = 0u64;
+    let mut chain = 0u64;
+    let emit =
+        |out: &mut BufWriter<File>, event_type: &str, data: &str, seq: &mut u64, time: &mut u64| -> io::Result<()> {
+            writeln!(out, r#"{{"type":"{event_type}","seq":{seq},"time":{time},"data":{data}}}"#)?;
+            *seq += 1;
+            *time += 3;
+            Ok(())
+        };
+    const POLICY: &str =
+        r#"[\"normal\",5,[\"EMPTY_RESPONSE\",\"RATE_LIMIT\",\"SERVER\",\"TIMEOUT\",\"TRANSPORT\"],500,10000,0.1]"#;
+    while seq < events {
+        turn += 1;
+        emit(&mut out, "turn/start", &format!(r#"{{"turn":{turn}}}"#), &mut seq, &mut time)?;
+        emit(&mut out, "step/start", &format!(r#"{{"turn":{turn},"step":1}}"#), &mut seq, &mut time)?;
+        emit(
+            &mut out,
+            "user/message",
+            &format!(
+                r#"{{"id":"u-{turn}","role":"user","content":[{{"type":"text","text":"Please summarise section {turn} of the report in three sentences."}}],"source":{{"kind":"user"}}}}"#
+            ),
+            &mut seq,
+            &mut time,
+        )?;
+        emit(
+            &mut out,
+            "request/header",
+            r#"{"header":{"config":{"provider":"deepseek-official","model":"deepseek-chat"},"system":"You are a helpful agent."},"reason":"initial"}"#,
+            &mut seq,
+            &mut time,
+        )?;
+        let failures = shape.retries(turn);
+        if failures > 0 {
+            chain += 1;
+        }
+        for retry in 1..=failures {
+            let failure = r#"{"message":"HTTP 503 from https://api.deepseek.com/v1/chat/completions: Service Unavailable","code":"SERVER","status":503}"#;
+            emit(
+                &mut out,
+                "assistant/attempt",
+                &format!(r#"{{"turn":{turn},"step":1,"failure":{failure}}}"#),
+                &mut seq,
+                &mut time,
+            )?;
+            emit(
+                &mut out,
+                "llm/retry",
+                &format!(
+                    r#"{{"retryId":"chain-{chain}","turn":{turn},"step":1,"provider":"deepseek-official","mode":"normal","policyKey":"{POLICY}","retry":{retry},"maxRetries":5,"delayMs":{},"failure":{failure}}}"#,
+                    500 * retry
+                ),
+                &mut seq,
+                &mut time,
+            )?;
+            emit(
+                &mut out,
+                "llm/retry-started",
+                &format!(r#"{{"retryId":"chain-{chain}","turn":{turn},"step":1,"retry":{retry}}}"#),
+                &mut seq,
+                &mut time,
+            )?;
+        }
+        for index in 0..shape.chunks() {
+            emit(
+                &mut out,
+                "assistant/chunk",
+                &format!(
+                    r#"{{"turn":{turn},"step":1,"chunk":{{"type":"text-delta","index":0,"text":"The report's section {turn} describes part {index} of the findings, "}}}}"#
+                ),
+                &mut seq,
+                &mut time,
+            )?;
+        }
+        emit(
+            &mut out,
+            "assistant/message",
+            &format!(
+                r#"{{"turn":{turn},"step":1,"message":{{"role":"assistant","content":[{{"type":"text","text":"Section {turn}: the findings hold, the method is sound, and the open questions are listed."}}]}},"usage":{{"inputTokens":812,"outputTokens":96}}}}"#
+            ),
+            &mut seq,
+            &mut time,
+        )?;
+        emit(&mut out, "step/end", &format!(r#"{{"turn":{turn},"step":1}}"#), &mut seq, &mut time)?;
+        emit(
+            &mut out,
+            "turn/end",
+            &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}}}}"#),
+            &mut seq,
+            &mut time,
+        )?;
+    }
+    out.flush()?;
+    Ok(seq)
+}
