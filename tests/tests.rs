@@ -6,5 +6,7 @@ mod conformance_llm_retry;
 mod inspect;
 mod plugin_packages;
 mod profiles;
+mod repair;
+mod runtime;
 mod verify;
 mod waterfall;

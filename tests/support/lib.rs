@@ -203,6 +203,88 @@ impl Default for TestHome {
     }
 }
 
+/// A `dsh mock-server` child process serving a script on 127.0.0.1; killed when dropped.
+pub struct MockProcess {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+    /// Every request it answered, one JSON line each.
+    pub record: PathBuf,
+}
+
+impl MockProcess {
+    /// Starts `dsh mock-server` with `script` (YAML) written into `home`.
+    pub fn start(home: &TestHome, script: &str) -> MockProcess {
+        use std::io::BufRead;
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let script_path = home.write(&format!("mock-{n}.yml"), script);
+        let record = home.path().join(format!("mock-{n}-requests.jsonl"));
+        let mut child = Command::new(artifacts().dsh())
+            .args(["mock-server", "--listen", "127.0.0.1:0", "--script"])
+            .arg(&script_path)
+            .arg("--record")
+            .arg(&record)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start dsh mock-server");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut first)
+            .expect("read the address line");
+        let address = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_owned();
+        MockProcess { child, base_url: format!("{address}/v1"), record }
+    }
+
+    /// The bodies of the requests answered so far.
+    pub fn request_bodies(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| {
+                serde_json::from_str::<serde_json::Value>(line).expect("a JSON line")["body"]
+                    .as_str()
+                    .expect("a body")
+                    .to_owned()
+            })
+            .collect()
+    }
+}
+
+impl Drop for MockProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    condition()
+}
+
+/// The events of a session log, parsed (header excluded).
+pub fn log_events(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .expect("read the log")
+        .lines()
+        .skip(1)
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
 /// What a finished command said.
 pub struct Run {
     pub code: Option<i32>,

@@ -4,7 +4,9 @@
 //! interrupted by Ctrl-C.
 
 mod config;
+mod mock;
 mod plugin;
+mod run;
 mod session;
 
 use std::path::PathBuf;
@@ -32,34 +34,46 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run one turn of the profile's agent: stream the answer, recover failures through the
+    /// request-error waterfall, keep a durable log.
+    Run(run::RunArgs),
     /// Install, remove, list and inspect plugin packages.
     Plugin(plugin::PluginArgs),
     /// Compose a profile: dump it, check it, or show its request-error waterfall.
     Config(config::ConfigArgs),
-    /// Inspect, verify and repair session logs.
+    /// Inspect, verify, repair and resume session logs.
     Session(session::SessionArgs),
+    /// Serve a scripted OpenAI-compatible fault server on the loopback interface.
+    MockServer(mock::MockServerArgs),
 }
 
 /// Options every command shares.
 #[derive(Debug, Clone)]
 pub struct Globals {
     home: Option<PathBuf>,
+    verbose: u8,
 }
 
 impl Globals {
     pub fn home(&self) -> anyhow::Result<Home> {
         Home::resolve(self.home.as_deref())
     }
+
+    pub fn verbose(&self) -> bool {
+        self.verbose > 0
+    }
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    let globals = Globals { home: cli.home };
+    let globals = Globals { home: cli.home, verbose: cli.verbose };
     let result = match cli.command {
+        Command::Run(args) => run::run(&globals, args),
         Command::Plugin(args) => plugin::run(&globals, args),
         Command::Config(args) => config::run(&globals, args),
         Command::Session(args) => session::run(&globals, args),
+        Command::MockServer(args) => mock::run(args),
     };
     match result {
         Ok(code) => code,

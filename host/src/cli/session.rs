@@ -1,4 +1,5 @@
-//! `dsh session …`: verify whole logs against the structure rules and the retry-record invariant.
+//! `dsh session …`: list sessions, show one as a timeline, verify logs against the structure rules
+//! and the retry-record invariant, and repair a crashed log.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,9 +7,14 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use super::run::print_repair;
 use super::Globals;
+use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::PluginLibrary;
+use crate::session::log::{OpenError, SessionLog, SyncPolicy};
+use crate::session::reader::LogReader;
+use crate::session::timeline;
 use crate::session::verify::{self, Report};
 use crate::NotFound;
 
@@ -20,6 +26,25 @@ pub struct SessionArgs {
 
 #[derive(Debug, Subcommand)]
 enum SessionCommand {
+    /// Sessions under the home, newest first: id, created, turns, how the last turn ended.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A readable timeline: turns, steps, requests, each retry with its code, delay and failure.
+    Show {
+        #[arg(value_name = "ID|PATH")]
+        log: String,
+        /// Print the events as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Crash repair without running anything: cut a torn last line (keeping a copy), close an
+    /// interrupted turn. Exit 1 if the log is damaged where repair must not touch it.
+    Repair {
+        #[arg(value_name = "ID|PATH")]
+        log: String,
+    },
     /// Check whole logs (ours, and DeepSeek Harness session.jsonl / session.jsonl.zstd files)
     /// against the session structure rules and the llm-retry invariant; every violation is
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
@@ -35,6 +60,124 @@ enum SessionCommand {
 pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         SessionCommand::Verify { logs, json } => verify_command(globals, &logs, json),
+        SessionCommand::List { json } => list(globals, json),
+        SessionCommand::Show { log, json } => show(globals, &log, json),
+        SessionCommand::Repair { log } => repair(globals, &log),
+    }
+}
+
+struct Summary {
+    id: String,
+    created: f64,
+    turns: u64,
+    last_end: String,
+}
+
+fn summarize(path: &Path) -> anyhow::Result<Summary> {
+    let mut reader = LogReader::open(path)?;
+    let header: serde_json::Value = serde_json::from_str(reader.header())?;
+    let mut summary = Summary {
+        id: header.get("id").and_then(|id| id.as_str()).unwrap_or("?").to_owned(),
+        created: header.get("createdAt").and_then(serde_json::Value::as_f64).unwrap_or(0.0),
+        turns: 0,
+        last_end: "-".to_owned(),
+    };
+    while let Some(next) = reader.next_event() {
+        let Ok(event) = next? else { continue };
+        match event.event_type {
+            "turn/start" => {
+                summary.turns += 1;
+                summary.last_end = "open".to_owned();
+            }
+            "turn/end" => {
+                let data: serde_json::Value = serde_json::from_str(event.data).unwrap_or_default();
+                let reason = &data["reason"];
+                summary.last_end = match reason["kind"].as_str().unwrap_or("?") {
+                    "error" => format!("error {}", reason["error"]["code"].as_str().unwrap_or("?")),
+                    "aborted" => format!("aborted/{}", reason["reason"]["kind"].as_str().unwrap_or("?")),
+                    kind => kind.to_owned(),
+                };
+            }
+            _ => {}
+        }
+    }
+    Ok(summary)
+}
+
+fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
+    let sessions = globals.home()?.sessions_dir();
+    let mut summaries = Vec::new();
+    if sessions.is_dir() {
+        for entry in std::fs::read_dir(&sessions)? {
+            let dir = entry?.path();
+            let Some(log) =
+                ["session.jsonl", "session.jsonl.zstd"].iter().map(|file| dir.join(file)).find(|path| path.is_file())
+            else {
+                continue;
+            };
+            match summarize(&log) {
+                Ok(summary) => summaries.push(summary),
+                Err(err) => eprintln!("dsh: {}: {err}", log.display()),
+            }
+        }
+    }
+    summaries.sort_by(|a, b| b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+    if json {
+        let value: Vec<_> = summaries
+            .iter()
+            .map(|s| json!({"id": s.id, "createdAt": s.created, "turns": s.turns, "lastEnd": s.last_end}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for summary in &summaries {
+        let created =
+            httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(summary.created as u64));
+        println!(
+            "{}  {created}  {} turn{}  {}",
+            summary.id,
+            summary.turns,
+            if summary.turns == 1 { "" } else { "s" },
+            summary.last_end
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let path = resolve_log(globals, name)?;
+    if json {
+        let mut reader = LogReader::open(&path)?;
+        while let Some(next) = reader.next_event() {
+            if let Ok(event) = next? {
+                println!("{}", event.line);
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for line in timeline::render(&path)? {
+        println!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
+    let path = resolve_log(globals, name)?;
+    match SessionLog::open(&path, |_| Vec::new(), SyncPolicy::Durable, epoch_ms(), true) {
+        Ok((_, report)) => {
+            print_repair(&report);
+            if report.torn.is_none() && report.closers.is_empty() {
+                println!("{}: the log is sound; nothing to repair", path.display());
+            } else {
+                println!("{}: repaired", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(err @ OpenError::Corrupt { .. }) => {
+            eprintln!("dsh: {err}");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(err) => Err(err.into()),
     }
 }
 

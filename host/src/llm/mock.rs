@@ -13,8 +13,20 @@
 //! ```
 //!
 //! Every item may add `delayMs: N` (wait before answering) and `headers: {name: value}`.
+//!
+//! [`MockServer`] serves a script over real HTTP on 127.0.0.1: `dsh mock-server`, the tests and
+//! the `demo` profile's in-process provider all use it. Responses are written by hand on the raw
+//! socket, so faults (resets, cut streams, broken frames, stalls) are exactly what they claim.
 
-use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 /// What the server does for one request.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,10 +161,302 @@ fn millis(value: &Value, path: &str, errors: &mut Vec<String>) -> u64 {
     })
 }
 
+/// Where the server reports the requests it answers.
+#[derive(Debug, Clone)]
+pub struct MockLog {
+    /// Print one line per request on stderr.
+    pub stderr: bool,
+    /// Append one JSON line per request (number, method, path, body) to this file.
+    pub record: Option<PathBuf>,
+}
+
+/// A running mock server; it stops when the runtime that started it stops.
+pub struct MockServer {
+    addr: SocketAddr,
+}
+
+const MAX_REQUEST_HEAD: usize = 1024 * 1024;
+const CHUNK_CHARS: usize = 8;
+
+impl MockServer {
+    /// Binds `listen` (port 0 picks a free port) and serves `script` in the background.
+    pub async fn start(listen: SocketAddr, script: Vec<MockStep>, log: MockLog) -> std::io::Result<MockServer> {
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared { script, next: AtomicUsize::new(0), log });
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let _ = shared.serve(stream).await;
+                });
+            }
+        });
+        Ok(MockServer { addr })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL a provider row points at: `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
+struct Shared {
+    script: Vec<MockStep>,
+    next: AtomicUsize,
+    log: MockLog,
+}
+
+struct Request {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>> {
+    let mut buffer = Vec::with_capacity(8192);
+    let mut chunk = [0u8; 8192];
+    let (head_len, method, path, content_length) = loop {
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            return Ok(None);
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut request = httparse::Request::new(&mut headers);
+        match request.parse(&buffer) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let content_length = request
+                    .headers
+                    .iter()
+                    .find(|header| header.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|header| std::str::from_utf8(header.value).ok()?.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                break (
+                    head_len,
+                    request.method.unwrap_or("").to_owned(),
+                    request.path.unwrap_or("").to_owned(),
+                    content_length,
+                );
+            }
+            Ok(httparse::Status::Partial) if buffer.len() < MAX_REQUEST_HEAD => continue,
+            _ => return Ok(None),
+        }
+    };
+    let mut body = buffer[head_len..].to_vec();
+    while body.len() < content_length {
+        let read = stream.read(&mut chunk).await?;
+        if read == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..read]);
+    }
+    body.truncate(content_length);
+    Ok(Some(Request { method, path, body }))
+}
+
+fn sse_chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
+    let chunk = json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    format!("data: {chunk}\n\n")
+}
+
+/// The text in pieces of a few characters, as a model streams it.
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(CHUNK_CHARS).map(|piece| piece.iter().collect()).collect()
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        409 => "Conflict",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+impl Shared {
+    async fn serve(&self, mut stream: TcpStream) -> std::io::Result<()> {
+        let Some(request) = read_request(&mut stream).await? else {
+            return Ok(());
+        };
+        let number = self.next.fetch_add(1, Ordering::SeqCst);
+        let step = &self.script[number.min(self.script.len() - 1)];
+        let known_path = matches!(request.path.as_str(), "/v1/chat/completions" | "/chat/completions");
+        self.report(number + 1, &request, if known_path { describe(&step.action) } else { "404".to_owned() });
+        if step.delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
+        }
+        if !known_path || request.method != "POST" {
+            let body = r#"{"error":{"message":"the mock server serves POST /v1/chat/completions"}}"#;
+            return write_response(
+                &mut stream,
+                404,
+                &[("content-type".into(), "application/json".into())],
+                body.as_bytes(),
+            )
+            .await;
+        }
+        let model = serde_json::from_slice::<Value>(&request.body)
+            .ok()
+            .and_then(|body| body.get("model")?.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "mock".to_owned());
+        let stream_headers = |extra: &[(String, String)]| {
+            let mut headers = vec![
+                ("content-type".to_owned(), "text/event-stream".to_owned()),
+                ("cache-control".to_owned(), "no-cache".to_owned()),
+            ];
+            headers.extend(extra.iter().cloned());
+            headers
+        };
+        match &step.action {
+            MockAction::Reset => {
+                stream.set_zero_linger()?;
+                drop(stream);
+                Ok(())
+            }
+            MockAction::Status { status, body } => {
+                let (content_type, bytes) = match body {
+                    None => ("text/plain", Vec::new()),
+                    Some(Value::String(text)) => ("text/plain", text.clone().into_bytes()),
+                    Some(other) => ("application/json", other.to_string().into_bytes()),
+                };
+                let mut headers = vec![("content-type".to_owned(), content_type.to_owned())];
+                for (name, value) in &step.headers {
+                    headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
+                    headers.push((name.clone(), value.clone()));
+                }
+                write_response(&mut stream, *status, &headers, &bytes).await
+            }
+            MockAction::Ok(text) | MockAction::Truncate(text) => {
+                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
+                let mut first = true;
+                for piece in pieces(text) {
+                    let delta =
+                        if first { json!({"role": "assistant", "content": piece}) } else { json!({"content": piece}) };
+                    first = false;
+                    stream.write_all(sse_chunk(&model, delta, None).as_bytes()).await?;
+                    stream.flush().await?;
+                }
+                if matches!(step.action, MockAction::Ok(_)) {
+                    let usage = json!({"prompt_tokens": request.body.len() / 4, "completion_tokens": text.len() / 4, "total_tokens": (request.body.len() + text.len()) / 4});
+                    let mut last = sse_chunk(&model, json!({}), Some("stop"));
+                    last = last.replacen(
+                        "\"finish_reason\":\"stop\"}]",
+                        &format!("\"finish_reason\":\"stop\"}}],\"usage\":{usage}"),
+                        1,
+                    );
+                    stream.write_all(last.as_bytes()).await?;
+                    stream.write_all(b"data: [DONE]\n\n").await?;
+                }
+                stream.shutdown().await
+            }
+            MockAction::Malformed => {
+                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
+                stream.write_all(b"data: {\"choices\": [{\"delta\": {\"content\": \"cut\n\n").await?;
+                stream.write_all(b"data: [DONE]\n\n").await?;
+                stream.shutdown().await
+            }
+            MockAction::Empty => {
+                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
+                stream.write_all(sse_chunk(&model, json!({}), Some("stop")).as_bytes()).await?;
+                stream.write_all(b"data: [DONE]\n\n").await?;
+                stream.shutdown().await
+            }
+            MockAction::Stall(ms) => {
+                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
+                stream.flush().await?;
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                stream.shutdown().await
+            }
+        }
+    }
+
+    fn report(&self, number: usize, request: &Request, answer: String) {
+        if self.log.stderr {
+            eprintln!("mock-server: #{number} {} {} -> {answer}", request.method, request.path);
+        }
+        if let Some(path) = &self.log.record {
+            let line = json!({
+                "request": number,
+                "method": request.method,
+                "path": request.path,
+                "body": String::from_utf8_lossy(&request.body),
+            });
+            let appended = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut file| {
+                use std::io::Write;
+                writeln!(file, "{line}")
+            });
+            if let Err(err) = appended {
+                eprintln!("mock-server: cannot record to {}: {err}", path.display());
+            }
+        }
+    }
+}
+
+fn describe(action: &MockAction) -> String {
+    match action {
+        MockAction::Ok(_) => "200 ok".to_owned(),
+        MockAction::Status { status, .. } => status.to_string(),
+        MockAction::Reset => "reset".to_owned(),
+        MockAction::Truncate(_) => "200 truncated".to_owned(),
+        MockAction::Malformed => "200 malformed".to_owned(),
+        MockAction::Empty => "200 empty".to_owned(),
+        MockAction::Stall(ms) => format!("200 stall {ms}ms"),
+    }
+}
+
+async fn write_head(
+    stream: &mut TcpStream,
+    status: u16,
+    headers: &[(String, String)],
+    length: Option<usize>,
+) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status));
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(length) = length {
+        head.push_str(&format!("content-length: {length}\r\n"));
+    }
+    head.push_str("connection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await
+}
+
+async fn write_response(
+    stream: &mut TcpStream,
+    status: u16,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> std::io::Result<()> {
+    write_head(stream, status, headers, Some(body.len())).await?;
+    stream.write_all(body).await?;
+    stream.shutdown().await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn every_documented_response_kind_parses() {

@@ -1,6 +1,31 @@
-//! Model providers: provider row configs, provider-owned retry policies, and the mock server's
-//! script format.
+//! Model providers: provider row configs, provider-owned retry policies, the OpenAI-compatible
+//! streaming adapter (SSE decoding, failure classification, server wait hints) and the mock
+//! server.
 
+pub mod classify;
 pub mod config;
 pub mod mock;
+pub mod openai;
 pub mod policy;
+pub mod retry_after;
+pub mod sse;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use openai::{AttemptFailure, ChatRequest, Completion};
+
+/// The future of one streamed request.
+pub type StreamFuture<'a> = Pin<Box<dyn Future<Output = Result<Completion, AttemptFailure>> + 'a>>;
+
+/// A provider route's client: sends one request and streams the answer, each text delta to
+/// `on_text`. The HTTP adapter is the one that ships; simulations bring their own.
+pub trait ModelClient: Send + Sync {
+    fn stream<'a>(&'a self, request: &'a ChatRequest, on_text: &'a mut dyn FnMut(&str)) -> StreamFuture<'a>;
+}
+
+impl ModelClient for openai::OpenAiAdapter {
+    fn stream<'a>(&'a self, request: &'a ChatRequest, on_text: &'a mut dyn FnMut(&str)) -> StreamFuture<'a> {
+        Box::pin(openai::OpenAiAdapter::stream(self, request, on_text))
+    }
+}

@@ -2,6 +2,8 @@
 //! decisions and verification are derived.
 
 pub mod index;
+pub mod log;
 pub mod reader;
 pub mod structure;
+pub mod timeline;
 pub mod verify;

@@ -18,7 +18,7 @@ use dsh_abi::js;
 use serde::Deserialize;
 use serde_json::Value;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct StructureRules {
     next_seq: f64,
     last_time: Option<f64>,

@@ -1,0 +1,356 @@
+//! The turn loop: turns and steps, streaming requests, recording failed attempts, asking the
+//! `agent/request-error` waterfall, and waiting out scheduled retries.
+//!
+//! ```text
+//! turn/start → step/start → user/message → request/header (first time, or when it changed)
+//! loop: commit, send the request built from surface history, stream the text
+//!   success → assistant/message → step/end → turn/end completed
+//!   failure → assistant/attempt → waterfall → cancelled? stop
+//!           → retry: llm/retry, commit, wait (deadline = its time + delay), llm/retry-started,
+//!             commit, loop again on the SAME step
+//!           → no retry: step/end → turn/end error
+//! ```
+//!
+//! Cancellation beats any decision: during streaming, the waterfall or a wait, the turn ends
+//! `aborted/user` (a cancelled wait writes no `llm/retry-started`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abi_stable::std_types::ROption;
+use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, SessionStartSource};
+use serde_json::{json, Value};
+
+use super::config::AgentConfig;
+use super::{Assembly, Cancel, Route};
+use crate::context::{CallContext, Services};
+use crate::llm::openai::{ChatMessage, ChatRequest, Finish};
+use crate::plugin::RowInstance;
+use crate::session::log::{AppendError, NewEvent, SessionLog};
+use crate::waterfall::{self, Listener, Outcome};
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEnd {
+    Completed,
+    MaxTokens,
+    Error(Failure),
+    /// Cancelled by the user.
+    Aborted,
+}
+
+/// A scheduled retry, as the live display shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    pub retry: u64,
+    /// `None`: unbounded (shown as ∞).
+    pub of: Option<u64>,
+    pub delay: Duration,
+    pub code: String,
+    pub message: String,
+}
+
+/// What the user sees of a turn while it runs.
+pub trait TurnView: Send {
+    fn text(&mut self, delta: &str);
+    /// A retry is scheduled; the wait starts.
+    fn retry_scheduled(&mut self, notice: &RetryNotice);
+    /// Whether the view shows a live countdown (and so wants [`TurnView::retry_tick`]).
+    fn counts_down(&self) -> bool {
+        false
+    }
+    /// Called about every 100 ms of a wait with the time left, when the view counts down.
+    fn retry_tick(&mut self, notice: &RetryNotice, remaining: Duration);
+    /// The wait is over (elapsed or cancelled).
+    fn retry_done(&mut self);
+}
+
+/// A view that shows nothing (simulations and benchmarks).
+pub struct Silent;
+
+impl TurnView for Silent {
+    fn text(&mut self, _: &str) {}
+    fn retry_scheduled(&mut self, _: &RetryNotice) {}
+    fn retry_tick(&mut self, _: &RetryNotice, _: Duration) {}
+    fn retry_done(&mut self) {}
+}
+
+/// A user message to run as a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserInput {
+    pub id: String,
+    pub text: String,
+    /// The message's `source`, e.g. `{kind: user}`.
+    pub source: Value,
+}
+
+/// `request/header`'s `reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderReason {
+    Initial,
+    Resume,
+    Change,
+}
+
+/// A session being run: its log, its routes and listeners, the clock and cancellation.
+pub struct Agent {
+    pub log: SessionLog,
+    pub assembly: Assembly,
+    pub services: Arc<dyn Services>,
+    pub cancel: Cancel,
+    pub view: Box<dyn TurnView>,
+}
+
+const RETRY_TICK: Duration = Duration::from_millis(100);
+
+fn failure_json(failure: &Failure) -> Value {
+    serde_json::to_value(failure).expect("failures serialise")
+}
+
+/// What the display needs from a retry record: `retry`, and `maxRetries` or `headRetries`.
+fn notice(record: &Value, delay_ms: f64, failure: &Failure) -> RetryNotice {
+    let retry = record.get("retry").and_then(js::as_safe_u64).unwrap_or(0);
+    let of =
+        match (record.get("maxRetries").and_then(js::as_safe_u64), record.get("headRetries").and_then(js::as_safe_u64))
+        {
+            (Some(max), _) => Some(max),
+            (None, Some(head)) if retry <= head => Some(head),
+            _ => None,
+        };
+    RetryNotice {
+        retry,
+        of,
+        delay: Duration::from_secs_f64(delay_ms.max(0.0) / 1000.0),
+        code: failure.code.to_string(),
+        message: failure.message.to_string(),
+    }
+}
+
+impl Agent {
+    fn now_ms(&self) -> u64 {
+        self.services.now_ms() as u64
+    }
+
+    fn append(&mut self, event_type: &str, data: &Value) -> Result<(), AppendError> {
+        let now = self.now_ms();
+        self.log.append(NewEvent::new(event_type, data), now).map(|_| ())
+    }
+
+    fn route(&self) -> &Route {
+        &self.assembly.routes[&self.assembly.agent.provider]
+    }
+
+    fn agent(&self) -> &AgentConfig {
+        &self.assembly.agent
+    }
+
+    /// Raises `agent/session-start` and returns the continuations listeners ask for (none when
+    /// input is already pending).
+    pub fn session_start(&self, source: SessionStartSource, pending_input: bool) -> Vec<Continuation> {
+        let context = CallContext {
+            history: self.log.index(),
+            cancelled: self.cancel.flag(),
+            pending_input,
+            services: self.services.as_ref(),
+        };
+        let ctx = context.as_abi();
+        let mut continuations = Vec::new();
+        for row in &self.assembly.session_start {
+            match row.on_session_start(source, ctx.sabi_reborrow()) {
+                Ok(Some(continuation)) => continuations.push(continuation),
+                Ok(None) => {}
+                Err(err) => tracing::warn!("row \"{}\": {}", row.row_id(), err.message),
+            }
+        }
+        continuations
+    }
+
+    fn request(&self) -> ChatRequest {
+        let route = self.route();
+        let mut messages = Vec::new();
+        if let Some(system) = &self.agent().system {
+            messages.push(ChatMessage { role: "system", content: system.clone() });
+        }
+        messages.extend(
+            self.log.surface().iter().map(|message| ChatMessage { role: message.role, content: message.text.clone() }),
+        );
+        ChatRequest { model: self.agent().model.clone().unwrap_or_else(|| route.model.clone()), messages }
+    }
+
+    /// Runs one turn for `input`. `Err` only when the log can no longer be written (or the host
+    /// built an invalid event); every other ending is a [`TurnEnd`].
+    pub async fn run_turn(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
+        let turn = self.log.rules().last_turn() + 1;
+        let step = 1;
+        self.append("turn/start", &json!({"turn": turn}))?;
+        self.append("step/start", &json!({"turn": turn, "step": step}))?;
+        let message = json!({
+            "id": input.id, "role": "user", "content": [{"type": "text", "text": input.text}], "source": input.source,
+        });
+        self.append("user/message", &message)?;
+        let route = self.route();
+        let mut config = json!({"provider": route.provider, "model": self.agent().model.clone().unwrap_or_else(|| route.model.clone())});
+        if let Some(system) = &self.agent().system {
+            config["system"] = Value::from(system.as_str());
+        }
+        let header = json!({"config": config});
+        let unchanged = self
+            .log
+            .last_request_header()
+            .and_then(|last| serde_json::from_str::<Value>(last).ok())
+            .is_some_and(|last| last.get("header") == Some(&header));
+        if !unchanged || reason == HeaderReason::Resume {
+            let reason = match (reason, self.log.last_request_header()) {
+                (HeaderReason::Resume, _) => "resume",
+                (_, None) => "initial",
+                _ => "change",
+            };
+            self.append("request/header", &json!({"header": header, "reason": reason}))?;
+        }
+        loop {
+            self.log.commit()?;
+            if self.cancel.is_cancelled() {
+                return self.abort(turn, step, None).await;
+            }
+            let request = self.request();
+            let route = &self.assembly.routes[&self.assembly.agent.provider];
+            let view = &mut self.view;
+            let mut on_text = |delta: &str| view.text(delta);
+            let attempt = tokio::select! {
+                attempt = route.client.stream(&request, &mut on_text) => attempt,
+                () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())).await,
+            };
+            let attempt_failure = match attempt {
+                Ok(completion) => {
+                    let mut content = Vec::new();
+                    if !completion.reasoning.is_empty() {
+                        content.push(json!({"type": "reasoning", "text": completion.reasoning}));
+                    }
+                    content.push(json!({"type": "text", "text": completion.text}));
+                    let mut data =
+                        json!({"turn": turn, "step": step, "message": {"role": "assistant", "content": content}});
+                    if let Some(usage) = completion.usage {
+                        data["usage"] = usage;
+                    }
+                    self.append("assistant/message", &data)?;
+                    self.append("step/end", &json!({"turn": turn, "step": step}))?;
+                    let (reason, end) = match completion.finish {
+                        Finish::Stop => (json!({"kind": "completed"}), TurnEnd::Completed),
+                        Finish::Length => (json!({"kind": "max-tokens"}), TurnEnd::MaxTokens),
+                    };
+                    self.append("turn/end", &json!({"turn": turn, "reason": reason}))?;
+                    self.log.commit()?;
+                    return Ok(end);
+                }
+                Err(attempt) => attempt,
+            };
+            let failure = attempt_failure.failure;
+            let mut attempt_data = json!({"turn": turn, "step": step, "failure": failure_json(&failure)});
+            if !attempt_failure.partial_text.is_empty() {
+                attempt_data["text"] = Value::from(attempt_failure.partial_text);
+            }
+            let now = self.now_ms();
+            self.log.append(
+                NewEvent { event_type: "assistant/attempt", data: js::to_string(&attempt_data), ignorable: true },
+                now,
+            )?;
+            let payload = RequestErrorPayload {
+                turn,
+                step,
+                provider: self.route().provider.as_str().into(),
+                failure: failure.clone(),
+                retry_policy: ROption::RSome(self.route().policy.clone()),
+            };
+            let outcome = {
+                let context = CallContext {
+                    history: self.log.index(),
+                    cancelled: self.cancel.flag(),
+                    pending_input: false,
+                    services: self.services.as_ref(),
+                };
+                let listeners: Vec<&RowInstance> = self.assembly.listeners.iter().map(Arc::as_ref).collect();
+                let outcome = waterfall::run(&listeners, &payload, &context.as_abi());
+                outcome
+            };
+            let (decision, row_id) = match outcome {
+                Outcome::Cancelled => return self.abort(turn, step, None).await,
+                Outcome::NoRetry { .. } => return self.fail(turn, step, failure).await,
+                Outcome::Retry { decision, row_id } => (decision, row_id),
+            };
+            let now = self.now_ms();
+            let appended = match self
+                .log
+                .append(NewEvent { event_type: "llm/retry", data: decision.record.to_string(), ignorable: false }, now)
+            {
+                Ok(appended) => appended,
+                Err(AppendError::Refused { row, message }) => {
+                    let message =
+                        format!("{message} (llm/retry record from row \"{row_id}\", refused by row \"{row}\")");
+                    return self.fail(turn, step, Failure::new("INVARIANT", message)).await;
+                }
+                Err(err) => return Err(err),
+            };
+            let record: Value = serde_json::from_str(&decision.record).unwrap_or(Value::Null);
+            let started = match (record.get("retryId").and_then(Value::as_str), record.get("retry")) {
+                (Some(retry_id), Some(retry)) => {
+                    json!({"retryId": retry_id, "turn": turn, "step": step, "retry": retry})
+                }
+                _ => {
+                    let message = format!("row \"{row_id}\" scheduled a retry whose record has no retryId or retry");
+                    return self.fail(turn, step, Failure::new("INVARIANT", message)).await;
+                }
+            };
+            self.log.commit()?;
+            let notice = notice(&record, decision.delay_ms, &failure);
+            let deadline = appended.at + notice.delay;
+            self.view.retry_scheduled(&notice);
+            let mut tick = tokio::time::interval(RETRY_TICK);
+            let counts_down = self.view.counts_down();
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => break,
+                    () = self.cancel.cancelled() => {
+                        self.view.retry_done();
+                        return self.abort(turn, step, None).await;
+                    }
+                    _ = tick.tick(), if counts_down => {
+                        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                        self.view.retry_tick(&notice, remaining);
+                    }
+                }
+            }
+            self.view.retry_done();
+            self.append("llm/retry-started", &started)?;
+            self.log.commit()?;
+        }
+    }
+
+    /// Ends the turn with an error.
+    async fn fail(&mut self, turn: u64, step: u64, failure: Failure) -> Result<TurnEnd, AppendError> {
+        self.append("step/end", &json!({"turn": turn, "step": step}))?;
+        self.append("turn/end", &json!({"turn": turn, "reason": {"kind": "error", "error": failure_json(&failure)}}))?;
+        self.log.commit()?;
+        Ok(TurnEnd::Error(failure))
+    }
+
+    /// Ends the turn as cancelled by the user; `streamed` holds the text of a request that was
+    /// cut off (recorded as an `ABORTED` attempt).
+    async fn abort(&mut self, turn: u64, step: u64, streamed: Option<String>) -> Result<TurnEnd, AppendError> {
+        if let Some(text) = streamed {
+            let failure = Failure::new("ABORTED", "the request was cancelled");
+            let mut data = json!({"turn": turn, "step": step, "failure": failure_json(&failure)});
+            if !text.is_empty() {
+                data["text"] = Value::from(text);
+            }
+            let now = self.now_ms();
+            self.log.append(
+                NewEvent { event_type: "assistant/attempt", data: js::to_string(&data), ignorable: true },
+                now,
+            )?;
+        }
+        self.append("step/end", &json!({"turn": turn, "step": step}))?;
+        self.append("turn/end", &json!({"turn": turn, "reason": {"kind": "aborted", "reason": {"kind": "user"}}}))?;
+        self.log.commit()?;
+        Ok(TurnEnd::Aborted)
+    }
+}

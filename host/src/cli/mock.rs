@@ -1,0 +1,42 @@
+//! `dsh mock-server`: a scriptable OpenAI-compatible fault server on the loopback interface.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::run::runtime;
+use crate::llm::mock::{self, MockLog, MockServer};
+use crate::profile::yaml;
+
+#[derive(Debug, Args)]
+pub struct MockServerArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// The YAML list of responses to serve in order (then the last repeats).
+    #[arg(long, value_name = "FILE")]
+    script: PathBuf,
+    /// Append every request (number, method, path, body) to this file as a JSON line.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+}
+
+pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
+    let file = args.script.display().to_string();
+    let text = std::fs::read_to_string(&args.script).with_context(|| format!("cannot read {file}"))?;
+    let value = yaml::parse(&text).map_err(|err| anyhow::anyhow!("{file}: {err}"))?.unwrap_or(serde_json::Value::Null);
+    let script = mock::parse_script(&value).map_err(|errors| {
+        anyhow::anyhow!(errors.iter().map(|error| format!("{file}: script{error}")).collect::<Vec<_>>().join("\n"))
+    })?;
+    runtime()?.block_on(async {
+        let server = MockServer::start(args.listen, script, MockLog { stderr: true, record: args.record }).await?;
+        println!("listening on http://{}", server.addr());
+        std::io::stdout().flush()?;
+        tokio::signal::ctrl_c().await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

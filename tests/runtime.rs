@@ -1,0 +1,374 @@
+//! `dsh run` end to end: the real binary, the real `llm-retry` cdylib, a real `dsh mock-server` on
+//! 127.0.0.1. Delays are tiny (a paused clock cannot reach another process); every log written is
+//! checked with `dsh session verify`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
+use serde_json::Value;
+
+const SECRET: &str = "sk-dsh-e2e-SECRET-4f1a9c";
+
+/// A patch that points the base route at `mock` with `policy` (YAML flow mapping, or empty for
+/// the default policy).
+fn route_patch(home: &TestHome, mock: &MockProcess, policy: &str, extra: &str) -> PathBuf {
+    let policy = if policy.is_empty() { String::new() } else { format!("\n    retryPolicy: {policy}") };
+    home.write(
+        "route.yml",
+        &format!(
+            "- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: {}\n    model: test-model\n    apiKeyEnv: DEEPSEEK_API_KEY{policy}{extra}\n",
+            mock.base_url
+        ),
+    )
+}
+
+const TINY: &str = "{mode: normal, maxRetries: 5, backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}";
+
+struct Turn {
+    run: Run,
+    log: PathBuf,
+    events: Vec<Value>,
+}
+
+impl Turn {
+    fn of_type(&self, event_type: &str) -> Vec<&Value> {
+        self.events.iter().filter(|event| event["type"] == event_type).collect()
+    }
+
+    fn end(&self) -> &Value {
+        &self.of_type("turn/end").last().expect("the turn ended")["data"]["reason"]
+    }
+}
+
+fn run_turn(home: &TestHome, patch: &PathBuf, prompt: &str) -> Turn {
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(patch).arg(prompt));
+    let id = run
+        .stderr
+        .lines()
+        .last()
+        .and_then(|line| line.strip_prefix("session "))
+        .unwrap_or_else(|| panic!("no session id:\n{}", run.stderr))
+        .to_owned();
+    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.code, Some(0), "the log fails verify:\n{}{}", verify.stdout, verify.stderr);
+    let events = log_events(&log);
+    Turn { run, log, events }
+}
+
+#[test]
+fn a_rate_limit_hint_is_waited_exactly() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(
+        &home,
+        "- status: 429\n  headers: {retry-after: \"1\"}\n  body: {error: {message: slow down}}\n- ok: fine\n",
+    );
+    let turn = run_turn(&home, &route_patch(&home, &mock, "", ""), "hi");
+    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    let retry = turn.of_type("llm/retry")[0];
+    assert_eq!(retry["data"]["delayMs"], 1000);
+    assert_eq!(retry["data"]["failure"]["providerRetryAfterMs"], 1000);
+    assert_eq!(retry["data"]["failure"]["code"], "RATE_LIMIT");
+    let waited = turn.of_type("llm/retry-started")[0]["time"].as_u64().unwrap() - retry["time"].as_u64().unwrap();
+    assert!(waited >= 1000, "waited {waited} ms");
+    assert!(turn.run.stdout.contains("fine"));
+}
+
+#[test]
+fn a_gateway_html_page_is_a_server_failure_and_is_retried() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(
+        &home,
+        "- status: 503\n  headers: {content-type: text/html}\n  body: \"<html><head><title>503 Service Unavailable</title></head><body>cloudflare</body></html>\"\n- ok: recovered\n",
+    );
+    let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    let failure = &turn.of_type("assistant/attempt")[0]["data"]["failure"];
+    assert_eq!(failure["code"], "SERVER");
+    assert_eq!(failure["status"], 503);
+    assert_eq!(
+        failure["message"],
+        format!("HTTP 503 from {}/chat/completions: 503 Service Unavailable", mock.base_url)
+    );
+    assert_eq!(turn.of_type("llm/retry").len(), 1);
+    assert!(turn.run.stderr.contains("Retrying model request (1/5)"), "{}", turn.run.stderr);
+    assert_eq!(turn.end()["kind"], "completed");
+}
+
+#[test]
+fn a_truncated_stream_is_stream_closed_and_not_retried_by_default() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- truncate: \"partial answ\"\n- ok: never reached\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+    assert_eq!(turn.run.code, Some(1));
+    assert_eq!(turn.end()["kind"], "error");
+    assert_eq!(turn.end()["error"]["code"], "STREAM_CLOSED");
+    assert!(turn.of_type("llm/retry").is_empty());
+    assert_eq!(turn.of_type("assistant/attempt")[0]["data"]["text"], "partial answ");
+    assert!(turn.run.stderr.contains("STREAM_CLOSED"), "{}", turn.run.stderr);
+}
+
+#[test]
+fn a_reset_connection_is_transport_and_an_empty_completion_is_empty_response() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- reset: true\n- empty: true\n- malformed: true\n- ok: done\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, "{mode: normal, maxRetries: 5, retryableCodes: [TRANSPORT, EMPTY_RESPONSE, MALFORMED_RESPONSE], backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}", ""), "hi");
+    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    let codes: Vec<&Value> =
+        turn.of_type("assistant/attempt").iter().map(|attempt| &attempt["data"]["failure"]["code"]).collect();
+    assert_eq!(codes, ["TRANSPORT", "EMPTY_RESPONSE", "MALFORMED_RESPONSE"]);
+}
+
+#[test]
+fn a_stalled_stream_times_out() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- stall: 3000\n");
+    let turn =
+        run_turn(&home, &route_patch(&home, &mock, "{mode: normal, maxRetries: 0}", "\n    idleTimeoutMs: 200"), "hi");
+    assert_eq!(turn.run.code, Some(1));
+    assert_eq!(turn.end()["error"]["code"], "TIMEOUT");
+}
+
+#[test]
+fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(
+        &home,
+        "- status: 500\n  body: {error: {message: first}}\n- status: 502\n  body: {error: {message: upstream down}}\n",
+    );
+    let turn = run_turn(
+        &home,
+        &route_patch(
+            &home,
+            &mock,
+            "{mode: normal, maxRetries: 2, backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}",
+            "",
+        ),
+        "hi",
+    );
+    assert_eq!(turn.run.code, Some(1));
+    let retries: Vec<&Value> = turn.of_type("llm/retry").iter().map(|retry| &retry["data"]["retry"]).collect();
+    assert_eq!(retries, [1, 2]);
+    let delays: Vec<&Value> = turn.of_type("llm/retry").iter().map(|retry| &retry["data"]["delayMs"]).collect();
+    assert_eq!(delays, [5, 10]);
+    assert_eq!(turn.end()["error"]["status"], 502);
+    assert_eq!(
+        turn.end()["error"]["message"],
+        format!("HTTP 502 from {}/chat/completions: upstream down", mock.base_url)
+    );
+    assert_eq!(turn.of_type("step/start").len(), 1, "a retry re-issues the same step");
+}
+
+#[test]
+fn the_retried_request_is_rebuilt_from_surface_history_only() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- truncate: \"half an answer\"\n- ok: whole\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, "{mode: normal, retryableCodes: [STREAM_CLOSED], backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}", ""), "tell me");
+    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    let bodies = mock.request_bodies();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0], bodies[1], "the retried request equals the first");
+    let body: Value = serde_json::from_str(&bodies[0]).unwrap();
+    assert_eq!(body["messages"], serde_json::json!([{"role": "user", "content": "tell me"}]));
+    assert_eq!(body["stream"], true);
+}
+
+#[test]
+fn the_api_key_never_reaches_the_log_or_the_output() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- status: 401\n  body: {error: {message: bad key}}\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+    assert_eq!(turn.end()["error"]["code"], "AUTH");
+    let log = std::fs::read_to_string(&turn.log).unwrap();
+    assert!(!log.contains(SECRET) && !turn.run.stdout.contains(SECRET) && !turn.run.stderr.contains(SECRET));
+}
+
+#[test]
+fn a_missing_key_is_a_missing_credential_naming_the_variable() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: unreachable\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let run = Run::of(home.dsh().args(["run", "--patch"]).arg(&patch).arg("hi"));
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains("MISSING_CREDENTIAL: the API key variable DEEPSEEK_API_KEY is not set"),
+        "{}",
+        run.stderr
+    );
+    assert!(mock.request_bodies().is_empty());
+}
+
+#[test]
+fn an_interrupt_during_a_wait_ends_the_turn_aborted_without_a_started_record() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- status: 503\n");
+    let patch = route_patch(
+        &home,
+        &mock,
+        "{mode: normal, backoff: {initialDelayMs: 30000, maxDelayMs: 30000, jitterRatio: 0}}",
+        "",
+    );
+    let child = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(["run", "--patch"])
+        .arg(&patch)
+        .arg("hi")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sessions = home.path().join("sessions");
+    let log_path = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|entry| entry.path().join("session.jsonl"));
+    let scheduled = wait_until(Duration::from_secs(20), || {
+        log_path().is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("\"llm/retry\""))
+    });
+    assert!(scheduled, "the retry was never scheduled");
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = log_events(&log_path().unwrap());
+    assert!(events.iter().all(|event| event["type"] != "llm/retry-started"));
+    assert_eq!(
+        events.last().unwrap()["data"]["reason"],
+        serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}})
+    );
+    assert_eq!(home.run(&["session", "verify", log_path().unwrap().to_str().unwrap()]).code, Some(0));
+}
+
+#[test]
+fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- status: 503\n- ok: Hello there\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let run =
+        Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--json", "--patch"]).arg(&patch).arg("hi"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let types: Vec<String> = run
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "turn/start",
+            "step/start",
+            "user/message",
+            "request/header",
+            "assistant/attempt",
+            "llm/retry",
+            "llm/retry-started",
+            "assistant/message",
+            "step/end",
+            "turn/end"
+        ]
+    );
+    let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
+    let log = std::fs::read_to_string(home.path().join("sessions").join(id).join("session.jsonl")).unwrap();
+    assert!(log.starts_with(&format!("{{\"type\":\"session\",\"version\":0,\"id\":\"{id}\",\"createdAt\":")));
+    for (seq, line) in log.lines().skip(1).enumerate() {
+        assert_eq!(serde_json::from_str::<Value>(line).unwrap()["seq"], seq, "contiguous seqs");
+    }
+    let show = home.run(&["session", "show", id]);
+    assert_eq!(show.code, Some(0));
+    assert!(show.stdout.contains("    retry 1/5 · SERVER · 0.0s · HTTP 503 from"), "{}", show.stdout);
+    assert!(show.stdout.contains("    assistant: Hello there"), "{}", show.stdout);
+    let list = home.run(&["session", "list"]);
+    assert!(list.stdout.starts_with(id) && list.stdout.contains("1 turn  completed"), "{}", list.stdout);
+}
+
+#[test]
+fn the_demo_profile_answers_after_two_visible_retries() {
+    let home = TestHome::new();
+    let run = home.run(&["run", "--profile", "demo", "Say hello"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stdout.starts_with("Hello! I am the dsh demo provider."), "{}", run.stdout);
+    let retries: Vec<&str> = run.stderr.lines().filter(|line| line.starts_with("Retrying model request")).collect();
+    assert_eq!(retries.len(), 2, "{}", run.stderr);
+    assert!(
+        retries[0].starts_with("Retrying model request (1/5) · 0.") && retries[0].contains("(SERVER: HTTP 503"),
+        "{}",
+        retries[0]
+    );
+    assert!(retries[1].starts_with("Retrying model request (2/5) · 1s (RATE_LIMIT"), "{}", retries[1]);
+}
+
+#[test]
+fn a_continued_session_sends_the_whole_conversation() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: first answer\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let first = run_turn(&home, &patch, "one");
+    let id = first.run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap().to_owned();
+    let second = Run::of(
+        home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch"]).arg(&patch).arg("two"),
+    );
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    let body: Value = serde_json::from_str(&mock.request_bodies()[1]).unwrap();
+    assert_eq!(
+        body["messages"],
+        serde_json::json!([{"role": "user", "content": "one"}, {"role": "assistant", "content": "first answer"}, {"role": "user", "content": "two"}])
+    );
+    let events = log_events(&first.log);
+    assert_eq!(
+        events.iter().filter(|event| event["type"] == "request/header").count(),
+        1,
+        "an unchanged header is not repeated"
+    );
+    assert_eq!(home.run(&["session", "verify", &id]).code, Some(0));
+}
+
+/// Installs the scripted fixture as a package whose bundle inserts one row with `config`.
+fn install_scripted(home: &TestHome, config: &str) {
+    let dir = home.path().join("pkg-scripted");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dsh_e2e::library_file_name("fixture-scripted");
+    std::fs::copy(dsh_e2e::artifacts().library("fixture-scripted"), dir.join(&file)).unwrap();
+    std::fs::write(
+        dir.join("cordis.patch.yml"),
+        format!("- insert:\n    - {{id: scripted, name: fixture-scripted, config: {config}}}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("dsh-plugin.toml"),
+        format!("name = \"fixture-scripted\"\nversion = \"0.1.0\"\nlibrary = \"{file}\"\n[bundle]\npatch = \"cordis.patch.yml\"\n"),
+    )
+    .unwrap();
+    let add = home.run(&["plugin", "add", dir.to_str().unwrap()]);
+    assert_eq!(add.code, Some(0), "{}", add.stderr);
+}
+
+#[test]
+fn a_panicking_listener_does_not_take_the_host_down() {
+    let home = TestHome::new();
+    install_scripted(&home, "{answer: panic}");
+    let mock = MockProcess::start(&home, "- status: 404\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+    assert_eq!(turn.run.code, Some(1), "{}", turn.run.stderr);
+    assert!(
+        turn.run.stderr.contains(
+            "row \"scripted\": agent/request-error listener panicked: fixture-scripted: row scripted was told to panic"
+        ),
+        "{}",
+        turn.run.stderr
+    );
+    assert_eq!(turn.end()["error"]["code"], "HTTP_404");
+}
+
+#[test]
+fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
+    let home = TestHome::new();
+    install_scripted(&home, "{answer: retry}");
+    let mock = MockProcess::start(&home, "- status: 404\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+    assert_eq!(turn.run.code, Some(1));
+    assert_eq!(turn.end()["error"]["code"], "INVARIANT");
+    assert_eq!(
+        turn.end()["error"]["message"],
+        "llm/retry retryId must be a non-empty string (llm/retry record from row \"scripted\", refused by row \"llm-retry-invariant\")"
+    );
+    assert!(turn.of_type("llm/retry").is_empty(), "a refused record is never written");
+}
