@@ -2,60 +2,11 @@
 //! 127.0.0.1. Delays are tiny (a paused clock cannot reach another process); every log written is
 //! checked with `dsh session verify`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+use dsh_e2e::turns::{route_patch, run_turn, SECRET, TINY};
 use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
 use serde_json::Value;
-
-const SECRET: &str = "sk-dsh-e2e-SECRET-4f1a9c";
-
-/// A patch that points the base route at `mock` with `policy` (YAML flow mapping, or empty for
-/// the default policy).
-fn route_patch(home: &TestHome, mock: &MockProcess, policy: &str, extra: &str) -> PathBuf {
-    let policy = if policy.is_empty() { String::new() } else { format!("\n    retryPolicy: {policy}") };
-    home.write(
-        "route.yml",
-        &format!(
-            "- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: {}\n    model: test-model\n    apiKeyEnv: DEEPSEEK_API_KEY{policy}{extra}\n",
-            mock.base_url
-        ),
-    )
-}
-
-const TINY: &str = "{mode: normal, maxRetries: 5, backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}";
-
-struct Turn {
-    run: Run,
-    log: PathBuf,
-    events: Vec<Value>,
-}
-
-impl Turn {
-    fn of_type(&self, event_type: &str) -> Vec<&Value> {
-        self.events.iter().filter(|event| event["type"] == event_type).collect()
-    }
-
-    fn end(&self) -> &Value {
-        &self.of_type("turn/end").last().expect("the turn ended")["data"]["reason"]
-    }
-}
-
-fn run_turn(home: &TestHome, patch: &PathBuf, prompt: &str) -> Turn {
-    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(patch).arg(prompt));
-    let id = run
-        .stderr
-        .lines()
-        .last()
-        .and_then(|line| line.strip_prefix("session "))
-        .unwrap_or_else(|| panic!("no session id:\n{}", run.stderr))
-        .to_owned();
-    let log = home.path().join("sessions").join(&id).join("session.jsonl");
-    let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(verify.code, Some(0), "the log fails verify:\n{}{}", verify.stdout, verify.stderr);
-    let events = log_events(&log);
-    Turn { run, log, events }
-}
 
 #[test]
 fn a_rate_limit_hint_is_waited_exactly() {
@@ -302,7 +253,7 @@ fn a_continued_session_sends_the_whole_conversation() {
     let mock = MockProcess::start(&home, "- ok: first answer\n");
     let patch = route_patch(&home, &mock, TINY, "");
     let first = run_turn(&home, &patch, "one");
-    let id = first.run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap().to_owned();
+    let id = dsh_e2e::turns::session_id(&first.run);
     let second = Run::of(
         home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch"]).arg(&patch).arg("two"),
     );

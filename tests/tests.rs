@@ -6,6 +6,7 @@ mod conformance_llm_retry;
 mod inspect;
 mod plugin_packages;
 mod profiles;
+mod relay;
 mod repair;
 mod runtime;
 mod verify;

@@ -1,0 +1,193 @@
+//! `relay-retry`: the fixed-schedule relay executor. A matching failure (exact code, or a prefix
+//! rule such as `HTTP_*`) is retried after `schedule[retry-1]`, and after `tailDelayMs` once the
+//! schedule is used up, forever. The chain count comes from the durable log through the host's
+//! history index, so a restart continues it. Records are `always`-mode records with
+//! `headRetries`, so displays show `(2/5)` in the head and `(7/∞)` in the tail.
+
+pub mod config;
+
+use dsh_abi::{
+    js, Answer, ChainKey, ConfigError, Decision, Failure, Hooks, HostContextRef, Manifest, Plugin, RequestErrorPayload,
+    RetryDecision,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use config::RelayConfig;
+
+/// The longest wait a timer accepts.
+const MAX_DELAY_MS: f64 = 2_147_483_647.0;
+
+pub fn manifest() -> Manifest {
+    Manifest::new(
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_PKG_VERSION"),
+        Hooks::REQUEST_ERROR,
+        "retries relay and account-pool failures on a fixed schedule, then every tailDelayMs without limit",
+        &[
+            (
+                "schedule",
+                "waits before retries 1..n in ms, integers 0..2147483647 (default [2000, 5000, 5000, 5000, 10000])",
+            ),
+            ("tailDelayMs", "wait before every later retry, integer ms (default 20000)"),
+            (
+                "retryableCodes",
+                "exact codes or prefix rules ending in * such as HTTP_* (default: the relay failure codes)",
+            ),
+            ("respectRetryAfter", "a longer provider hint replaces the scheduled wait (default false)"),
+        ],
+    )
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RelayRecord<'a> {
+    retry_id: &'a str,
+    turn: u64,
+    step: u64,
+    provider: &'a str,
+    mode: &'static str,
+    policy_key: &'a str,
+    retry: u64,
+    delay_ms: f64,
+    failure: &'a Failure,
+    head_retries: usize,
+}
+
+pub struct RelayRetry {
+    config: RelayConfig,
+    policy_key: String,
+}
+
+impl RelayRetry {
+    pub fn new(_row_id: &str, config: &Value) -> Result<RelayRetry, Vec<ConfigError>> {
+        let config = RelayConfig::parse(config)?;
+        let policy_key = config.policy_key();
+        Ok(RelayRetry { config, policy_key })
+    }
+
+    /// The wait before retry number `retry` (from 1), given the provider's hint.
+    pub fn delay(&self, retry: u64, hint: Option<f64>) -> f64 {
+        let scheduled = usize::try_from(retry - 1)
+            .ok()
+            .and_then(|index| self.config.schedule.get(index))
+            .copied()
+            .unwrap_or(self.config.tail_delay_ms) as f64;
+        match hint.filter(|hint| self.config.respect_retry_after && hint.is_finite() && *hint > scheduled) {
+            Some(hint) => hint.min(MAX_DELAY_MS),
+            None => scheduled,
+        }
+    }
+
+    /// Schedules the next retry of the failure's chain; `last_retry` answers the chain lookup.
+    pub fn schedule(
+        &self,
+        payload: &RequestErrorPayload,
+        last_retry: Option<dsh_abi::ChainRecord>,
+        new_id: impl FnOnce() -> String,
+    ) -> RetryDecision {
+        let retry = last_retry.as_ref().map_or(0, |record| record.retry) + 1;
+        let retry_id = match last_retry {
+            Some(record) => record.retry_id.into_string(),
+            None => new_id(),
+        };
+        let delay_ms = self.delay(retry, payload.failure.provider_retry_after_ms.into_option());
+        let record = RelayRecord {
+            retry_id: &retry_id,
+            turn: payload.turn,
+            step: payload.step,
+            provider: &payload.provider,
+            mode: "always",
+            policy_key: &self.policy_key,
+            retry,
+            delay_ms,
+            failure: &payload.failure,
+            head_retries: self.config.schedule.len(),
+        };
+        RetryDecision { delay_ms, record: js::to_string(&record).into() }
+    }
+}
+
+impl Plugin for RelayRetry {
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Result<Answer, String> {
+        if !self.config.matches(&payload.failure.code) {
+            return Ok(Answer::Pass);
+        }
+        if ctx.is_cancelled() {
+            return Ok(Answer::Decide(Decision::NoRetry));
+        }
+        let key = ChainKey {
+            turn: payload.turn,
+            step: payload.step,
+            provider: payload.provider.as_rstr(),
+            policy_key: self.policy_key.as_str().into(),
+        };
+        let decision = self.schedule(payload, ctx.last_retry(key).into_option(), || ctx.new_id().into_string());
+        Ok(Answer::Decide(Decision::Retry(decision)))
+    }
+}
+
+dsh_abi::export_plugin! {
+    manifest = manifest,
+    instantiate = RelayRetry::new,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use abi_stable::std_types::ROption;
+    use dsh_abi::ChainRecord;
+    use serde_json::json;
+
+    fn relay(config: Value) -> RelayRetry {
+        RelayRetry::new("relay-retry", &config).unwrap()
+    }
+
+    fn payload(code: &str, hint: Option<f64>) -> RequestErrorPayload {
+        let mut failure = Failure::new(code, "upstream account rejected");
+        failure.provider_retry_after_ms = hint.into();
+        RequestErrorPayload { turn: 1, step: 1, provider: "relay".into(), failure, retry_policy: ROption::RNone }
+    }
+
+    #[test]
+    fn the_head_then_the_tail_forever() {
+        let relay = relay(Value::Null);
+        let delays: Vec<f64> = (1..=8).map(|retry| relay.delay(retry, None)).collect();
+        assert_eq!(delays, [2000.0, 5000.0, 5000.0, 5000.0, 10000.0, 20000.0, 20000.0, 20000.0]);
+        assert_eq!(relay.delay(u64::MAX, None), 20000.0);
+    }
+
+    #[test]
+    fn a_hint_is_a_floor_only_when_asked_for() {
+        assert_eq!(relay(Value::Null).delay(1, Some(9000.0)), 2000.0);
+        let respecting = relay(json!({"respectRetryAfter": true}));
+        assert_eq!(respecting.delay(1, Some(9000.0)), 9000.0);
+        assert_eq!(respecting.delay(1, Some(900.0)), 2000.0);
+        assert_eq!(respecting.delay(1, Some(1e15)), MAX_DELAY_MS);
+    }
+
+    #[test]
+    fn the_record_is_an_always_record_with_head_retries() {
+        let relay = relay(json!({"schedule": [10, 20], "tailDelayMs": 30, "retryableCodes": ["SERVER", "HTTP_*"]}));
+        let first = relay.schedule(&payload("SERVER", None), None, || "chain".into());
+        assert_eq!(
+            first.record.as_str(),
+            r#"{"retryId":"chain","turn":1,"step":1,"provider":"relay","mode":"always","policyKey":"[\"relay\",[10,20],30,[\"HTTP_*\",\"SERVER\"],false]","retry":1,"delayMs":10,"failure":{"message":"upstream account rejected","code":"SERVER"},"headRetries":2}"#
+        );
+        let third = relay.schedule(
+            &payload("SERVER", None),
+            Some(ChainRecord { retry_id: "chain".into(), retry: 2 }),
+            || unreachable!(),
+        );
+        assert_eq!(third.delay_ms, 30.0);
+        assert!(third.record.contains(r#""retry":3,"delayMs":30,"#));
+    }
+
+    #[test]
+    fn the_default_policy_key() {
+        assert_eq!(
+            relay(Value::Null).policy_key,
+            r#"["relay",[2000,5000,5000,5000,10000],20000,["ACCOUNT_QUOTA","ACCOUNT_TOKEN_INVALID","AUTH","EMPTY_RESPONSE","HTTP_*","INVALID_CREDENTIAL","MALFORMED_RESPONSE","PI_AI_ERROR","QUOTA","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],false]"#
+        );
+    }
+}

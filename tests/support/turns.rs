@@ -1,0 +1,79 @@
+//! Running turns through the real binary against a `dsh mock-server`, for the end-to-end tests
+//! of the runtime and the executors.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::{log_events, MockProcess, Run, TestHome};
+
+/// The API key the turns run with; it must never show up anywhere.
+pub const SECRET: &str = "sk-dsh-e2e-SECRET-4f1a9c";
+
+/// A patch that points the base route at `mock` with `policy` (a YAML flow mapping, or empty for
+/// the default policy) and `extra` config lines.
+pub fn route_patch(home: &TestHome, mock: &MockProcess, policy: &str, extra: &str) -> PathBuf {
+    let policy = if policy.is_empty() { String::new() } else { format!("\n    retryPolicy: {policy}") };
+    home.write(
+        "route.yml",
+        &format!(
+            "- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: {}\n    model: test-model\n    apiKeyEnv: DEEPSEEK_API_KEY{policy}{extra}\n",
+            mock.base_url
+        ),
+    )
+}
+
+/// A normal policy with tiny waits (5, 10, 20, 20, 20 ms).
+pub const TINY: &str = "{mode: normal, maxRetries: 5, backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}";
+
+/// A finished `dsh run`: what it printed, where its log is, and the log's events.
+pub struct Turn {
+    pub run: Run,
+    pub log: PathBuf,
+    pub events: Vec<Value>,
+}
+
+impl Turn {
+    /// The events of one type, in order.
+    pub fn of_type(&self, event_type: &str) -> Vec<&Value> {
+        self.events.iter().filter(|event| event["type"] == event_type).collect()
+    }
+
+    /// The reason of the last `turn/end`.
+    pub fn end(&self) -> &Value {
+        &self.of_type("turn/end").last().expect("the turn ended")["data"]["reason"]
+    }
+}
+
+/// Runs `dsh run --profile PROFILE --patch PATCH PROMPT` with the test key, then checks the log it
+/// wrote with `dsh session verify`.
+pub fn run_turn_in(home: &TestHome, profile: &str, patch: &Path, prompt: &str) -> Turn {
+    let run = Run::of(
+        home.dsh()
+            .env("DEEPSEEK_API_KEY", SECRET)
+            .args(["run", "--profile", profile, "--patch"])
+            .arg(patch)
+            .arg(prompt),
+    );
+    let id = session_id(&run);
+    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
+    assert_eq!(verify.code, Some(0), "the log fails verify:\n{}{}", verify.stdout, verify.stderr);
+    let events = log_events(&log);
+    Turn { run, log, events }
+}
+
+/// [`run_turn_in`] the `web` profile.
+pub fn run_turn(home: &TestHome, patch: &Path, prompt: &str) -> Turn {
+    run_turn_in(home, "web", patch, prompt)
+}
+
+/// The session id `dsh run` prints last.
+pub fn session_id(run: &Run) -> String {
+    run.stderr
+        .lines()
+        .last()
+        .and_then(|line| line.strip_prefix("session "))
+        .unwrap_or_else(|| panic!("no session id:\n{}", run.stderr))
+        .to_owned()
+}
