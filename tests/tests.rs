@@ -3,6 +3,7 @@
 
 mod conformance_invariant;
 mod conformance_llm_retry;
+mod fallback;
 mod inspect;
 mod plugin_packages;
 mod profiles;

@@ -144,9 +144,9 @@ impl Agent {
         &self.assembly.agent
     }
 
-    /// Raises `agent/session-start` and returns the continuations listeners ask for (none when
-    /// input is already pending).
-    pub fn session_start(&self, source: SessionStartSource, pending_input: bool) -> Vec<Continuation> {
+    /// Raises `agent/session-start` and returns the continuations listeners ask for, each with
+    /// the package of the row that asked.
+    pub fn session_start(&self, source: SessionStartSource, pending_input: bool) -> Vec<(String, Continuation)> {
         let context = CallContext {
             history: self.log.index(),
             cancelled: self.cancel.flag(),
@@ -157,7 +157,7 @@ impl Agent {
         let mut continuations = Vec::new();
         for row in &self.assembly.session_start {
             match row.on_session_start(source, ctx.sabi_reborrow()) {
-                Ok(Some(continuation)) => continuations.push(continuation),
+                Ok(Some(continuation)) => continuations.push((row.package().to_owned(), continuation)),
                 Ok(None) => {}
                 Err(err) => tracing::warn!("row \"{}\": {}", row.row_id(), err.message),
             }

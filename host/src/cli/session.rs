@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use dsh_abi::SessionStartSource;
 use serde_json::json;
 
-use super::run::print_repair;
+use super::run::{finish, handle_interrupts, print_repair, runtime, start_agent};
 use super::Globals;
+use crate::agent::turn::{HeaderReason, TurnEnd, UserInput};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::PluginLibrary;
@@ -45,6 +47,18 @@ enum SessionCommand {
         #[arg(value_name = "ID|PATH")]
         log: String,
     },
+    /// Reattach a cold session: repair it, offer it to agent/session-start listeners (source
+    /// resume), and run the continuation turn one of them enqueues, if any.
+    Resume {
+        #[arg(value_name = "ID")]
+        session: String,
+        /// The profile whose rows run the continuation.
+        #[arg(long, default_value = "web", value_name = "NAME")]
+        profile: String,
+        /// An extra patch layer, applied after every other layer (repeatable, in order).
+        #[arg(long = "patch", value_name = "FILE")]
+        patches: Vec<PathBuf>,
+    },
     /// Check whole logs (ours, and DeepSeek Harness session.jsonl / session.jsonl.zstd files)
     /// against the session structure rules and the llm-retry invariant; every violation is
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
@@ -63,7 +77,40 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
         SessionCommand::List { json } => list(globals, json),
         SessionCommand::Show { log, json } => show(globals, &log, json),
         SessionCommand::Repair { log } => repair(globals, &log),
+        SessionCommand::Resume { session, profile, patches } => resume(globals, &session, &profile, &patches),
     }
+}
+
+fn resume(globals: &Globals, session: &str, profile: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    runtime()?.block_on(async {
+        let mut agent = match start_agent(globals, &home, profile, patches, Some(session), false).await? {
+            Ok(agent) => agent,
+            Err(code) => return Ok(code),
+        };
+        handle_interrupts(agent.cancel.clone());
+        let mut code = ExitCode::SUCCESS;
+        let mut ran = false;
+        for (plugin, continuation) in agent.session_start(SessionStartSource::Resume, false) {
+            if agent.log.has_message(&continuation.id) {
+                eprintln!("dsh: the continuation {} is already in the log; not enqueued again", continuation.id);
+                continue;
+            }
+            eprintln!("dsh: {} ({plugin})", continuation.summary);
+            let source = json!({"kind": "plugin", "plugin": plugin, "form": continuation.form.as_str(), "summary": continuation.summary.as_str()});
+            let input = UserInput { id: continuation.id.into_string(), text: continuation.text.into_string(), source };
+            let end = agent.run_turn(input, HeaderReason::Resume).await?;
+            ran = true;
+            code = finish(&agent, &end, false);
+            if end != TurnEnd::Completed {
+                break;
+            }
+        }
+        if !ran {
+            println!("nothing to resume: no listener found interrupted work in session {}", agent.log.id());
+        }
+        Ok(code)
+    })
 }
 
 struct Summary {

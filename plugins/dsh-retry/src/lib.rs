@@ -1,0 +1,117 @@
+//! `dsh-retry` (row `model-error-retry`): the fallback executor.
+//!
+//! It never widens a provider's own policy. It asks the rest of the waterfall first and passes a
+//! downstream retry through unchanged; then it retries only what no policy owns — generic or
+//! unclassified codes, and overloads (`PI_AI_ERROR` saying "overloaded") with their own budget
+//! and longer first wait ([`recovery`]). On a cold resume it continues work the log proves was
+//! interrupted ([`resume`]).
+
+pub mod config;
+pub mod recovery;
+pub mod resume;
+
+use dsh_abi::{
+    Answer, ChainKey, ConfigError, Continuation, Decision, DownstreamOutcome, Hooks, HostContextRef, LogLevel,
+    Manifest, Plugin, RequestErrorPayload, SessionStartSource,
+};
+use serde_json::Value;
+
+pub use config::FallbackConfig;
+
+pub fn manifest() -> Manifest {
+    Manifest::new(
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_PKG_VERSION"),
+        Hooks::REQUEST_ERROR.union(Hooks::SESSION_START),
+        "retries failures no provider policy owns (generic codes, overloads) and continues interrupted work after a restart",
+        &[
+            ("maxRetries", "non-negative integer (default 2); 0 disables request retries"),
+            ("overloadMaxRetries", "non-negative integer (default 5)"),
+            ("retryableCodes", "codes, trimmed and upper-cased; \"*\" matches any (default: generic and unclassified codes)"),
+            ("initialDelayMs", "0..2147483647 (default 500)"),
+            ("overloadInitialDelayMs", "0..2147483647 (default 2000)"),
+            ("maxDelayMs", "at least both initial delays (default 10000)"),
+            ("jitterRatio", "0..1 (default 0.1)"),
+            ("providers", "route names to serve (default: all)"),
+            ("excludeProviders", "route names never served; wins over providers"),
+            ("respectRetryAfter", "honour a provider hint up to maxDelayMs (default true)"),
+            ("resumeInterrupted", "continue provably unfinished work on cold resume (default true)"),
+            ("resumeDisposed", "also treat a turn aborted by disposal as unfinished (default false)"),
+            ("resumeMaxAgeMs", "older proofs are ignored (default 86400000)"),
+            ("resumePrompt", "the continuation message's text"),
+        ],
+    )
+}
+
+pub struct DshRetry {
+    config: FallbackConfig,
+    policy_key: String,
+}
+
+impl DshRetry {
+    pub fn new(_row_id: &str, config: &Value) -> Result<DshRetry, Vec<ConfigError>> {
+        let config = FallbackConfig::parse(config)?;
+        let policy_key = config.policy_key();
+        Ok(DshRetry { config, policy_key })
+    }
+}
+
+impl Plugin for DshRetry {
+    fn on_request_error(&self, _payload: &RequestErrorPayload, _ctx: &HostContextRef<'_>) -> Result<Answer, String> {
+        Ok(Answer::DelegateFirst)
+    }
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> Result<Decision, String> {
+        if let DownstreamOutcome::Retried(retry) = outcome {
+            return Ok(Decision::Retry(retry.clone()));
+        }
+        if ctx.is_cancelled() || recovery::owned_by_policy(payload) {
+            return Ok(Decision::NoRetry);
+        }
+        let key = ChainKey {
+            turn: payload.turn,
+            step: payload.step,
+            provider: payload.provider.as_rstr(),
+            policy_key: self.policy_key.as_str().into(),
+        };
+        let scheduled = recovery::schedule(
+            &self.config,
+            &self.policy_key,
+            payload,
+            || ctx.last_retry(key).into_option(),
+            || ctx.random(),
+            || ctx.new_id().into_string(),
+        );
+        Ok(match scheduled {
+            Some(scheduled) => {
+                ctx.log(LogLevel::Warn, scheduled.warning.as_str().into());
+                Decision::Retry(scheduled.decision)
+            }
+            None => Decision::NoRetry,
+        })
+    }
+
+    fn on_session_start(
+        &self,
+        source: SessionStartSource,
+        ctx: &HostContextRef<'_>,
+    ) -> Result<Option<Continuation>, String> {
+        if source != SessionStartSource::Resume {
+            return Ok(None);
+        }
+        let header: Value = serde_json::from_str(&ctx.session_header()).unwrap_or(Value::Null);
+        let events: Vec<Value> =
+            ctx.last_turn_events().iter().filter_map(|line| serde_json::from_str(line).ok()).collect();
+        Ok(resume::continuation(&self.config, &header, &events, ctx.has_pending_input(), ctx.now_ms()))
+    }
+}
+
+dsh_abi::export_plugin! {
+    manifest = manifest,
+    instantiate = DshRetry::new,
+}
