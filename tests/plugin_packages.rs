@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_e2e::{artifacts, library_file_name, workspace_root, TestHome};
+use dsh_e2e::{artifacts, files_under, library_file_name, workspace_root, TestHome};
 
 /// A prebuilt package directory holding a copy of `library` (and, optionally, a bundle layer).
 fn package_dir(home: &TestHome, name: &str, library: &Path, layer: Option<&str>) -> PathBuf {
@@ -24,20 +24,7 @@ fn package_dir(home: &TestHome, name: &str, library: &Path, layer: Option<&str>)
 const SCRIPTED_LAYER: &str = "- insert:\n    - {id: scripted, name: fixture-scripted, config: {answer: pass}}\n";
 
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(next) = stack.pop() {
-        for entry in std::fs::read_dir(&next).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                files.push((path.clone(), std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    files.sort();
-    files
+    files_under(dir).into_iter().map(|path| (path.clone(), std::fs::read(path).unwrap())).collect()
 }
 
 #[test]

@@ -72,3 +72,83 @@ fn a_corrupt_middle_line_is_refused_and_nothing_changes() {
     assert!(run.stderr.contains(&format!("line 3 (byte {})", HEADER.len() + first.len())), "{}", run.stderr);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
 }
+
+/// A complete turn written through the session-log writer.
+fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
+    use dsh_host::session::log::{NewEvent, SessionLog, SyncPolicy};
+    use serde_json::json;
+    let header = json!({"type": "session", "version": 0, "id": "cut", "createdAt": 1, "delegationDepth": 0});
+    let mut log = SessionLog::create(dir, "cut", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
+    let events = [
+        ("turn/start", json!({"turn": 1})),
+        ("step/start", json!({"turn": 1, "step": 1})),
+        (
+            "user/message",
+            json!({"id": "u", "role": "user", "content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}}),
+        ),
+        ("request/header", json!({"header": {"config": {"provider": "p", "model": "m"}}, "reason": "initial"})),
+        (
+            "assistant/message",
+            json!({"turn": 1, "step": 1, "message": {"role": "assistant", "content": [{"type": "text", "text": "Grüße \u{1F600}"}]}}),
+        ),
+        ("step/end", json!({"turn": 1, "step": 1})),
+        ("turn/end", json!({"turn": 1, "reason": {"kind": "completed"}})),
+    ];
+    for (time, (event_type, data)) in events.iter().enumerate() {
+        log.append(NewEvent::new(event_type, data), 1000 + time as u64).unwrap();
+    }
+    log.commit().unwrap();
+    dir.join("cut/session.jsonl")
+}
+
+#[test]
+fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix() {
+    use dsh_host::session::log::{SessionLog, SyncPolicy};
+    use dsh_host::session::verify::verify_log;
+    let scratch = tempfile::tempdir().unwrap();
+    let full = std::fs::read(complete_log(scratch.path())).unwrap();
+    let last_start = full[..full.len() - 1].iter().rposition(|byte| *byte == b'\n').unwrap() + 1;
+    for cut in last_start..full.len() {
+        let dir = scratch.path().join(format!("cut-{cut}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("session.jsonl");
+        std::fs::write(&path, &full[..cut]).unwrap();
+        let (_, repair) = SessionLog::open(&path, |_| Vec::new(), SyncPolicy::Durable, 5000, true).unwrap();
+        let repaired = std::fs::read(&path).unwrap();
+        assert!(repaired.starts_with(&full[..last_start]), "cut at {cut}: the committed prefix changed");
+        match &repair.torn {
+            None => assert_eq!(cut, last_start, "cut at {cut}: a partial record was kept"),
+            Some((_, len, backup)) => {
+                assert_eq!(*len, cut - last_start);
+                assert_eq!(
+                    std::fs::read(backup).unwrap(),
+                    &full[last_start..cut],
+                    "cut at {cut}: the torn bytes were not kept"
+                );
+            }
+        }
+        assert_eq!(repair.closers, ["turn/end"], "cut at {cut}");
+        let report = verify_log(&path, &[]).unwrap();
+        assert!(report.violations.is_empty() && report.notes.is_empty(), "cut at {cut}: {report:?}");
+    }
+}
+
+#[test]
+fn a_nul_run_in_the_middle_is_refused_with_its_line_and_offset() {
+    let home = TestHome::new();
+    let first = event(0, "turn/start", r#"{"turn":1}"#);
+    let text = format!(
+        "{HEADER}{first}{}\n{}",
+        "\0".repeat(512),
+        event(1, "turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#)
+    );
+    let log = home.write("s/session.jsonl", &text);
+    let run = home.run(&["session", "repair", log.to_str().unwrap()]);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains(&format!("line 3 (byte {}): a run of 512 NUL bytes", HEADER.len() + first.len())),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "nothing after the damage is dropped");
+}

@@ -1,14 +1,18 @@
 //! End-to-end tests: the real `dsh` binary and real plugin libraries. One test binary, one module
 //! per part.
 
+mod config_matrix;
 mod conformance_invariant;
 mod conformance_llm_retry;
 mod fallback;
+mod hostile;
 mod inspect;
 mod plugin_packages;
 mod profiles;
 mod relay;
 mod repair;
 mod runtime;
+mod secrets;
+mod torture;
 mod verify;
 mod waterfall;

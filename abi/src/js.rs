@@ -49,6 +49,15 @@ pub fn as_number(value: &serde_json::Value) -> Option<f64> {
     value.as_f64()
 }
 
+/// `2 ** exponent` exactly, as JavaScript computes it (infinite from 1024 on).
+pub fn pow2(exponent: u64) -> f64 {
+    if exponent >= 1024 {
+        f64::INFINITY
+    } else {
+        f64::from_bits((exponent + 1023) << 52)
+    }
+}
+
 /// Whether `value` is an integral double no larger than `Number.MAX_SAFE_INTEGER` in magnitude
 /// (`Number.isSafeInteger`).
 pub fn is_safe_integer(value: f64) -> bool {
@@ -131,6 +140,14 @@ mod tests {
         assert_eq!(as_safe_u64(&one_point_zero), Some(1));
         assert_eq!(as_safe_u64(&serde_json::json!(1.5)), None);
         assert_eq!(as_safe_u64(&serde_json::json!(9007199254740992.0)), None);
+    }
+
+    #[test]
+    fn powers_of_two_are_exact_up_to_infinity() {
+        assert_eq!(pow2(0), 1.0);
+        assert_eq!(pow2(10), 1024.0);
+        assert_eq!(pow2(1023), 2f64.powi(1023));
+        assert_eq!(pow2(1024), f64::INFINITY);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod instance;
 pub mod js;
 pub mod module;
 pub mod plugin;
+pub mod record;
 pub mod types;
 
 pub use host::{HostContext, HostContextRef, HostContext_TO};
@@ -29,6 +30,7 @@ pub use instance::{
 };
 pub use module::{PluginModule, PluginModuleRef};
 pub use plugin::{Checker, Plugin};
+pub use record::RetryRecord;
 pub use types::*;
 
 /// Re-exports used by [`export_plugin!`]; not part of the public surface.

@@ -263,6 +263,18 @@ pub struct ChainKey<'a> {
     pub policy_key: RStr<'a>,
 }
 
+impl<'a> ChainKey<'a> {
+    /// The chain of `payload`'s failure under `policy_key`.
+    pub fn new(payload: &'a RequestErrorPayload, policy_key: &'a str) -> Self {
+        ChainKey {
+            turn: payload.turn,
+            step: payload.step,
+            provider: payload.provider.as_rstr(),
+            policy_key: policy_key.into(),
+        }
+    }
+}
+
 /// The last `llm/retry` of a chain, as the host's history index knows it.
 #[repr(C)]
 #[derive(StableAbi, Clone, Debug, PartialEq)]

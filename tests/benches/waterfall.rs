@@ -1,49 +1,158 @@
-//! One `agent/request-error` waterfall pass through 4 listeners living in real cdylibs: payload
-//! in, decision out, no waits.
+//! The waterfall decision (payload in, decision out, no waits) with criterion:
+//!
+//! - 4 listeners in real cdylibs: the fixture (delegate-first, pass, pass, retry), and the shipped
+//!   plugins (dsh-retry delegating first, relay-retry and a fixture passing, llm-retry deciding);
+//! - the chain-lookup cost against log length: llm-retry's decision with 100 and with 1,000,000
+//!   events in the history index.
+//!
+//! After criterion's own report it prints one Markdown row per target (the medians), for
+//! benches/report.sh.
 
 use std::sync::atomic::AtomicBool;
 
-use abi_stable::std_types::ROption;
-use criterion::{criterion_group, criterion_main, Criterion};
-use dsh_abi::{Failure, RequestErrorPayload};
+use abi_stable::std_types::RString;
+use criterion::Criterion;
+use dsh_abi::{Failure, PolicyMode, RequestErrorPayload, RetryPolicy};
 use dsh_e2e::artifacts;
 use dsh_host::context::{CallContext, SystemServices};
 use dsh_host::plugin::{PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
-use dsh_host::waterfall;
-use serde_json::json;
+use dsh_host::waterfall::{self, Outcome};
+use serde_json::{json, Value};
 
-fn payload() -> RequestErrorPayload {
+const DEFAULT_KEY: &str =
+    r#"[\"normal\",5,[\"EMPTY_RESPONSE\",\"RATE_LIMIT\",\"SERVER\",\"TIMEOUT\",\"TRANSPORT\"],500,10000,0.1]"#;
+
+fn payload(turn: u64, policy: Option<RetryPolicy>) -> RequestErrorPayload {
     RequestErrorPayload {
-        turn: 1,
+        turn,
         step: 1,
-        provider: "mock".into(),
+        provider: "deepseek-official".into(),
         failure: Failure::new("SERVER", "HTTP 503 from http://127.0.0.1:9/v1/chat/completions: Service Unavailable"),
-        retry_policy: ROption::RNone,
+        retry_policy: policy.into(),
     }
 }
 
-fn four_fixture_listeners(c: &mut Criterion) {
-    let library = PluginLibrary::load(&artifacts().library("fixture-scripted")).unwrap();
-    let rows: Vec<RowInstance> = [
-        ("outer", json!({"answer": "delegate-first"})),
-        ("second", json!({"answer": "pass"})),
-        ("third", json!({"answer": "pass"})),
-        ("decider", json!({"answer": "retry"})),
-    ]
-    .iter()
-    .map(|(id, config)| library.instantiate(id, config).unwrap())
-    .collect();
-    let listeners: Vec<&RowInstance> = rows.iter().collect();
-    let history = HistoryIndex::default();
-    let cancelled = AtomicBool::new(false);
-    let context =
-        CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &SystemServices };
-    let payload = payload();
-    c.bench_function("waterfall/4 cdylib listeners (fixture: delegate-first, pass, pass, retry)", |b| {
-        b.iter(|| waterfall::run(&listeners, &payload, &context.as_abi()))
-    });
+fn default_policy() -> RetryPolicy {
+    RetryPolicy {
+        mode: PolicyMode::Normal,
+        max_retries: 5,
+        retryable_codes: ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"]
+            .iter()
+            .map(|code| RString::from(*code))
+            .collect(),
+        initial_delay_ms: 500.0,
+        max_delay_ms: 10_000.0,
+        jitter_ratio: 0.1,
+    }
 }
 
-criterion_group!(benches, four_fixture_listeners);
-criterion_main!(benches);
+fn rows(library: &PluginLibrary, rows: &[(&str, Value)]) -> Vec<RowInstance> {
+    rows.iter().map(|(id, config)| library.instantiate(id, config).unwrap()).collect()
+}
+
+fn load(package: &str) -> PluginLibrary {
+    PluginLibrary::load(&artifacts().library(package)).unwrap()
+}
+
+/// A history of `events` events: turns of 20, each with a retry chain of 2 records, so the
+/// index holds one chain per turn.
+fn history(events: u64) -> HistoryIndex {
+    let mut index = HistoryIndex::new("{}".into());
+    let mut seq = 0;
+    let mut turn = 0;
+    while seq < events {
+        turn += 1;
+        index.observe("turn/start", "{}", "{}");
+        for retry in 1..=2 {
+            let data = format!(
+                r#"{{"retryId":"chain-{turn}","turn":{turn},"step":1,"provider":"deepseek-official","mode":"normal","policyKey":"{DEFAULT_KEY}","retry":{retry},"maxRetries":5,"delayMs":500,"failure":{{"message":"m","code":"SERVER"}}}}"#
+            );
+            index.observe("llm/retry", "{}", &data);
+        }
+        for _ in 0..17 {
+            index.observe("assistant/chunk", "{}", "{}");
+        }
+        seq += 20;
+    }
+    index
+}
+
+fn decision(
+    c: &mut Criterion,
+    id: &str,
+    listeners: &[&RowInstance],
+    history: &HistoryIndex,
+    payload: &RequestErrorPayload,
+) {
+    let cancelled = AtomicBool::new(false);
+    let context = CallContext { history, cancelled: &cancelled, pending_input: false, services: &SystemServices };
+    let ctx = context.as_abi();
+    assert!(
+        matches!(waterfall::run(listeners, payload, &ctx), Outcome::Retry { .. }),
+        "{id}: the bench must reach a decision"
+    );
+    c.bench_function(id, |b| b.iter(|| waterfall::run(listeners, payload, &ctx)));
+}
+
+fn median_ns(id: &str) -> f64 {
+    let path =
+        artifacts().dir.parent().unwrap().join("criterion").join(id.replace('/', "_")).join("new/estimates.json");
+    let estimates: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display())))
+            .unwrap();
+    estimates["median"]["point_estimate"].as_f64().unwrap()
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    let fixture = load("fixture-scripted");
+    let fixture_rows = rows(
+        &fixture,
+        &[
+            ("outer", json!({"answer": "delegate-first"})),
+            ("second", json!({"answer": "pass"})),
+            ("third", json!({"answer": "pass"})),
+            ("decider", json!({"answer": "retry"})),
+        ],
+    );
+    let fixture_listeners: Vec<&RowInstance> = fixture_rows.iter().collect();
+    decision(&mut criterion, "waterfall/fixture", &fixture_listeners, &HistoryIndex::default(), &payload(1, None));
+
+    let (dsh_retry, relay, executor) = (load("dsh-retry"), load("relay-retry"), load("llm-retry"));
+    let shipped = [
+        dsh_retry.instantiate("model-error-retry", &Value::Null).unwrap(),
+        relay.instantiate("relay-retry", &json!({"retryableCodes": ["AUTH"]})).unwrap(),
+        fixture.instantiate("scripted", &json!({"answer": "pass"})).unwrap(),
+        executor.instantiate("llm-retry", &Value::Null).unwrap(),
+    ];
+    let shipped_listeners: Vec<&RowInstance> = shipped.iter().collect();
+    decision(
+        &mut criterion,
+        "waterfall/shipped",
+        &shipped_listeners,
+        &HistoryIndex::default(),
+        &payload(1, Some(default_policy())),
+    );
+
+    let llm_retry: Vec<&RowInstance> = vec![&shipped[3]];
+    let small = history(100);
+    decision(&mut criterion, "lookup/100", &llm_retry, &small, &payload(3, Some(default_policy())));
+    let large = history(1_000_000);
+    decision(&mut criterion, "lookup/1000000", &llm_retry, &large, &payload(30_000, Some(default_policy())));
+    criterion.final_summary();
+
+    let (fixture_ns, shipped_ns) = (median_ns("waterfall/fixture"), median_ns("waterfall/shipped"));
+    println!(
+        "| waterfall decision, 4 listeners in real cdylibs, no waits | ≤ 2 µs | {:.2} µs (fixtures); {:.2} µs (dsh-retry, relay-retry, a fixture, llm-retry) |",
+        fixture_ns / 1000.0,
+        shipped_ns / 1000.0
+    );
+    let (small_ns, large_ns) = (median_ns("lookup/100"), median_ns("lookup/1000000"));
+    println!(
+        "| chain lookup vs log length: decision at 1,000,000 events vs 100 | ≤ 2× | {:.2} µs vs {:.2} µs ({:.2}×) |",
+        large_ns / 1000.0,
+        small_ns / 1000.0,
+        large_ns / small_ns
+    );
+}

@@ -106,16 +106,10 @@ pub fn abi_mismatch_library() -> &'static Path {
 fn copy_changed_interface(abi: &Path, changed: &Path) {
     const ORIGINAL: &str = "pub struct Hooks(pub u32);";
     const CHANGED: &str = "pub struct Hooks(pub u64);";
-    for relative in [
-        "Cargo.toml",
-        "src/lib.rs",
-        "src/host.rs",
-        "src/instance.rs",
-        "src/js.rs",
-        "src/module.rs",
-        "src/plugin.rs",
-        "src/types.rs",
-    ] {
+    let sources =
+        files_under(&abi.join("src")).into_iter().map(|path| path.strip_prefix(abi).expect("below abi/").to_owned());
+    for relative in std::iter::once(PathBuf::from("Cargo.toml")).chain(sources) {
+        let relative = relative.to_str().expect("UTF-8 paths");
         let source =
             std::fs::read_to_string(abi.join(relative)).unwrap_or_else(|err| panic!("read abi/{relative}: {err}"));
         let text = match relative {
@@ -264,6 +258,24 @@ impl Drop for MockProcess {
     }
 }
 
+/// Every file below `dir`, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).expect("read a directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + timeout;
@@ -294,6 +306,40 @@ pub struct Run {
 }
 
 impl Run {
+    /// Runs the command and also reports its peak resident memory in KiB (via `wait4`).
+    // The child is reaped by wait4, which std cannot do but which also reports the peak RSS.
+    #[allow(clippy::zombie_processes)]
+    pub fn measured(command: &mut Command) -> (Run, i64) {
+        use std::io::Read;
+        let mut child =
+            command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("run dsh");
+        let mut stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let out = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = stdout.read_to_end(&mut text);
+            text
+        });
+        let err = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = stderr.read_to_end(&mut text);
+            text
+        });
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: the pid is our own child, and both out-pointers live for the call.
+        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+        assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+        let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        let run = Run {
+            code,
+            stdout: String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned(),
+            stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
+        };
+        (run, usage.ru_maxrss)
+    }
+
     pub fn of(command: &mut Command) -> Run {
         let output = command.output().expect("run dsh");
         Run {

@@ -57,7 +57,7 @@ mod tests {
     fn unknown_keys_and_a_missing_provider_are_refused() {
         assert_eq!(
             parse_agent("agent", &json!({"tools": []})).unwrap_err(),
-            ["config: unknown key \"tools\"", "config.provider is required"]
+            ["config.tools: unknown key \"tools\"", "config.provider is required"]
         );
     }
 }

@@ -60,7 +60,7 @@ pub(crate) fn config_object<'a>(
 
 pub(crate) fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<String>) {
     for key in object.keys().filter(|key| !allowed.contains(&key.as_str())) {
-        errors.push(format!("config: unknown key \"{key}\""));
+        errors.push(format!("config.{key}: unknown key \"{key}\""));
     }
 }
 
@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "config: unknown key \"colour\"",
+                "config.colour: unknown key \"colour\"",
                 "config.baseUrl must be an http or https URL, got \"ftp://x\"",
                 "config.provider must be a non-empty string",
                 "config.model is required",

@@ -10,9 +10,12 @@
 //! - malformed: true          # a frame that is not valid JSON
 //! - empty: true              # 200, a finish chunk and [DONE], no content
 //! - stall: 5000              # the 200 headers, then nothing for N ms
+//! - endless: "lorem "        # 200, this text as chunks forever (never [DONE])
+//! - invalidUtf8: true        # 200, a frame whose bytes are not UTF-8
 //! ```
 //!
-//! Every item may add `delayMs: N` (wait before answering) and `headers: {name: value}`.
+//! Every item may add `delayMs: N` (wait before answering), `headers: {name: value}`, and
+//! `chunkBytes: N` (write the response in pieces of N bytes, each flushed on its own).
 //!
 //! [`MockServer`] serves a script over real HTTP on 127.0.0.1: `dsh mock-server`, the tests and
 //! the `demo` profile's in-process provider all use it. Responses are written by hand on the raw
@@ -38,6 +41,8 @@ pub enum MockAction {
     Malformed,
     Empty,
     Stall(u64),
+    Endless(String),
+    InvalidUtf8,
 }
 
 /// One scripted response.
@@ -46,10 +51,13 @@ pub struct MockStep {
     pub action: MockAction,
     pub delay_ms: u64,
     pub headers: Vec<(String, String)>,
+    /// Write the response in pieces of this many bytes (0: as it comes).
+    pub chunk_bytes: usize,
 }
 
-const ACTIONS: [&str; 7] = ["ok", "status", "reset", "truncate", "malformed", "empty", "stall"];
-const OPTIONS: [&str; 3] = ["delayMs", "headers", "body"];
+const ACTIONS: [&str; 9] =
+    ["ok", "status", "reset", "truncate", "malformed", "empty", "stall", "endless", "invalidUtf8"];
+const OPTIONS: [&str; 4] = ["delayMs", "headers", "body", "chunkBytes"];
 
 /// Parses a script; errors are `[N].key message` (items numbered from 1), every problem found.
 pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<String>> {
@@ -105,6 +113,11 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
     let action = match action {
         "ok" => MockAction::Ok(text(errors)),
         "truncate" => MockAction::Truncate(text(errors)),
+        "endless" => MockAction::Endless(text(errors)),
+        "invalidUtf8" => {
+            flag(errors);
+            MockAction::InvalidUtf8
+        }
         "reset" => {
             flag(errors);
             MockAction::Reset
@@ -151,12 +164,22 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
             Vec::new()
         }
     };
-    (errors.len() == before).then_some(MockStep { action, delay_ms, headers })
+    let chunk_bytes = fields
+        .get("chunkBytes")
+        .map_or(0, |bytes| millis_or_count(bytes, &format!("[{number}].chunkBytes"), errors) as usize);
+    (errors.len() == before).then_some(MockStep { action, delay_ms, headers, chunk_bytes })
 }
 
 fn millis(value: &Value, path: &str, errors: &mut Vec<String>) -> u64 {
     dsh_abi::js::as_safe_u64(value).unwrap_or_else(|| {
         errors.push(format!("{path} must be a non-negative integer number of milliseconds"));
+        0
+    })
+}
+
+fn millis_or_count(value: &Value, path: &str, errors: &mut Vec<String>) -> u64 {
+    dsh_abi::js::as_safe_u64(value).unwrap_or_else(|| {
+        errors.push(format!("{path} must be a non-negative integer"));
         0
     })
 }
@@ -309,32 +332,23 @@ impl Shared {
         }
         if !known_path || request.method != "POST" {
             let body = r#"{"error":{"message":"the mock server serves POST /v1/chat/completions"}}"#;
-            return write_response(
-                &mut stream,
-                404,
-                &[("content-type".into(), "application/json".into())],
-                body.as_bytes(),
-            )
-            .await;
+            let head = head(404, &[("content-type".into(), "application/json".into())], Some(body.len()));
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            return stream.shutdown().await;
         }
         let model = serde_json::from_slice::<Value>(&request.body)
             .ok()
             .and_then(|body| body.get("model")?.as_str().map(str::to_owned))
             .unwrap_or_else(|| "mock".to_owned());
-        let stream_headers = |extra: &[(String, String)]| {
-            let mut headers = vec![
-                ("content-type".to_owned(), "text/event-stream".to_owned()),
-                ("cache-control".to_owned(), "no-cache".to_owned()),
-            ];
-            headers.extend(extra.iter().cloned());
-            headers
-        };
+        if let MockAction::Reset = step.action {
+            stream.set_zero_linger()?;
+            drop(stream);
+            return Ok(());
+        }
+        let mut out = Out { stream, piece: step.chunk_bytes };
         match &step.action {
-            MockAction::Reset => {
-                stream.set_zero_linger()?;
-                drop(stream);
-                Ok(())
-            }
+            MockAction::Reset => Ok(()),
             MockAction::Status { status, body } => {
                 let (content_type, bytes) = match body {
                     None => ("text/plain", Vec::new()),
@@ -346,48 +360,58 @@ impl Shared {
                     headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
                     headers.push((name.clone(), value.clone()));
                 }
-                write_response(&mut stream, *status, &headers, &bytes).await
+                out.send(head(*status, &headers, Some(bytes.len())).as_bytes()).await?;
+                out.send(&bytes).await?;
+                out.stream.shutdown().await
             }
             MockAction::Ok(text) | MockAction::Truncate(text) => {
-                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
                 let mut first = true;
                 for piece in pieces(text) {
                     let delta =
                         if first { json!({"role": "assistant", "content": piece}) } else { json!({"content": piece}) };
                     first = false;
-                    stream.write_all(sse_chunk(&model, delta, None).as_bytes()).await?;
-                    stream.flush().await?;
+                    out.send(sse_chunk(&model, delta, None).as_bytes()).await?;
                 }
                 if matches!(step.action, MockAction::Ok(_)) {
                     let usage = json!({"prompt_tokens": request.body.len() / 4, "completion_tokens": text.len() / 4, "total_tokens": (request.body.len() + text.len()) / 4});
-                    let mut last = sse_chunk(&model, json!({}), Some("stop"));
-                    last = last.replacen(
-                        "\"finish_reason\":\"stop\"}]",
-                        &format!("\"finish_reason\":\"stop\"}}],\"usage\":{usage}"),
-                        1,
-                    );
-                    stream.write_all(last.as_bytes()).await?;
-                    stream.write_all(b"data: [DONE]\n\n").await?;
+                    let last = json!({
+                        "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage,
+                    });
+                    out.send(format!("data: {last}\n\n").as_bytes()).await?;
+                    out.send(b"data: [DONE]\n\n").await?;
                 }
-                stream.shutdown().await
+                out.stream.shutdown().await
+            }
+            MockAction::Endless(text) => {
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
+                let frame = sse_chunk(&model, json!({"content": text}), None);
+                while out.send(frame.as_bytes()).await.is_ok() {}
+                Ok(())
             }
             MockAction::Malformed => {
-                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
-                stream.write_all(b"data: {\"choices\": [{\"delta\": {\"content\": \"cut\n\n").await?;
-                stream.write_all(b"data: [DONE]\n\n").await?;
-                stream.shutdown().await
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
+                out.send(b"data: {\"choices\": [{\"delta\": {\"content\": \"cut\n\n").await?;
+                out.send(b"data: [DONE]\n\n").await?;
+                out.stream.shutdown().await
+            }
+            MockAction::InvalidUtf8 => {
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
+                out.send(b"data: {\"choices\": [{\"delta\": {\"content\": \"\xff\xfe\xfd\"}}]}\n\n").await?;
+                out.send(b"data: [DONE]\n\n").await?;
+                out.stream.shutdown().await
             }
             MockAction::Empty => {
-                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
-                stream.write_all(sse_chunk(&model, json!({}), Some("stop")).as_bytes()).await?;
-                stream.write_all(b"data: [DONE]\n\n").await?;
-                stream.shutdown().await
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
+                out.send(sse_chunk(&model, json!({}), Some("stop")).as_bytes()).await?;
+                out.send(b"data: [DONE]\n\n").await?;
+                out.stream.shutdown().await
             }
             MockAction::Stall(ms) => {
-                write_head(&mut stream, 200, &stream_headers(&step.headers), None).await?;
-                stream.flush().await?;
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
-                stream.shutdown().await
+                out.stream.shutdown().await
             }
         }
     }
@@ -414,6 +438,35 @@ impl Shared {
     }
 }
 
+fn stream_headers(extra: &[(String, String)]) -> Vec<(String, String)> {
+    let mut headers = vec![
+        ("content-type".to_owned(), "text/event-stream".to_owned()),
+        ("cache-control".to_owned(), "no-cache".to_owned()),
+    ];
+    headers.extend(extra.iter().cloned());
+    headers
+}
+
+/// A response being written, in pieces of `piece` bytes when that is not 0.
+struct Out {
+    stream: TcpStream,
+    piece: usize,
+}
+
+impl Out {
+    async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.piece == 0 {
+            self.stream.write_all(bytes).await?;
+            return self.stream.flush().await;
+        }
+        for piece in bytes.chunks(self.piece) {
+            self.stream.write_all(piece).await?;
+            self.stream.flush().await?;
+        }
+        Ok(())
+    }
+}
+
 fn describe(action: &MockAction) -> String {
     match action {
         MockAction::Ok(_) => "200 ok".to_owned(),
@@ -423,15 +476,13 @@ fn describe(action: &MockAction) -> String {
         MockAction::Malformed => "200 malformed".to_owned(),
         MockAction::Empty => "200 empty".to_owned(),
         MockAction::Stall(ms) => format!("200 stall {ms}ms"),
+        MockAction::Endless(_) => "200 endless".to_owned(),
+        MockAction::InvalidUtf8 => "200 invalid UTF-8".to_owned(),
     }
 }
 
-async fn write_head(
-    stream: &mut TcpStream,
-    status: u16,
-    headers: &[(String, String)],
-    length: Option<usize>,
-) -> std::io::Result<()> {
+/// A response head; `length` adds `content-length`. Every response closes the connection.
+fn head(status: u16, headers: &[(String, String)], length: Option<usize>) -> String {
     let mut head = format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status));
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -440,18 +491,7 @@ async fn write_head(
         head.push_str(&format!("content-length: {length}\r\n"));
     }
     head.push_str("connection: close\r\n\r\n");
-    stream.write_all(head.as_bytes()).await
-}
-
-async fn write_response(
-    stream: &mut TcpStream,
-    status: u16,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> std::io::Result<()> {
-    write_head(stream, status, headers, Some(body.len())).await?;
-    stream.write_all(body).await?;
-    stream.shutdown().await
+    head
 }
 
 #[cfg(test)]
@@ -485,10 +525,10 @@ mod tests {
             errors,
             [
                 "[1] has several actions (ok, reset); give exactly one",
-                "[2] must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall",
+                "[2] must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
                 "[3].stall must be a non-negative integer number of milliseconds",
                 "[4]: unknown key \"teapot\"",
-                "[4] must have one of: ok, status, reset, truncate, malformed, empty, stall",
+                "[4] must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
             ]
         );
     }

@@ -20,6 +20,8 @@ use super::sse::{SseDecoder, SseItem};
 
 /// How much of an error body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// The most a streamed answer may send; an endless stream is cut off here.
+pub const STREAM_LIMIT: usize = 64 * 1024 * 1024;
 
 /// One message of the conversation sent to the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,6 +244,7 @@ impl OpenAiAdapter {
         let mut usage = None;
         let mut finish = None;
         let mut tool_calls = false;
+        let mut received = 0usize;
         loop {
             let next = match tokio::time::timeout(self.idle_timeout, body.next()).await {
                 Err(_) => {
@@ -264,6 +267,13 @@ impl OpenAiAdapter {
                 }
                 Some(Ok(bytes)) => bytes,
             };
+            received += bytes.len();
+            if received > STREAM_LIMIT {
+                return Err(failure(
+                    "UNKNOWN",
+                    format!("the stream from {} sent more than {} MiB without finishing", self.url, STREAM_LIMIT >> 20),
+                ));
+            }
             decoder.feed(&bytes, &mut items).map_err(|err| {
                 failure("MALFORMED_RESPONSE", format!("the stream from {} is not valid SSE: {err}", self.url))
             })?;

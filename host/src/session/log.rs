@@ -25,6 +25,7 @@ use dsh_abi::{js, CheckerObject, EventRef, Verdict};
 use serde_json::{json, Value};
 
 use super::index::HistoryIndex;
+use super::message_text;
 use super::reader::{Damage, LogReader, Position, ReadError};
 use super::structure::StructureRules;
 use super::verify::KNOWN_EVENT_TYPES;
@@ -53,7 +54,7 @@ pub struct SurfaceMessage {
     pub text: String,
 }
 
-/// Receives every appended line (`dsh run --json`).
+/// Receives every appended line once it is durable (`dsh run --json`).
 pub type Echo = Box<dyn FnMut(&str) + Send>;
 
 /// An event to append.
@@ -135,25 +136,11 @@ pub struct SessionLog {
     fatal: Option<String>,
     policy: SyncPolicy,
     echo: Option<Echo>,
+    /// Lines appended but not yet committed, for `echo`.
+    unechoed: Vec<String>,
 }
 
 const LOG_FILE: &str = "session.jsonl";
-
-/// The text of a message's `text` blocks.
-fn message_text(message: &Value) -> String {
-    message
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|block| block.get("text")?.as_str())
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
-}
 
 impl SessionLog {
     /// Creates `sessions/<id>/session.jsonl` with its header line, durably (the new directory
@@ -205,6 +192,7 @@ impl SessionLog {
             fatal: None,
             policy,
             echo: None,
+            unechoed: Vec::new(),
         }
     }
 
@@ -312,7 +300,8 @@ impl SessionLog {
         Ok(closers)
     }
 
-    /// Also writes every appended line to `echo` (`dsh run --json`).
+    /// Also hands every appended line to `echo`, once it is committed (`dsh run --json`): a line
+    /// seen there survives any crash.
     pub fn set_echo(&mut self, echo: Echo) {
         self.echo = Some(echo);
     }
@@ -407,8 +396,8 @@ impl SessionLog {
         self.take_in(event.event_type, &line, &event.data);
         self.pending.extend_from_slice(line.as_bytes());
         self.pending.push(b'\n');
-        if let Some(echo) = &mut self.echo {
-            echo(&line);
+        if self.echo.is_some() {
+            self.unechoed.push(line);
         }
         let at = Instant::now();
         let oldest = *self.pending_since.get_or_insert(at);
@@ -434,6 +423,11 @@ impl SessionLog {
             Ok(()) => {
                 self.pending.clear();
                 self.pending_since = None;
+                if let Some(echo) = &mut self.echo {
+                    for line in self.unechoed.drain(..) {
+                        echo(&line);
+                    }
+                }
                 Ok(())
             }
             Err(err) => {

@@ -8,6 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use dsh_abi::js;
 use serde_json::Value;
 
+use super::message_text;
 use super::reader::{Damage, LogReader, ReadError};
 
 const PREVIEW_CHARS: usize = 160;
@@ -18,20 +19,6 @@ fn preview(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &flat[..cut]),
         None => flat,
     }
-}
-
-fn content_text(message: Option<&Value>) -> String {
-    message
-        .and_then(|message| message.get("content"))
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|block| block.get("text")?.as_str())
-                .collect::<String>()
-        })
-        .unwrap_or_default()
 }
 
 fn failure_text(failure: Option<&Value>) -> String {
@@ -92,7 +79,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
             "turn/end" => format!("turn {} {}", number("turn"), end_text(get("reason"))),
             "step/start" => format!("  step {}", number("step")),
             "step/end" => format!("  end of step {}", number("step")),
-            "user/message" => format!("    user: {}", preview(&content_text(Some(&data)))),
+            "user/message" => format!("    user: {}", preview(&message_text(&data))),
             "request/header" => {
                 let config = get("header").and_then(|h| h.get("config"));
                 format!(
@@ -141,7 +128,9 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                     None => format!("    retry {} started", number("retry")),
                 }
             }
-            "assistant/message" => format!("    assistant: {}", preview(&content_text(get("message")))),
+            "assistant/message" => {
+                format!("    assistant: {}", preview(&get("message").map(message_text).unwrap_or_default()))
+            }
             "tool/call" => format!("    tool call {} ({})", number("name"), number("callId")),
             "tool/result" => format!("    tool result ({})", number("callId")),
             _ => continue,

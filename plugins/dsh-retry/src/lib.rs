@@ -73,12 +73,7 @@ impl Plugin for DshRetry {
         if ctx.is_cancelled() || recovery::owned_by_policy(payload) {
             return Ok(Decision::NoRetry);
         }
-        let key = ChainKey {
-            turn: payload.turn,
-            step: payload.step,
-            provider: payload.provider.as_rstr(),
-            policy_key: self.policy_key.as_str().into(),
-        };
+        let key = ChainKey::new(payload, &self.policy_key);
         let scheduled = recovery::schedule(
             &self.config,
             &self.policy_key,

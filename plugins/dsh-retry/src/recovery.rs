@@ -3,9 +3,8 @@
 
 use std::sync::LazyLock;
 
-use dsh_abi::{js, ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision};
+use dsh_abi::{js, ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryRecord};
 use regex::Regex;
-use serde::Serialize;
 
 use crate::config::FallbackConfig;
 
@@ -31,21 +30,6 @@ pub fn owned_by_policy(payload: &RequestErrorPayload) -> bool {
             policy.retryable_codes.iter().any(|owned| owned.as_str() == code)
         }
     }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Record<'a> {
-    retry_id: &'a str,
-    turn: u64,
-    step: u64,
-    provider: &'a str,
-    mode: &'static str,
-    policy_key: &'a str,
-    retry: u64,
-    max_retries: u64,
-    delay_ms: f64,
-    failure: &'a Failure,
 }
 
 /// A scheduled retry and the warning line to log with it.
@@ -96,7 +80,7 @@ pub fn schedule(
         }
         _ => {
             let base = if overload { config.overload_initial_delay_ms } else { config.initial_delay_ms };
-            let raw = if base == 0.0 { 0.0 } else { (base * pow2(attempt - 1)).min(config.max_delay_ms) };
+            let raw = if base == 0.0 { 0.0 } else { (base * js::pow2(attempt - 1)).min(config.max_delay_ms) };
             let factor = (1.0 - config.jitter_ratio) + (2.0 * config.jitter_ratio) * random().clamp(0.0, 1.0);
             (raw * factor).min(config.max_delay_ms)
         }
@@ -105,34 +89,15 @@ pub fn schedule(
         Some(record) => record.retry_id.into_string(),
         None => new_id(),
     };
-    let record = Record {
-        retry_id: &retry_id,
-        turn: payload.turn,
-        step: payload.step,
-        provider,
-        mode: "normal",
-        policy_key,
-        retry: attempt,
-        max_retries: limit,
-        delay_ms,
-        failure: &payload.failure,
-    };
+    let mut record = RetryRecord::new(payload, &retry_id, "normal", policy_key, attempt, delay_ms);
+    record.max_retries = Some(limit);
     let warning = format!(
         "dsh-retry: retrying provider \"{provider}\" after {}ms ({attempt}/{limit}, {}: {})",
         js::number(delay_ms),
         payload.failure.code,
         payload.failure.message
     );
-    Some(Scheduled { decision: RetryDecision { delay_ms, record: js::to_string(&record).into() }, warning })
-}
-
-/// `2^exponent` exactly, infinite from 1024 on.
-fn pow2(exponent: u64) -> f64 {
-    if exponent >= 1024 {
-        f64::INFINITY
-    } else {
-        f64::from_bits((exponent + 1023) << 52)
-    }
+    Some(Scheduled { decision: record.decision(), warning })
 }
 
 #[cfg(test)]

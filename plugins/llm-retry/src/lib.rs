@@ -59,15 +59,7 @@ impl LlmRetry {
         let decision = schedule::schedule(
             payload,
             policy,
-            |policy_key| {
-                ctx.last_retry(dsh_abi::ChainKey {
-                    turn: payload.turn,
-                    step: payload.step,
-                    provider: payload.provider.as_rstr(),
-                    policy_key: policy_key.into(),
-                })
-                .into_option()
-            },
+            |policy_key| ctx.last_retry(dsh_abi::ChainKey::new(payload, policy_key)).into_option(),
             || ctx.random(),
             || ctx.new_id().into_string(),
         );

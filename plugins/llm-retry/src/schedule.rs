@@ -2,28 +2,9 @@
 //! budget, pick the delay and write the record — or decline. Pure: history, randomness and ids
 //! come in as functions.
 
-use dsh_abi::{js, ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy};
-use serde::Serialize;
+use dsh_abi::{ChainRecord, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy, RetryRecord};
 
 use crate::backoff::{local_delay, policy_key};
-
-/// The `llm/retry` payload, keys in the reference's order; always-mode records have no
-/// `maxRetries` key at all.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RetryRecord<'a> {
-    retry_id: &'a str,
-    turn: u64,
-    step: u64,
-    provider: &'a str,
-    mode: &'static str,
-    policy_key: &'a str,
-    retry: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_retries: Option<u64>,
-    delay_ms: f64,
-    failure: &'a Failure,
-}
 
 /// Schedules the next retry of the failure's chain under `policy`, or `None` when the policy
 /// declines (normal budget spent, or a provider hint longer than `maxDelayMs` in normal mode).
@@ -57,25 +38,16 @@ pub fn schedule(
         Some(record) => record.retry_id.into_string(),
         None => new_id(),
     };
-    let record = RetryRecord {
-        retry_id: &retry_id,
-        turn: payload.turn,
-        step: payload.step,
-        provider: &payload.provider,
-        mode: policy.mode.as_str(),
-        policy_key: &key,
-        retry,
-        max_retries: (policy.mode == PolicyMode::Normal).then_some(policy.max_retries),
-        delay_ms,
-        failure: &payload.failure,
-    };
-    Some(RetryDecision { delay_ms, record: js::to_string(&record).into() })
+    let mut record = RetryRecord::new(payload, &retry_id, policy.mode.as_str(), &key, retry, delay_ms);
+    record.max_retries = (policy.mode == PolicyMode::Normal).then_some(policy.max_retries);
+    Some(record.decision())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use abi_stable::std_types::{ROption, RString, RVec};
+    use dsh_abi::Failure;
 
     fn policy(mode: PolicyMode, max_retries: u64, initial: f64, max: f64, jitter: f64) -> RetryPolicy {
         RetryPolicy {

@@ -7,10 +7,9 @@
 pub mod config;
 
 use dsh_abi::{
-    js, Answer, ChainKey, ConfigError, Decision, Failure, Hooks, HostContextRef, Manifest, Plugin, RequestErrorPayload,
-    RetryDecision,
+    Answer, ChainKey, ConfigError, Decision, Hooks, HostContextRef, Manifest, Plugin, RequestErrorPayload,
+    RetryDecision, RetryRecord,
 };
-use serde::Serialize;
 use serde_json::Value;
 
 pub use config::RelayConfig;
@@ -37,21 +36,6 @@ pub fn manifest() -> Manifest {
             ("respectRetryAfter", "a longer provider hint replaces the scheduled wait (default false)"),
         ],
     )
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct RelayRecord<'a> {
-    retry_id: &'a str,
-    turn: u64,
-    step: u64,
-    provider: &'a str,
-    mode: &'static str,
-    policy_key: &'a str,
-    retry: u64,
-    delay_ms: f64,
-    failure: &'a Failure,
-    head_retries: usize,
 }
 
 pub struct RelayRetry {
@@ -92,19 +76,9 @@ impl RelayRetry {
             None => new_id(),
         };
         let delay_ms = self.delay(retry, payload.failure.provider_retry_after_ms.into_option());
-        let record = RelayRecord {
-            retry_id: &retry_id,
-            turn: payload.turn,
-            step: payload.step,
-            provider: &payload.provider,
-            mode: "always",
-            policy_key: &self.policy_key,
-            retry,
-            delay_ms,
-            failure: &payload.failure,
-            head_retries: self.config.schedule.len(),
-        };
-        RetryDecision { delay_ms, record: js::to_string(&record).into() }
+        let mut record = RetryRecord::new(payload, &retry_id, "always", &self.policy_key, retry, delay_ms);
+        record.head_retries = Some(self.config.schedule.len());
+        record.decision()
     }
 }
 
@@ -116,13 +90,8 @@ impl Plugin for RelayRetry {
         if ctx.is_cancelled() {
             return Ok(Answer::Decide(Decision::NoRetry));
         }
-        let key = ChainKey {
-            turn: payload.turn,
-            step: payload.step,
-            provider: payload.provider.as_rstr(),
-            policy_key: self.policy_key.as_str().into(),
-        };
-        let decision = self.schedule(payload, ctx.last_retry(key).into_option(), || ctx.new_id().into_string());
+        let last_retry = ctx.last_retry(ChainKey::new(payload, &self.policy_key)).into_option();
+        let decision = self.schedule(payload, last_retry, || ctx.new_id().into_string());
         Ok(Answer::Decide(Decision::Retry(decision)))
     }
 }
@@ -136,7 +105,7 @@ dsh_abi::export_plugin! {
 mod tests {
     use super::*;
     use abi_stable::std_types::ROption;
-    use dsh_abi::ChainRecord;
+    use dsh_abi::{ChainRecord, Failure};
     use serde_json::json;
 
     fn relay(config: Value) -> RelayRetry {
