@@ -3,32 +3,39 @@
 # "Performance" section of README.md, between its performance:begin/end markers. Runs the Rust
 # benchmarks of dsh-e2e and benches/verify.sh (which installs the reference TypeScript invariant
 # from the npm registry for the side-by-side timing). Takes about ten minutes on 2 cores.
+# The raw outputs stay in target/bench-report/; `--compose-only` rewrites the README from them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+out=target/bench-report
+mkdir -p "$out"
 
-for bench in waterfall plugin_load commands runtime; do
-  echo "== cargo bench --bench $bench" >&2
-  cargo bench -q -p dsh-e2e --bench "$bench" > "$out/$bench.txt"
-done
-echo "== benches/verify.sh" >&2
-bash benches/verify.sh > "$out/verify.txt"
+if [ "${1:-}" != "--compose-only" ]; then
+  for bench in waterfall plugin_load commands runtime; do
+    echo "== cargo bench --bench $bench" >&2
+    cargo bench -q -p dsh-e2e --bench "$bench" > "$out/$bench.txt"
+  done
+  echo "== benches/verify.sh" >&2
+  bash benches/verify.sh > "$out/verify.txt"
+fi
 
-rows() { grep -E '^\| ' "$1" | grep -vE '^\| (what|events) |^\|---' || true; }
-{
-  echo "<!-- performance:begin (written by benches/report.sh on $(date -u +%Y-%m-%d), $(nproc) cores) -->"
-  echo "| what | target | measured (median) |"
-  echo "|---|---|---|"
-  for bench in waterfall plugin_load commands runtime verify; do rows "$out/$bench.txt"; done
-  echo
-  sed -n '/^### /,/^$/p' "$out/verify.txt"
-  echo "<!-- performance:end -->"
-} > "$out/section.md"
-
-python3 - "$out/section.md" <<'PY'
+python3 - "$out" "$(date -u +%Y-%m-%d)" "$(nproc)" <<'PY'
 import re, sys
-section = open(sys.argv[1]).read().rstrip("\n")
+out, day, cores = sys.argv[1:]
+def cells(line):
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+rows, extra = [], []
+for bench in ["waterfall", "plugin_load", "commands", "runtime", "verify"]:
+    lines = open(f"{out}/{bench}.txt").read().splitlines()
+    for line in lines:
+        if line.startswith("| ") and len(cells(line)) == 3 and cells(line)[0] != "what":
+            rows.append(line)
+    if bench == "verify":
+        table = [l for l in lines if l.startswith("|") and len(cells(l)) == 5]
+        heading = [l for l in lines if l.startswith("### ")]
+        extra = heading + [""] + table if heading and table else []
+section = "\n".join(
+    [f"<!-- performance:begin (written by benches/report.sh on {day}, {cores} cores) -->",
+     "| what | target | measured (median) |", "|---|---|---|"] + rows + [""] + extra + ["<!-- performance:end -->"])
 readme = open("README.md").read()
 pattern = re.compile(r"<!-- performance:begin.*?<!-- performance:end -->", re.S)
 if not pattern.search(readme):

@@ -9,6 +9,7 @@ mod plugin;
 mod run;
 mod session;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -96,9 +97,11 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .without_time()
         .with_target(false)
         .init();
