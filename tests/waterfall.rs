@@ -61,13 +61,17 @@ fn a_panicking_listener_answers_no_retry_and_the_outer_listener_is_told() {
 }
 
 #[test]
-fn a_faulted_instance_is_not_called_again() {
+fn a_faulted_instance_is_not_called_again_and_passes_later_failures_on() {
     let library = scripted();
     let panicky = row(&library, "panicky", json!({"answer": "panic"}));
-    assert!(matches!(run(&[&panicky]), Outcome::NoRetry { .. }));
-    let Outcome::NoRetry { failures } = run(&[&panicky]) else { panic!("a faulted row cannot retry") };
-    assert_eq!(failures.len(), 1);
-    assert!(failures[0].1.contains("faulted"), "{failures:?}");
+    let retrying = row(&library, "retrying", json!({"answer": "retry"}));
+    let Outcome::NoRetry { failures } = run(&[&panicky, &retrying]) else { panic!("the panicked branch cannot retry") };
+    assert_eq!(failures[0].0, "panicky");
+    assert!(panicky.is_faulted());
+    match run(&[&panicky, &retrying]) {
+        Outcome::Retry { row_id, .. } => assert_eq!(row_id, "retrying"),
+        other => panic!("a faulted row should pass the failure on, got {other:?}"),
+    }
 }
 
 #[test]

@@ -44,11 +44,6 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
-/// A JSON value as a JavaScript number, if it is one.
-pub fn as_number(value: &serde_json::Value) -> Option<f64> {
-    value.as_f64()
-}
-
 /// `2 ** exponent` exactly, as JavaScript computes it (infinite from 1024 on).
 pub fn pow2(exponent: u64) -> f64 {
     if exponent >= 1024 {

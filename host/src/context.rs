@@ -55,26 +55,21 @@ impl Services for SystemServices {
     }
 }
 
-/// Deterministic services for tests and simulations: random samples are served from a script
-/// (the last one repeats; 0.5 when none), ids count up (`id-1`, `id-2`, …), the clock is set by
-/// hand, and log lines are kept.
+/// Deterministic services for tests: random samples are served from a script (the last one
+/// repeats; 0.5 when none), ids count up (`id-1`, `id-2`, …), the clock stands still at the
+/// epoch, and log lines are kept.
 #[derive(Debug, Default)]
 pub struct ScriptedServices {
     randoms: Mutex<VecDeque<f64>>,
     last_random: Mutex<Option<f64>>,
     used: Mutex<Vec<f64>>,
     next_id: AtomicU64,
-    now_ms: Mutex<f64>,
     logs: Mutex<Vec<(LogLevel, String)>>,
 }
 
 impl ScriptedServices {
     pub fn with_randoms(randoms: impl IntoIterator<Item = f64>) -> Self {
         ScriptedServices { randoms: Mutex::new(randoms.into_iter().collect()), ..Default::default() }
-    }
-
-    pub fn set_now_ms(&self, now_ms: f64) {
-        *self.now_ms.lock().unwrap() = now_ms;
     }
 
     /// The random samples handed out so far.
@@ -89,7 +84,7 @@ impl ScriptedServices {
 
 impl Services for ScriptedServices {
     fn now_ms(&self) -> f64 {
-        *self.now_ms.lock().unwrap()
+        0.0
     }
 
     fn random(&self) -> f64 {

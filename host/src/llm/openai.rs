@@ -156,10 +156,6 @@ impl OpenAiAdapter {
         })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Sends `request` and streams the answer; `on_text` receives each text delta as it arrives.
     pub async fn stream(
         &self,

@@ -1,8 +1,10 @@
 //! One plugin instance serving one configured row.
 //!
 //! The wrapper keeps the instance's fault state: after a panic the instance is marked faulted and
-//! is not called again (its state may be broken); every later call answers with an error that
-//! says so. The instance is disposed when the row is dropped.
+//! is not called again (its state may be broken). A faulted request-error listener passes every
+//! later failure on, so one broken plugin does not switch off the recovery of the others; its
+//! other hooks answer with an error that says it is faulted. The instance is disposed when the
+//! row is dropped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -87,6 +89,9 @@ impl Listener for RowInstance {
         payload: &RequestErrorPayload,
         ctx: &HostContextRef<'_>,
     ) -> Result<Answer, ListenerError> {
+        if self.is_faulted() {
+            return Ok(Answer::Pass);
+        }
         self.call("agent/request-error listener", || self.object.on_request_error(payload, ctx.sabi_reborrow()))
     }
 

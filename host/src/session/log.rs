@@ -98,14 +98,14 @@ pub enum AppendError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("{}: {source}", path.display())]
-    Read { path: PathBuf, source: ReadError },
+    #[error("{}: {reason}", path.display())]
+    Read { path: PathBuf, reason: ReadError },
     #[error("{}: line {} (byte {}): {reason}; refusing to write after it (repair or move the file by hand; later events were not dropped)", path.display(), at.line, at.offset)]
     Corrupt { path: PathBuf, at: Position, reason: String },
     #[error("{}: compressed logs (DeepSeek Harness session.jsonl.zstd) are read-only", path.display())]
     Compressed { path: PathBuf },
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error("{}: {reason}", path.display())]
+    Io { path: PathBuf, reason: io::Error },
 }
 
 /// What opening a log repaired.
@@ -143,8 +143,9 @@ pub struct SessionLog {
 const LOG_FILE: &str = "session.jsonl";
 
 impl SessionLog {
-    /// Creates `sessions/<id>/session.jsonl` with its header line, durably (the new directory
-    /// entries are synced too). `make_checkers` opens the checkers for the header.
+    /// Creates `sessions/<id>/session.jsonl` with its header line, durably and atomically: the
+    /// file appears complete with its header or not at all (the new directory entries are synced
+    /// too). `make_checkers` opens the checkers for the header.
     pub fn create(
         sessions: &Path,
         id: &str,
@@ -155,15 +156,12 @@ impl SessionLog {
         let dir = sessions.join(id);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(LOG_FILE);
-        let mut file = OpenOptions::new().create_new(true).append(true).open(&path)?;
         let header_line = js::to_string(header);
-        file.write_all(header_line.as_bytes())?;
-        file.write_all(b"\n")?;
-        if policy == SyncPolicy::Durable {
-            file.sync_all()?;
-            fsutil::sync_dir(&dir)?;
-            fsutil::sync_dir(sessions)?;
+        if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
         }
+        fsutil::sync_dir(sessions)?;
+        let file = OpenOptions::new().read(true).append(true).open(&path)?;
         let checkers = make_checkers(&header_line);
         Ok(SessionLog::empty(id, path, file, header_line, checkers, policy))
     }
@@ -205,13 +203,13 @@ impl SessionLog {
         now_ms: u64,
         close_open_turn: bool,
     ) -> Result<(SessionLog, Repair), OpenError> {
-        let io_error = |source| OpenError::Io { path: path.to_owned(), source };
+        let io_error = |reason| OpenError::Io { path: path.to_owned(), reason };
         let mut magic = [0u8; 4];
         let read = File::open(path).and_then(|mut file| file.read(&mut magic)).map_err(io_error)?;
         if read == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
             return Err(OpenError::Compressed { path: path.to_owned() });
         }
-        let mut reader = LogReader::open(path).map_err(|source| OpenError::Read { path: path.to_owned(), source })?;
+        let mut reader = LogReader::open(path).map_err(|reason| OpenError::Read { path: path.to_owned(), reason })?;
         let header = reader.header().to_owned();
         let id = serde_json::from_str::<Value>(&header)
             .ok()
@@ -223,7 +221,7 @@ impl SessionLog {
         let mut repair = Repair::default();
         let mut torn = None;
         while let Some(next) = reader.next_event() {
-            match next.map_err(|source| OpenError::Read { path: path.to_owned(), source: source.into() })? {
+            match next.map_err(|error| OpenError::Read { path: path.to_owned(), reason: error.into() })? {
                 Ok(event) => {
                     let mut violations = Vec::new();
                     let interpret = !event.ignorable || KNOWN_EVENT_TYPES.contains(&event.event_type);

@@ -57,7 +57,7 @@ impl std::fmt::Display for Damage {
 /// Why a log cannot be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     #[error("line 1 (byte 0): {0}")]
     BadHeader(String),
@@ -174,11 +174,6 @@ impl LogReader {
     /// The header line.
     pub fn header(&self) -> &str {
         &self.header
-    }
-
-    /// The position after the last byte read so far.
-    pub fn end_offset(&self) -> u64 {
-        self.offset
     }
 
     fn read_line(&mut self) -> io::Result<usize> {
