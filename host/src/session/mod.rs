@@ -3,6 +3,7 @@
 
 pub mod index;
 pub mod log;
+pub mod read_ahead;
 pub mod reader;
 pub mod structure;
 pub mod timeline;

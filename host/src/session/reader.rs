@@ -119,7 +119,7 @@ struct Synthetic {
 
 /// A streaming reader over one log.
 pub struct LogReader {
-    input: Box<dyn BufRead>,
+    input: Box<dyn BufRead + Send>,
     buffer: Vec<u8>,
     /// Physical line number of the line in `buffer`.
     line: u64,
@@ -135,7 +135,7 @@ impl LogReader {
     pub fn open(path: &Path) -> Result<LogReader, ReadError> {
         let mut file = BufReader::with_capacity(BUFFER_BYTES, File::open(path)?);
         let compressed = file.fill_buf()?.starts_with(&ZSTD_MAGIC);
-        let input: Box<dyn BufRead> = if compressed {
+        let input: Box<dyn BufRead + Send> = if compressed {
             Box::new(BufReader::with_capacity(BUFFER_BYTES, zstd::Decoder::with_buffer(file)?))
         } else {
             Box::new(file)
@@ -144,7 +144,7 @@ impl LogReader {
     }
 
     /// Reads a log from any buffered input.
-    pub fn new(input: Box<dyn BufRead>) -> Result<LogReader, ReadError> {
+    pub fn new(input: Box<dyn BufRead + Send>) -> Result<LogReader, ReadError> {
         let mut reader = LogReader {
             input,
             buffer: Vec::with_capacity(4096),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use abi_stable::std_types::{RResult, RStr};
 use dsh_abi::{CheckerObject, EventRef, Verdict};
 
+use super::read_ahead::ReadAhead;
 use super::reader::{Damage, LogReader, Position, ReadError};
 use super::structure::StructureRules;
 use crate::plugin::RowInstance;
@@ -55,7 +56,7 @@ struct Check {
 
 /// Verifies one log with the structure rules and the checkers `plugins` open for it.
 pub fn verify_log(path: &Path, plugins: &[&RowInstance]) -> Result<Report, ReadError> {
-    let mut reader = LogReader::open(path)?;
+    let reader = LogReader::open(path)?;
     let mut report = Report { path: path.to_owned(), events: 0, violations: Vec::new(), notes: Vec::new() };
     let mut checks = Vec::new();
     for plugin in plugins {
@@ -69,6 +70,7 @@ pub fn verify_log(path: &Path, plugins: &[&RowInstance]) -> Result<Report, ReadE
             }),
         }
     }
+    let mut reader = ReadAhead::start(reader)?;
     let mut rules = StructureRules::default();
     let mut messages = Vec::new();
     while let Some(next) = reader.next_event() {
