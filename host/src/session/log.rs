@@ -227,17 +227,20 @@ impl SessionLog {
                     let interpret = !event.ignorable || KNOWN_EVENT_TYPES.contains(&event.event_type);
                     log.rules.check(event.seq, event.time, event.event_type, event.data, interpret, &mut violations);
                     if interpret {
-                        for check in &mut log.checkers {
-                            if let Some(message) = check_event(
-                                check,
-                                event.event_type,
-                                event.seq.unwrap_or(0.0) as u64,
-                                event.time.unwrap_or(0.0),
-                                event.data,
-                            ) {
+                        let view = event_ref(
+                            event.event_type,
+                            event.seq.unwrap_or(0.0) as u64,
+                            event.time.unwrap_or(0.0),
+                            event.data,
+                        );
+                        log.checkers.retain_mut(|check| match check_event(check, view) {
+                            Checked::Accepted => true,
+                            Checked::Refused(message) => {
                                 violations.push(message);
+                                true
                             }
-                        }
+                            Checked::Failed => false,
+                        });
                     }
                     let seq = event.seq.map_or_else(|| "?".to_owned(), js::number);
                     repair.warnings.extend(violations.into_iter().map(|message| format!("seq {seq}: {message}")));
@@ -377,10 +380,23 @@ impl SessionLog {
                 violations: violations.join("; "),
             });
         }
-        for check in &mut self.checkers {
-            if let Some(message) = check_event(check, event.event_type, seq, time as f64, &event.data) {
-                return Err(AppendError::Refused { row: check.row_id.clone(), message });
+        let view = event_ref(event.event_type, seq, time as f64, &event.data);
+        let mut refusal = None;
+        self.checkers.retain_mut(|check| {
+            if refusal.is_some() {
+                return true;
             }
+            match check_event(check, view) {
+                Checked::Accepted => true,
+                Checked::Refused(message) => {
+                    refusal = Some(AppendError::Refused { row: check.row_id.clone(), message });
+                    true
+                }
+                Checked::Failed => false,
+            }
+        });
+        if let Some(refusal) = refusal {
+            return Err(refusal);
         }
         self.rules = probe;
         let surface = matches!(event.event_type, "user/message" | "assistant/message" | "tool/result");
@@ -437,20 +453,78 @@ impl SessionLog {
     }
 }
 
-/// Feeds one event to a checker; `Some` is a refusal. A warning (report mode) is logged, and a
-/// checker that fails is dropped from the session with a log line.
-fn check_event(check: &mut LogChecker, event_type: &str, seq: u64, time: f64, data: &str) -> Option<String> {
-    let view = EventRef { event_type: RStr::from_str(event_type), seq, time, data: RStr::from_str(data) };
-    match check.checker.check_event(view) {
-        RResult::ROk(Verdict::Accept) => None,
-        RResult::ROk(Verdict::Refuse(message)) => Some(message.into_string()),
+fn event_ref<'a>(event_type: &'a str, seq: u64, time: f64, data: &'a str) -> EventRef<'a> {
+    EventRef { event_type: RStr::from_str(event_type), seq, time, data: RStr::from_str(data) }
+}
+
+/// What a checker made of one event.
+enum Checked {
+    Accepted,
+    Refused(String),
+    /// The checker failed; it leaves the session.
+    Failed,
+}
+
+/// Feeds one event to a checker. A warning (report mode) is logged and accepts the event; a
+/// failure is logged, and the caller drops the checker from the session.
+fn check_event(check: &mut LogChecker, event: EventRef<'_>) -> Checked {
+    match check.checker.check_event(event) {
+        RResult::ROk(Verdict::Accept) => Checked::Accepted,
+        RResult::ROk(Verdict::Refuse(message)) => Checked::Refused(message.into_string()),
         RResult::ROk(Verdict::Warn(message)) => {
             tracing::warn!(row = check.row_id, "row \"{}\": {message}", check.row_id);
-            None
+            Checked::Accepted
         }
         RResult::RErr(err) => {
-            tracing::warn!(row = check.row_id, "row \"{}\": checker failed: {}", check.row_id, err.message);
-            None
+            tracing::warn!(
+                row = check.row_id,
+                "row \"{}\": checker failed and is dropped from the session: {}",
+                check.row_id,
+                err.message
+            );
+            Checked::Failed
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use abi_stable::sabi_trait::TD_Opaque;
+    use dsh_abi::{PluginError, SessionChecker, SessionChecker_TO};
+
+    use super::*;
+
+    /// A checker that fails on every event, counting how often it is asked.
+    struct Failing(Arc<AtomicUsize>);
+
+    impl SessionChecker for Failing {
+        fn check_event(&mut self, _event: EventRef<'_>) -> RResult<Verdict, PluginError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            RResult::RErr(PluginError::failed("broken"))
+        }
+    }
+
+    #[test]
+    fn a_checker_that_fails_is_dropped_and_the_events_are_written() {
+        let sessions = tempfile::tempdir().unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let checker = SessionChecker_TO::from_value(Failing(Arc::clone(&calls)), TD_Opaque);
+        let mut log = SessionLog::create(
+            sessions.path(),
+            "s",
+            &json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}),
+            |_| vec![LogChecker { row_id: "broken".into(), checker }],
+            SyncPolicy::Unsynced,
+        )
+        .unwrap();
+        log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 5).unwrap();
+        log.append(NewEvent::new("turn/end", &json!({"turn": 1, "reason": {"kind": "done"}})), 6).unwrap();
+        log.commit().unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let written = std::fs::read_to_string(log.path()).unwrap();
+        assert_eq!(written.lines().count(), 3, "{written}");
     }
 }
