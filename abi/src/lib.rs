@@ -16,6 +16,7 @@
 // `#[sabi_trait]` expands to impl blocks inside a generated constant.
 #![allow(non_local_definitions)]
 
+pub mod events;
 pub mod host;
 pub mod instance;
 pub mod js;
@@ -29,7 +30,7 @@ pub use instance::{
     CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
 };
 pub use module::{PluginModule, PluginModuleRef};
-pub use plugin::{Checker, Plugin};
+pub use plugin::{config_object, Checker, Plugin};
 pub use record::RetryRecord;
 pub use types::*;
 

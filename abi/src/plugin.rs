@@ -6,6 +6,7 @@
 //! host). Plugins must keep `panic = "unwind"`.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use abi_stable::sabi_trait::TD_Opaque;
@@ -19,6 +20,19 @@ use crate::types::{
     Answer, ConfigError, ConfigKey, Continuation, Decision, DownstreamOutcome, EventRef, Hooks, InstantiateError,
     Manifest, PluginError, RequestErrorPayload, SessionStartSource, Verdict,
 };
+
+/// A row config as an object (`null`, no config, is an empty one); anything else is the error
+/// `<plugin>: configuration must be an object`.
+pub fn config_object<'a>(
+    plugin: &str,
+    config: &'a serde_json::Value,
+) -> Result<Cow<'a, serde_json::Map<String, serde_json::Value>>, Vec<ConfigError>> {
+    match config {
+        serde_json::Value::Null => Ok(Cow::Owned(serde_json::Map::new())),
+        serde_json::Value::Object(object) => Ok(Cow::Borrowed(object)),
+        _ => Err(vec![ConfigError::new("", format!("{plugin}: configuration must be an object"))]),
+    }
+}
 
 /// A plugin instance for one configured row. Every hook is optional; the manifest's [`Hooks`]
 /// tell the host which ones to call.

@@ -156,6 +156,11 @@ impl Failure {
             request_id: ROption::RNone,
         }
     }
+
+    /// The provider's retry-after hint, when it is usable (finite and positive).
+    pub fn retry_after_hint(&self) -> Option<f64> {
+        self.provider_retry_after_ms.into_option().filter(|hint| hint.is_finite() && *hint > 0.0)
+    }
 }
 
 impl Serialize for Failure {

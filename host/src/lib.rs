@@ -26,3 +26,13 @@ pub mod waterfall;
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct NotFound(pub String);
+
+/// `text` on one line (whitespace runs folded to one space), cut to `max_chars` characters with
+/// `…` after a cut.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &folded[..cut]),
+        None => folded,
+    }
+}

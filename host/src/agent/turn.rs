@@ -144,6 +144,11 @@ impl Agent {
         &self.assembly.agent
     }
 
+    /// The agent's model, or else its route's.
+    fn model(&self) -> &str {
+        self.agent().model.as_deref().unwrap_or(&self.route().model)
+    }
+
     /// Raises `agent/session-start` and returns the continuations listeners ask for, each with
     /// the package of the row that asked.
     pub fn session_start(&self, source: SessionStartSource, pending_input: bool) -> Vec<(String, Continuation)> {
@@ -166,7 +171,6 @@ impl Agent {
     }
 
     fn request(&self) -> ChatRequest {
-        let route = self.route();
         let mut messages = Vec::new();
         if let Some(system) = &self.agent().system {
             messages.push(ChatMessage { role: "system", content: system.clone() });
@@ -174,7 +178,7 @@ impl Agent {
         messages.extend(
             self.log.surface().iter().map(|message| ChatMessage { role: message.role, content: message.text.clone() }),
         );
-        ChatRequest { model: self.agent().model.clone().unwrap_or_else(|| route.model.clone()), messages }
+        ChatRequest { model: self.model().to_owned(), messages }
     }
 
     /// Runs one turn for `input`. `Err` only when the log can no longer be written (or the host
@@ -188,8 +192,7 @@ impl Agent {
             "id": input.id, "role": "user", "content": [{"type": "text", "text": input.text}], "source": input.source,
         });
         self.append("user/message", &message)?;
-        let route = self.route();
-        let mut config = json!({"provider": route.provider, "model": self.agent().model.clone().unwrap_or_else(|| route.model.clone())});
+        let mut config = json!({"provider": self.route().provider, "model": self.model()});
         if let Some(system) = &self.agent().system {
             config["system"] = Value::from(system.as_str());
         }
@@ -210,7 +213,7 @@ impl Agent {
         loop {
             self.log.commit()?;
             if self.cancel.is_cancelled() {
-                return self.abort(turn, step, None).await;
+                return self.abort(turn, step, None);
             }
             let request = self.request();
             let route = &self.assembly.routes[&self.assembly.agent.provider];
@@ -218,7 +221,7 @@ impl Agent {
             let mut on_text = |delta: &str| view.text(delta);
             let attempt = tokio::select! {
                 attempt = route.client.stream(&request, &mut on_text) => attempt,
-                () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())).await,
+                () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())),
             };
             let attempt_failure = match attempt {
                 Ok(completion) => {
@@ -245,15 +248,7 @@ impl Agent {
                 Err(attempt) => attempt,
             };
             let failure = attempt_failure.failure;
-            let mut attempt_data = json!({"turn": turn, "step": step, "failure": failure_json(&failure)});
-            if !attempt_failure.partial_text.is_empty() {
-                attempt_data["text"] = Value::from(attempt_failure.partial_text);
-            }
-            let now = self.now_ms();
-            self.log.append(
-                NewEvent { event_type: "assistant/attempt", data: js::to_string(&attempt_data), ignorable: true },
-                now,
-            )?;
+            self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
             let payload = RequestErrorPayload {
                 turn,
                 step,
@@ -273,8 +268,8 @@ impl Agent {
                 outcome
             };
             let (decision, row_id) = match outcome {
-                Outcome::Cancelled => return self.abort(turn, step, None).await,
-                Outcome::NoRetry { .. } => return self.fail(turn, step, failure).await,
+                Outcome::Cancelled => return self.abort(turn, step, None),
+                Outcome::NoRetry { .. } => return self.fail(turn, step, failure),
                 Outcome::Retry { decision, row_id } => (decision, row_id),
             };
             let now = self.now_ms();
@@ -286,7 +281,7 @@ impl Agent {
                 Err(AppendError::Refused { row, message }) => {
                     let message =
                         format!("{message} (llm/retry record from row \"{row_id}\", refused by row \"{row}\")");
-                    return self.fail(turn, step, Failure::new("INVARIANT", message)).await;
+                    return self.fail(turn, step, Failure::new("INVARIANT", message));
                 }
                 Err(err) => return Err(err),
             };
@@ -297,7 +292,7 @@ impl Agent {
                 }
                 _ => {
                     let message = format!("row \"{row_id}\" scheduled a retry whose record has no retryId or retry");
-                    return self.fail(turn, step, Failure::new("INVARIANT", message)).await;
+                    return self.fail(turn, step, Failure::new("INVARIANT", message));
                 }
             };
             self.log.commit()?;
@@ -311,7 +306,7 @@ impl Agent {
                     () = tokio::time::sleep_until(deadline) => break,
                     () = self.cancel.cancelled() => {
                         self.view.retry_done();
-                        return self.abort(turn, step, None).await;
+                        return self.abort(turn, step, None);
                     }
                     _ = tick.tick(), if counts_down => {
                         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -325,8 +320,20 @@ impl Agent {
         }
     }
 
+    /// Records a failed attempt (`assistant/attempt`, ignorable) with the text it streamed.
+    fn append_attempt(&mut self, turn: u64, step: u64, failure: &Failure, text: String) -> Result<(), AppendError> {
+        let mut data = json!({"turn": turn, "step": step, "failure": failure_json(failure)});
+        if !text.is_empty() {
+            data["text"] = Value::from(text);
+        }
+        let now = self.now_ms();
+        self.log
+            .append(NewEvent { event_type: "assistant/attempt", data: js::to_string(&data), ignorable: true }, now)?;
+        Ok(())
+    }
+
     /// Ends the turn with an error.
-    async fn fail(&mut self, turn: u64, step: u64, failure: Failure) -> Result<TurnEnd, AppendError> {
+    fn fail(&mut self, turn: u64, step: u64, failure: Failure) -> Result<TurnEnd, AppendError> {
         self.append("step/end", &json!({"turn": turn, "step": step}))?;
         self.append("turn/end", &json!({"turn": turn, "reason": {"kind": "error", "error": failure_json(&failure)}}))?;
         self.log.commit()?;
@@ -335,18 +342,9 @@ impl Agent {
 
     /// Ends the turn as cancelled by the user; `streamed` holds the text of a request that was
     /// cut off (recorded as an `ABORTED` attempt).
-    async fn abort(&mut self, turn: u64, step: u64, streamed: Option<String>) -> Result<TurnEnd, AppendError> {
+    fn abort(&mut self, turn: u64, step: u64, streamed: Option<String>) -> Result<TurnEnd, AppendError> {
         if let Some(text) = streamed {
-            let failure = Failure::new("ABORTED", "the request was cancelled");
-            let mut data = json!({"turn": turn, "step": step, "failure": failure_json(&failure)});
-            if !text.is_empty() {
-                data["text"] = Value::from(text);
-            }
-            let now = self.now_ms();
-            self.log.append(
-                NewEvent { event_type: "assistant/attempt", data: js::to_string(&data), ignorable: true },
-                now,
-            )?;
+            self.append_attempt(turn, step, &Failure::new("ABORTED", "the request was cancelled"), text)?;
         }
         self.append("step/end", &json!({"turn": turn, "step": step}))?;
         self.append("turn/end", &json!({"turn": turn, "reason": {"kind": "aborted", "reason": {"kind": "user"}}}))?;

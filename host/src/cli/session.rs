@@ -14,7 +14,7 @@ use crate::agent::turn::{HeaderReason, TurnEnd, UserInput};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::PluginLibrary;
-use crate::session::log::{OpenError, SessionLog, SyncPolicy};
+use crate::session::log::{find_log, OpenError, SessionLog, SyncPolicy};
 use crate::session::reader::LogReader;
 use crate::session::timeline;
 use crate::session::verify::{self, Report};
@@ -157,11 +157,7 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
     if sessions.is_dir() {
         for entry in std::fs::read_dir(&sessions)? {
             let dir = entry?.path();
-            let Some(log) =
-                ["session.jsonl", "session.jsonl.zstd"].iter().map(|file| dir.join(file)).find(|path| path.is_file())
-            else {
-                continue;
-            };
+            let Some(log) = find_log(&dir) else { continue };
             match summarize(&log) {
                 Ok(summary) => summaries.push(summary),
                 Err(err) => eprintln!("dsh: {}: {err}", log.display()),
@@ -230,19 +226,16 @@ fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
 
 /// A log named by path (a file, or a session directory) or by session id under the home.
 pub(crate) fn resolve_log(globals: &Globals, name: &str) -> anyhow::Result<PathBuf> {
-    let in_dir = |dir: &Path| {
-        ["session.jsonl", "session.jsonl.zstd"].iter().map(|file| dir.join(file)).find(|path| path.is_file())
-    };
     let path = Path::new(name);
     if path.is_file() {
         return Ok(path.to_owned());
     }
     if path.is_dir() {
-        return in_dir(path).ok_or_else(|| NotFound(format!("{name}: no session.jsonl in this directory")).into());
+        return find_log(path).ok_or_else(|| NotFound(format!("{name}: no session.jsonl in this directory")).into());
     }
     let sessions = globals.home()?.sessions_dir();
     if !name.contains(['/', '\\']) {
-        if let Some(found) = in_dir(&sessions.join(name)) {
+        if let Some(found) = find_log(&sessions.join(name)) {
             return Ok(found);
         }
     }

@@ -44,11 +44,7 @@ pub fn http_failure_code(status: u16, detail: &str) -> String {
 }
 
 fn collapse(text: &str) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match collapsed.char_indices().nth(MESSAGE_CHARS) {
-        Some((cut, _)) => format!("{}…", &collapsed[..cut]),
-        None => collapsed,
-    }
+    crate::one_line(text, MESSAGE_CHARS)
 }
 
 /// What an error body says: `(detail for classification, text for the message)`.

@@ -130,7 +130,7 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
             flag(errors);
             MockAction::Empty
         }
-        "stall" => MockAction::Stall(millis(value, &format!("[{number}].stall"), errors)),
+        "stall" => MockAction::Stall(whole_number(value, &format!("[{number}].stall"), MILLISECONDS, errors)),
         _ => {
             let status = value.as_u64().filter(|status| (100..=599).contains(status)).unwrap_or_else(|| {
                 errors.push(format!("[{number}].status must be an HTTP status from 100 through 599"));
@@ -142,7 +142,9 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
     if fields.contains_key("body") && !matches!(action, MockAction::Status { .. }) {
         errors.push(format!("[{number}].body only goes with status"));
     }
-    let delay_ms = fields.get("delayMs").map_or(0, |delay| millis(delay, &format!("[{number}].delayMs"), errors));
+    let delay_ms = fields
+        .get("delayMs")
+        .map_or(0, |delay| whole_number(delay, &format!("[{number}].delayMs"), MILLISECONDS, errors));
     let headers = match fields.get("headers") {
         None => Vec::new(),
         Some(Value::Object(headers)) => headers
@@ -164,22 +166,18 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
             Vec::new()
         }
     };
-    let chunk_bytes = fields
-        .get("chunkBytes")
-        .map_or(0, |bytes| millis_or_count(bytes, &format!("[{number}].chunkBytes"), errors) as usize);
+    let chunk_bytes = fields.get("chunkBytes").map_or(0, |bytes| {
+        whole_number(bytes, &format!("[{number}].chunkBytes"), "a non-negative integer", errors) as usize
+    });
     (errors.len() == before).then_some(MockStep { action, delay_ms, headers, chunk_bytes })
 }
 
-fn millis(value: &Value, path: &str, errors: &mut Vec<String>) -> u64 {
-    dsh_abi::js::as_safe_u64(value).unwrap_or_else(|| {
-        errors.push(format!("{path} must be a non-negative integer number of milliseconds"));
-        0
-    })
-}
+const MILLISECONDS: &str = "a non-negative integer number of milliseconds";
 
-fn millis_or_count(value: &Value, path: &str, errors: &mut Vec<String>) -> u64 {
+/// A non-negative safe integer; otherwise an error "`path` must be `what`".
+fn whole_number(value: &Value, path: &str, what: &str, errors: &mut Vec<String>) -> u64 {
     dsh_abi::js::as_safe_u64(value).unwrap_or_else(|| {
-        errors.push(format!("{path} must be a non-negative integer"));
+        errors.push(format!("{path} must be {what}"));
         0
     })
 }
@@ -282,40 +280,24 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
     Ok(Some(Request { method, path, body }))
 }
 
-fn sse_chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
-    let chunk = json!({
+fn chunk(model: &str, delta: Value, finish: Option<&str>) -> Value {
+    json!({
         "id": "chatcmpl-mock",
         "object": "chat.completion.chunk",
         "created": 0,
         "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    });
-    format!("data: {chunk}\n\n")
+    })
+}
+
+fn sse_chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
+    format!("data: {}\n\n", chunk(model, delta, finish))
 }
 
 /// The text in pieces of a few characters, as a model streams it.
 fn pieces(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     chars.chunks(CHUNK_CHARS).map(|piece| piece.iter().collect()).collect()
-}
-
-fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        402 => "Payment Required",
-        403 => "Forbidden",
-        404 => "Not Found",
-        409 => "Conflict",
-        422 => "Unprocessable Entity",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Status",
-    }
 }
 
 impl Shared {
@@ -341,14 +323,9 @@ impl Shared {
             .ok()
             .and_then(|body| body.get("model")?.as_str().map(str::to_owned))
             .unwrap_or_else(|| "mock".to_owned());
-        if let MockAction::Reset = step.action {
-            stream.set_zero_linger()?;
-            drop(stream);
-            return Ok(());
-        }
         let mut out = Out { stream, piece: step.chunk_bytes };
         match &step.action {
-            MockAction::Reset => Ok(()),
+            MockAction::Reset => out.stream.set_zero_linger(),
             MockAction::Status { status, body } => {
                 let (content_type, bytes) = match body {
                     None => ("text/plain", Vec::new()),
@@ -375,10 +352,8 @@ impl Shared {
                 }
                 if matches!(step.action, MockAction::Ok(_)) {
                     let usage = json!({"prompt_tokens": request.body.len() / 4, "completion_tokens": text.len() / 4, "total_tokens": (request.body.len() + text.len()) / 4});
-                    let last = json!({
-                        "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model,
-                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage,
-                    });
+                    let mut last = chunk(&model, json!({}), Some("stop"));
+                    last["usage"] = usage;
                     out.send(format!("data: {last}\n\n").as_bytes()).await?;
                     out.send(b"data: [DONE]\n\n").await?;
                 }
@@ -483,7 +458,8 @@ fn describe(action: &MockAction) -> String {
 
 /// A response head; `length` adds `content-length`. Every response closes the connection.
 fn head(status: u16, headers: &[(String, String)], length: Option<usize>) -> String {
-    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status));
+    let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|status| status.canonical_reason());
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason.unwrap_or("Status"));
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use abi_stable::std_types::{ROption, RString};
 use dsh_abi::Failure;
 use futures_util::StreamExt;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -111,13 +111,8 @@ struct Usage {
 pub struct OpenAiAdapter {
     client: reqwest::Client,
     url: String,
-    headers: Vec<(HeaderName, HeaderValue)>,
     api_key_env: Option<String>,
     idle_timeout: Duration,
-}
-
-fn failure(code: &str, message: String) -> Failure {
-    Failure::new(code, message)
 }
 
 /// An error and its causes, `: `-joined (reqwest's own message alone says little).
@@ -138,19 +133,20 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 impl OpenAiAdapter {
     /// An adapter for `config`, sending to `base_url` (`…/v1`).
     pub fn new(config: &ProviderConfig, base_url: &str) -> anyhow::Result<OpenAiAdapter> {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        for (name, value) in &config.headers {
+            headers.insert(HeaderName::from_bytes(name.as_bytes())?, HeaderValue::from_str(value)?);
+        }
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
             .user_agent(concat!("dsh/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
             .build()?;
-        let headers = config
-            .headers
-            .iter()
-            .map(|(name, value)| Ok((HeaderName::from_bytes(name.as_bytes())?, HeaderValue::from_str(value)?)))
-            .collect::<anyhow::Result<_>>()?;
         Ok(OpenAiAdapter {
             client,
             url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-            headers,
             api_key_env: config.api_key_env.clone(),
             idle_timeout: config.idle_timeout,
         })
@@ -173,36 +169,33 @@ impl OpenAiAdapter {
         text: &mut String,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, Failure> {
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(reqwest::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
-        for (name, value) in &self.headers {
-            headers.insert(name.clone(), value.clone());
-        }
+        let mut send = self.client.post(&self.url).body(request.body());
         if let Some(variable) = &self.api_key_env {
-            let key = std::env::var(variable)
-                .ok()
-                .filter(|key| !key.is_empty())
-                .ok_or_else(|| failure("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set")))?;
+            let key = std::env::var(variable).ok().filter(|key| !key.is_empty()).ok_or_else(|| {
+                Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set"))
+            })?;
             let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                failure("INVALID_CREDENTIAL", format!("the API key in {variable} is not a valid header value"))
+                Failure::new("INVALID_CREDENTIAL", format!("the API key in {variable} is not a valid header value"))
             })?;
             value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
+            send = send.header(AUTHORIZATION, value);
         }
-        let send = self.client.post(&self.url).headers(headers).body(request.body()).send();
+        let send = send.send();
         let response = match tokio::time::timeout(self.idle_timeout, send).await {
             Err(_) => {
-                return Err(failure(
+                return Err(Failure::new(
                     "TIMEOUT",
                     format!("no response from {} within {}ms", self.url, self.idle_timeout.as_millis()),
                 ))
             }
             Ok(Err(err)) if err.is_timeout() => {
-                return Err(failure("TIMEOUT", format!("request to {} timed out: {}", self.url, error_chain(&err))))
+                return Err(Failure::new(
+                    "TIMEOUT",
+                    format!("request to {} timed out: {}", self.url, error_chain(&err)),
+                ))
             }
             Ok(Err(err)) => {
-                return Err(failure("TRANSPORT", format!("request to {} failed: {}", self.url, error_chain(&err))))
+                return Err(Failure::new("TRANSPORT", format!("request to {} failed: {}", self.url, error_chain(&err))))
             }
             Ok(Ok(response)) => response,
         };
@@ -224,8 +217,8 @@ impl OpenAiAdapter {
             let (detail, readable) = classify::describe_body(content_type.as_deref(), &body);
             let readable =
                 if readable.is_empty() { status.canonical_reason().unwrap_or("no body").to_owned() } else { readable };
-            let mut failure = failure(
-                &classify::http_failure_code(status.as_u16(), &detail),
+            let mut failure = Failure::new(
+                classify::http_failure_code(status.as_u16(), &detail),
                 format!("HTTP {} from {}: {readable}", status.as_u16(), self.url),
             );
             failure.status = ROption::RSome(u32::from(status.as_u16()));
@@ -244,7 +237,7 @@ impl OpenAiAdapter {
         loop {
             let next = match tokio::time::timeout(self.idle_timeout, body.next()).await {
                 Err(_) => {
-                    return Err(failure(
+                    return Err(Failure::new(
                         "TIMEOUT",
                         format!("the stream from {} sent nothing for {}ms", self.url, self.idle_timeout.as_millis()),
                     ))
@@ -253,10 +246,13 @@ impl OpenAiAdapter {
             };
             let bytes = match next {
                 None => {
-                    return Err(failure("STREAM_CLOSED", format!("the stream from {} ended without [DONE]", self.url)))
+                    return Err(Failure::new(
+                        "STREAM_CLOSED",
+                        format!("the stream from {} ended without [DONE]", self.url),
+                    ))
                 }
                 Some(Err(err)) => {
-                    return Err(failure(
+                    return Err(Failure::new(
                         "TRANSPORT",
                         format!("reading the stream from {} failed: {}", self.url, error_chain(&err)),
                     ))
@@ -265,42 +261,41 @@ impl OpenAiAdapter {
             };
             received += bytes.len();
             if received > STREAM_LIMIT {
-                return Err(failure(
+                return Err(Failure::new(
                     "UNKNOWN",
                     format!("the stream from {} sent more than {} MiB without finishing", self.url, STREAM_LIMIT >> 20),
                 ));
             }
             decoder.feed(&bytes, &mut items).map_err(|err| {
-                failure("MALFORMED_RESPONSE", format!("the stream from {} is not valid SSE: {err}", self.url))
+                Failure::new("MALFORMED_RESPONSE", format!("the stream from {} is not valid SSE: {err}", self.url))
             })?;
             for item in items.drain(..) {
                 let SseItem::Data(payload) = item else { continue };
                 if payload == "[DONE]" {
                     if text.is_empty() && reasoning.is_empty() && !tool_calls {
-                        return Err(failure(
+                        return Err(Failure::new(
                             "EMPTY_RESPONSE",
                             "model returned a completed response with no content".to_owned(),
                         ));
                     }
-                    return match finish.as_deref() {
-                        None | Some("stop") | Some("tool_calls") => {
-                            Ok(Completion { text: std::mem::take(text), reasoning, usage, finish: Finish::Stop })
+                    let finish = match finish.as_deref() {
+                        None | Some("stop") | Some("tool_calls") => Finish::Stop,
+                        Some("length") => Finish::Length,
+                        Some(other) => {
+                            return Err(Failure::new(other.to_uppercase(), format!("model stopped: {other}")))
                         }
-                        Some("length") => {
-                            Ok(Completion { text: std::mem::take(text), reasoning, usage, finish: Finish::Length })
-                        }
-                        Some(other) => Err(failure(&other.to_uppercase(), format!("model stopped: {other}"))),
                     };
+                    return Ok(Completion { text: std::mem::take(text), reasoning, usage, finish });
                 }
                 let chunk: Chunk = serde_json::from_str(&payload).map_err(|_| {
                     let shown: String = payload.chars().take(120).collect();
-                    failure("MALFORMED_RESPONSE", format!("malformed SSE payload from {}: {shown}", self.url))
+                    Failure::new("MALFORMED_RESPONSE", format!("malformed SSE payload from {}: {shown}", self.url))
                 })?;
                 if let Some(error) = chunk.error {
                     let (detail, readable) =
                         classify::describe_body(None, json!({"error": error}).to_string().as_bytes());
-                    return Err(failure(
-                        &classify::http_failure_code(500, &detail),
+                    return Err(Failure::new(
+                        classify::http_failure_code(500, &detail),
                         format!("error in the stream from {}: {readable}", self.url),
                     ));
                 }
@@ -339,5 +334,61 @@ impl OpenAiAdapter {
             }
         }
         body
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::llm::config::parse_openai;
+
+    /// Answers one request with a one-chunk stream; returns the request head as it arrived.
+    async fn answer_once(listener: TcpListener) -> String {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut received = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while !received.windows(4).any(|window| window == b"\r\n\r\n") {
+            let read = stream.read(&mut buffer).await.unwrap();
+            assert_ne!(read, 0, "the request ended before its head");
+            received.extend_from_slice(&buffer[..read]);
+        }
+        let answer = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
+                      data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n\
+                      data: [DONE]\n\n";
+        stream.write_all(answer.as_bytes()).await.unwrap();
+        let head = String::from_utf8_lossy(&received).to_lowercase();
+        head.split("\r\n\r\n").next().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_request_carries_the_stream_headers_the_row_headers_and_the_key() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let variable = "DSH_TEST_OPENAI_ADAPTER_KEY";
+        std::env::set_var(variable, "sk-test");
+        let config = parse_openai(
+            "route",
+            &json!({"provider": "p", "baseUrl": base_url, "model": "m", "apiKeyEnv": variable, "headers": {"x-team": "blue"}}),
+        )
+        .unwrap();
+        let adapter = OpenAiAdapter::new(&config, &base_url).unwrap();
+        let request =
+            ChatRequest { model: "m".into(), messages: vec![ChatMessage { role: "user", content: "q".into() }] };
+        let mut ignore_text = |_: &str| {};
+        let (head, completion) = tokio::join!(answer_once(listener), adapter.stream(&request, &mut ignore_text));
+        assert_eq!(completion.unwrap().text, "hi");
+        let lines: Vec<&str> = head.lines().collect();
+        assert_eq!(lines[0], "post /v1/chat/completions http/1.1");
+        for expected in [
+            "content-type: application/json",
+            "accept: text/event-stream",
+            "x-team: blue",
+            "authorization: bearer sk-test",
+        ] {
+            assert!(lines.contains(&expected), "{expected} missing from {lines:?}");
+        }
     }
 }

@@ -115,16 +115,7 @@ fn package_dir_candidate(dir: &Path) -> anyhow::Result<Candidate> {
         std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
     let manifest: PackageManifest =
         toml::from_str(&text).with_context(|| format!("invalid {}", manifest_path.display()))?;
-    let layer = match &manifest.bundle {
-        Some(bundle) => {
-            let path = dir.join(&bundle.patch);
-            Some(
-                std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read bundle layer {}", path.display()))?,
-            )
-        }
-        None => None,
-    };
+    let layer = manifest.bundle.as_ref().map(|bundle| read_bundle_layer(dir, &bundle.patch)).transpose()?;
     Ok(Candidate {
         name: manifest.name,
         version: manifest.version,
@@ -132,6 +123,11 @@ fn package_dir_candidate(dir: &Path) -> anyhow::Result<Candidate> {
         library: Some(dir.join(&manifest.library)),
         layer,
     })
+}
+
+fn read_bundle_layer(dir: &Path, relative: &str) -> anyhow::Result<String> {
+    let path = dir.join(relative);
+    std::fs::read_to_string(&path).with_context(|| format!("cannot read bundle layer {}", path.display()))
 }
 
 /// `[package.metadata.dsh] bundle = "cordis.patch.yml"` of a plugin crate.
@@ -150,10 +146,7 @@ fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
         .and_then(|metadata| metadata.get("dsh"))
         .and_then(|dsh| dsh.get("bundle"))
         .and_then(toml::Value::as_str)
-        .map(|relative| {
-            let path = dir.join(relative);
-            std::fs::read_to_string(&path).with_context(|| format!("cannot read bundle layer {}", path.display()))
-        })
+        .map(|relative| read_bundle_layer(dir, relative))
         .transpose()?;
     Ok((name, layer))
 }

@@ -47,6 +47,11 @@ pub struct LoadedPlugin {
     pub instance: Option<RowInstance>,
 }
 
+/// The layer to name in a message about row `row_id`.
+fn layer_of<'a>(composition: &'a Composition, row_id: &str) -> &'a str {
+    composition.config_layer(row_id).unwrap_or("cordis.yml")
+}
+
 /// `<file>: row "<id>": <message>`.
 fn row_problem(layer: &str, row_id: &str, message: &str) -> String {
     format!("{layer}: row \"{row_id}\": {message}")
@@ -63,7 +68,7 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
             resolution.problems.push(format!("enabled row {} has no id", position + 1));
             continue;
         };
-        let layer = composition.config_layer(row_id).unwrap_or("cordis.yml").to_owned();
+        let layer = layer_of(composition, row_id).to_owned();
         let Some(package) = row.get("name").and_then(Value::as_str).filter(|name| !name.is_empty()) else {
             resolution.problems.push(row_problem(
                 &layer,
@@ -120,7 +125,7 @@ fn check_routes(
     let mut served: HashMap<&str, &str> = HashMap::new();
     for (route, row_id) in routes {
         if let Some(first) = served.insert(route, row_id) {
-            let layer = composition.config_layer(row_id).unwrap_or("cordis.yml");
+            let layer = layer_of(composition, row_id);
             resolution.problems.push(row_problem(
                 layer,
                 row_id,
@@ -135,7 +140,7 @@ fn check_routes(
     let agent = agents.drain(..).next();
     if let Some(agent) = &agent {
         if !served.contains_key(agent.provider.as_str()) {
-            let layer = composition.config_layer(&agent.row_id).unwrap_or("cordis.yml");
+            let layer = layer_of(composition, &agent.row_id);
             let mut routes: Vec<&str> = served.keys().copied().collect();
             routes.sort();
             resolution.problems.push(row_problem(

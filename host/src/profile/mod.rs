@@ -166,8 +166,7 @@ impl Profile {
                 ))
                 .into());
             };
-            let manifest: ProfileManifest = yaml::from_str(template.manifest).expect("shipped templates are valid");
-            Self::create(&dir, &manifest.bundles)?;
+            Self::create(&dir, &template_bundles(template))?;
         }
         Self::load(name, dir)
     }
@@ -180,7 +179,7 @@ impl Profile {
             return Ok((Self::load(name, dir)?, false));
         }
         let bundles: Vec<String> = match catalog::template(name) {
-            Some(template) => yaml::from_str::<ProfileManifest>(template.manifest).expect("valid template").bundles,
+            Some(template) => template_bundles(template),
             None => DEFAULT_BUNDLES.iter().map(|bundle| (*bundle).to_owned()).collect(),
         };
         Self::create(&dir, &bundles)?;
@@ -294,8 +293,12 @@ impl Profile {
     }
 }
 
+fn template_bundles(template: &catalog::ProfileTemplate) -> Vec<String> {
+    yaml::from_str::<ProfileManifest>(template.manifest).expect("shipped templates are valid").bundles
+}
+
 fn json_quote(text: &str) -> String {
-    serde_json::to_string(text).expect("strings serialise")
+    dsh_abi::js::to_string(text)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use dsh_abi::js;
 use serde_json::{Map, Value};
 
 use super::yaml;
@@ -147,7 +148,7 @@ pub fn truthy(value: &Value) -> bool {
 
 /// `JSON.stringify`, as the reference quotes ids and names in warnings (`undefined` when absent).
 fn quoted(value: Option<&Value>) -> String {
-    value.map_or_else(|| "undefined".to_owned(), |value| serde_json::to_string(value).expect("JSON"))
+    value.map_or_else(|| "undefined".to_owned(), js::to_string)
 }
 
 enum Slot {
@@ -165,10 +166,8 @@ struct Composer {
 /// Composes `layers` over `base` (the profile's `cordis.yml`, labelled `base_label`).
 pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composition {
     let mut composer =
-        Composer { rows: Vec::new(), index: HashMap::new(), warnings: Vec::new(), config_layers: HashMap::new() };
-    composer.rows = base;
-    let base_rows = composer.rows.clone();
-    composer.index_rows_from(&base_rows, &[], 0, base_label);
+        Composer { rows: base.clone(), index: HashMap::new(), warnings: Vec::new(), config_layers: HashMap::new() };
+    composer.index_rows_from(&base, &[], 0, base_label);
     let mut provenance: Vec<Provenance> =
         composer.rows.iter().map(|_| Provenance { origin: base_label.to_owned(), patched_by: Vec::new() }).collect();
     for layer in layers {
@@ -188,7 +187,7 @@ pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composit
 }
 
 fn id_key(id: &Value) -> String {
-    serde_json::to_string(id).expect("JSON")
+    js::to_string(id)
 }
 
 impl Composer {

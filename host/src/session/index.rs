@@ -17,6 +17,12 @@ struct Chain {
     last: ChainRecord,
 }
 
+impl Chain {
+    fn is(&self, turn: u64, step: u64, provider: &str, policy_key: &str) -> bool {
+        self.turn == turn && self.step == step && &*self.provider == provider && &*self.policy_key == policy_key
+    }
+}
+
 #[derive(Default)]
 pub struct HistoryIndex {
     header: String,
@@ -70,14 +76,7 @@ impl HistoryIndex {
     pub fn last_retry(&self, key: ChainKey<'_>) -> Option<&ChainRecord> {
         let (provider, policy_key) = (key.provider.as_str(), key.policy_key.as_str());
         let hash = chain_hash(&self.hasher, key.turn, key.step, provider, policy_key);
-        self.chains
-            .find(hash, |chain| {
-                chain.turn == key.turn
-                    && chain.step == key.step
-                    && &*chain.provider == provider
-                    && &*chain.policy_key == policy_key
-            })
-            .map(|chain| &chain.last)
+        self.chains.find(hash, |chain| chain.is(key.turn, key.step, provider, policy_key)).map(|chain| &chain.last)
     }
 
     /// Takes in one event: its type, its whole JSON line and its raw `data`.
@@ -102,12 +101,7 @@ impl HistoryIndex {
         };
         let last = ChainRecord { retry_id: fields.retry_id.as_ref().into(), retry };
         let hash = chain_hash(&self.hasher, turn, step, &fields.provider, &fields.policy_key);
-        let found = self.chains.find_mut(hash, |chain| {
-            chain.turn == turn
-                && chain.step == step
-                && *chain.provider == *fields.provider
-                && *chain.policy_key == *fields.policy_key
-        });
+        let found = self.chains.find_mut(hash, |chain| chain.is(turn, step, &fields.provider, &fields.policy_key));
         match found {
             Some(chain) => chain.last = last,
             None => {

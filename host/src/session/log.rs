@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use super::index::HistoryIndex;
 use super::message_text;
-use super::reader::{Damage, LogReader, Position, ReadError};
+use super::reader::{is_compressed, Damage, LogReader, Position, ReadError};
 use super::structure::StructureRules;
 use super::verify::KNOWN_EVENT_TYPES;
 use crate::fsutil;
@@ -141,6 +141,13 @@ pub struct SessionLog {
 }
 
 const LOG_FILE: &str = "session.jsonl";
+const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
+
+/// The log in a session directory: `session.jsonl`, or DeepSeek Harness's compressed
+/// `session.jsonl.zstd`.
+pub fn find_log(dir: &Path) -> Option<PathBuf> {
+    [LOG_FILE, COMPRESSED_LOG_FILE].iter().map(|file| dir.join(file)).find(|path| path.is_file())
+}
 
 impl SessionLog {
     /// Creates `sessions/<id>/session.jsonl` with its header line, durably and atomically: the
@@ -204,9 +211,9 @@ impl SessionLog {
         close_open_turn: bool,
     ) -> Result<(SessionLog, Repair), OpenError> {
         let io_error = |reason| OpenError::Io { path: path.to_owned(), reason };
-        let mut magic = [0u8; 4];
-        let read = File::open(path).and_then(|mut file| file.read(&mut magic)).map_err(io_error)?;
-        if read == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
+        let mut start = [0u8; 4];
+        let read = File::open(path).and_then(|mut file| file.read(&mut start)).map_err(io_error)?;
+        if is_compressed(&start[..read]) {
             return Err(OpenError::Compressed { path: path.to_owned() });
         }
         let mut reader = LogReader::open(path).map_err(|reason| OpenError::Read { path: path.to_owned(), reason })?;

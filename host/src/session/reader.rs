@@ -23,6 +23,11 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// Whether a file starting with these bytes is zstd-compressed (`session.jsonl.zstd`).
+pub fn is_compressed(start: &[u8]) -> bool {
+    start.starts_with(&ZSTD_MAGIC)
+}
 const BUFFER_BYTES: usize = 256 * 1024;
 
 /// Where in the file a line starts.
@@ -134,7 +139,7 @@ impl LogReader {
     /// Opens a log file (plain or zstd-compressed) and reads its header.
     pub fn open(path: &Path) -> Result<LogReader, ReadError> {
         let mut file = BufReader::with_capacity(BUFFER_BYTES, File::open(path)?);
-        let compressed = file.fill_buf()?.starts_with(&ZSTD_MAGIC);
+        let compressed = is_compressed(file.fill_buf()?);
         let input: Box<dyn BufRead + Send> = if compressed {
             Box::new(BufReader::with_capacity(BUFFER_BYTES, zstd::Decoder::with_buffer(file)?))
         } else {

@@ -14,6 +14,7 @@
 
 use std::collections::HashSet;
 
+use dsh_abi::events::tool_call_ids;
 use dsh_abi::js;
 use serde::Deserialize;
 use serde_json::Value;
@@ -53,17 +54,6 @@ struct AssistantMessage {
 
 fn number(value: Option<f64>) -> String {
     value.map_or_else(|| "undefined".to_owned(), js::number)
-}
-
-/// Call ids of the `tool-call` blocks of an assistant message (`callId`, or `id` as DeepSeek
-/// Harness writes them).
-fn tool_call_ids(message: &Value) -> impl Iterator<Item = String> + '_ {
-    message.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(|block| {
-        if block.get("type")? != "tool-call" {
-            return None;
-        }
-        block.get("callId").or_else(|| block.get("id"))?.as_str().map(str::to_owned)
-    })
 }
 
 impl StructureRules {
@@ -249,7 +239,7 @@ impl StructureRules {
                 if let Some(message) =
                     serde_json::from_str::<AssistantMessage>(data).ok().and_then(|event| event.message)
                 {
-                    self.pending_calls.extend(tool_call_ids(&message));
+                    self.pending_calls.extend(tool_call_ids(&message).map(str::to_owned));
                 }
             }
             "tool/result" => {
@@ -261,7 +251,7 @@ impl StructureRules {
                     Some(call_id) if self.pending_calls.remove(&call_id) => {}
                     Some(call_id) => violations.push(format!(
                         "tool/result answers no pending tool call of the step (callId {})",
-                        serde_json::to_string(&call_id).expect("JSON")
+                        js::to_string(&call_id)
                     )),
                     None => violations.push("tool/result has no callId".to_owned()),
                 }

@@ -14,11 +14,7 @@ use super::reader::{Damage, LogReader, ReadError};
 const PREVIEW_CHARS: usize = 160;
 
 fn preview(text: &str) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(PREVIEW_CHARS) {
-        Some((cut, _)) => format!("{}…", &flat[..cut]),
-        None => flat,
-    }
+    crate::one_line(text, PREVIEW_CHARS)
 }
 
 fn failure_text(failure: Option<&Value>) -> String {

@@ -2,7 +2,7 @@
 //! order, each message `dsh-retry: <message>`.
 
 use dsh_abi::{js, ConfigError};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub const DEFAULT_CODES: [&str; 8] = [
     "STREAM_CLOSED",
@@ -76,12 +76,7 @@ fn normalise(values: &[Value], upper: bool) -> Option<Vec<String>> {
 
 impl FallbackConfig {
     pub fn parse(config: &Value) -> Result<FallbackConfig, Vec<ConfigError>> {
-        let empty = Map::new();
-        let object = match config {
-            Value::Null => &empty,
-            Value::Object(object) => object,
-            _ => return Err(vec![ConfigError::new("", error("configuration must be an object"))]),
-        };
+        let object = dsh_abi::config_object("dsh-retry", config)?;
         let mut errors: Vec<ConfigError> = Vec::new();
         let get = |key: &str| object.get(key);
         let safe_integer = |key: &str, default: u64, errors: &mut Vec<ConfigError>| match get(key) {

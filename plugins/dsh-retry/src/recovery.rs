@@ -70,8 +70,7 @@ pub fn schedule(
     if attempt > limit {
         return None;
     }
-    let hint = payload.failure.provider_retry_after_ms.into_option().filter(|hint| hint.is_finite() && *hint > 0.0);
-    let delay_ms = match hint {
+    let delay_ms = match payload.failure.retry_after_hint() {
         Some(hint) if config.respect_retry_after => {
             if hint > config.max_delay_ms {
                 return None;

@@ -12,6 +12,7 @@
 //! A pending retry wins. Everything else fails closed, and so does a proof older than
 //! `resumeMaxAgeMs`.
 
+use dsh_abi::events::tool_call_ids;
 use dsh_abi::{js, Continuation};
 use serde_json::Value;
 
@@ -126,14 +127,7 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
         }
         None => None,
         Some(answer) => {
-            let calls: Vec<&str> = data(answer, "message")
-                .and_then(|message| message.get("content"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-call"))
-                .filter_map(|block| block.get("callId").or_else(|| block.get("id")).and_then(Value::as_str))
-                .collect();
+            let calls: Vec<&str> = data(answer, "message").into_iter().flat_map(tool_call_ids).collect();
             let answered = |call: &&str| {
                 in_step.iter().any(|event| event_type(event) == "tool/result" && result_call_id(event) == Some(*call))
             };

@@ -261,10 +261,7 @@ impl RetryChecker {
                 return Err("llm/retry must preserve retryId across one provider-policy chain".to_owned())
             }
             None if known_id.is_some_and(|id| self.used_ids.contains(&id)) => {
-                return Err(format!(
-                    "llm/retry retryId {} is already owned by another chain",
-                    serde_json::to_string(retry_id).expect("JSON")
-                ))
+                return Err(format!("llm/retry retryId {} is already owned by another chain", js::to_string(retry_id)))
             }
             _ => {}
         }

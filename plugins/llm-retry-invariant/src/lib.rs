@@ -33,12 +33,7 @@ pub struct RetryInvariant {
 
 impl RetryInvariant {
     pub fn new(_row_id: &str, config: &Value) -> Result<RetryInvariant, Vec<ConfigError>> {
-        let empty = serde_json::Map::new();
-        let object = match config {
-            Value::Null => &empty,
-            Value::Object(object) => object,
-            _ => return Err(vec![ConfigError::new("", "llm-retry-invariant: configuration must be an object")]),
-        };
+        let object = dsh_abi::config_object("llm-retry-invariant", config)?;
         let mut errors: Vec<ConfigError> = object
             .keys()
             .filter(|key| key.as_str() != "mode")

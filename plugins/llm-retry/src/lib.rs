@@ -35,21 +35,19 @@ pub struct LlmRetry;
 
 impl LlmRetry {
     pub fn new(_row_id: &str, config: &Value) -> Result<LlmRetry, Vec<ConfigError>> {
-        match config {
-            Value::Null => Ok(LlmRetry),
-            Value::Object(object) if object.is_empty() => Ok(LlmRetry),
-            Value::Object(object) => Err(object
-                .keys()
-                .map(|key| match key.as_str() {
-                    "retryPolicy" => ConfigError::new(
-                        key.as_str(),
-                        "llm-retry: retryPolicy belongs under each provider configuration",
-                    ),
-                    _ => ConfigError::new(key.as_str(), format!("llm-retry: unknown key \"{key}\"")),
-                })
-                .collect()),
-            _ => Err(vec![ConfigError::new("", "llm-retry: configuration must be an object")]),
+        let object = dsh_abi::config_object("llm-retry", config)?;
+        if object.is_empty() {
+            return Ok(LlmRetry);
         }
+        Err(object
+            .keys()
+            .map(|key| match key.as_str() {
+                "retryPolicy" => {
+                    ConfigError::new(key.as_str(), "llm-retry: retryPolicy belongs under each provider configuration")
+                }
+                _ => ConfigError::new(key.as_str(), format!("llm-retry: unknown key \"{key}\"")),
+            })
+            .collect())
     }
 
     fn schedule(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Decision {

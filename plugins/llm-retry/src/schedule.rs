@@ -25,8 +25,7 @@ pub fn schedule(
         return None;
     }
     let retry = previous + 1;
-    let hint = payload.failure.provider_retry_after_ms.into_option().filter(|hint| hint.is_finite() && *hint > 0.0);
-    let delay_ms = match hint {
+    let delay_ms = match payload.failure.retry_after_hint() {
         Some(hint) if hint > policy.max_delay_ms => match policy.mode {
             PolicyMode::Normal => return None,
             PolicyMode::Always => local_delay(policy, retry, random()),

@@ -1,7 +1,7 @@
 //! The `relay-retry` row config: validated with every problem reported, each naming its key.
 
 use dsh_abi::{js, ConfigError};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub const DEFAULT_SCHEDULE: [u64; 5] = [2000, 5000, 5000, 5000, 10000];
 pub const DEFAULT_TAIL_DELAY_MS: u64 = 20_000;
@@ -53,12 +53,7 @@ fn wait(value: &Value, path: &str, errors: &mut Vec<ConfigError>) -> u64 {
 
 impl RelayConfig {
     pub fn parse(config: &Value) -> Result<RelayConfig, Vec<ConfigError>> {
-        let empty = Map::new();
-        let object = match config {
-            Value::Null => &empty,
-            Value::Object(object) => object,
-            _ => return Err(vec![ConfigError::new("", "relay-retry: configuration must be an object")]),
-        };
+        let object = dsh_abi::config_object("relay-retry", config)?;
         let mut errors: Vec<ConfigError> = object
             .keys()
             .filter(|key| !KEYS.contains(&key.as_str()))
