@@ -45,31 +45,17 @@ impl Batch {
         start..self.arena.len()
     }
 
-    /// The range of `part` in the arena: inside the copy of `line` when it is a slice of that
-    /// line (as the type and data of a plain event are), else a copy of its own.
-    fn place(&mut self, part: &str, line: &str, copied_line: &Range<usize>) -> Range<usize> {
-        let start = (part.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
-        if start <= line.len() && part.len() <= line.len() - start {
-            copied_line.start + start..copied_line.start + start + part.len()
-        } else {
-            self.copy(part)
-        }
-    }
-
     fn push(&mut self, next: Result<EventView<'_>, Damage>) {
         let entry = match next {
-            Ok(event) => {
-                let line = self.copy(event.line);
-                Entry::Event {
-                    event_type: self.place(event.event_type, event.line, &line),
-                    data: self.place(event.data, event.line, &line),
-                    line,
-                    seq: event.seq,
-                    time: event.time,
-                    ignorable: event.ignorable,
-                    at: event.at,
-                }
-            }
+            Ok(event) => Entry::Event {
+                event_type: self.copy(event.event_type),
+                data: self.copy(event.data),
+                line: self.copy(event.line),
+                seq: event.seq,
+                time: event.time,
+                ignorable: event.ignorable,
+                at: event.at,
+            },
             Err(damage) => Entry::Damage(damage),
         };
         self.entries.push(entry);
