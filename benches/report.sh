@@ -30,9 +30,12 @@ for bench in ["waterfall", "plugin_load", "commands", "runtime", "verify"]:
         if line.startswith("| ") and len(cells(line)) == 3 and cells(line)[0] != "what":
             rows.append(line)
     if bench == "verify":
-        table = [l for l in lines if l.startswith("|") and len(cells(l)) == 5]
-        heading = [l for l in lines if l.startswith("### ")]
-        extra = heading + [""] + table if heading and table else []
+        start = next((i for i, l in enumerate(lines) if l.startswith("### ")), None)
+        if start is not None:
+            end = next(i for i, l in enumerate(lines[start:], start) if l.startswith("| ") and len(cells(l)) == 3)
+            extra = [l for l in lines[start:end]]
+            while extra and not extra[-1].strip():
+                extra.pop()
 section = "\n".join(
     [f"<!-- performance:begin (written by benches/report.sh on {day}, {cores} cores) -->",
      "| what | target | measured (median) |", "|---|---|---|"] + rows + [""] + extra + ["<!-- performance:end -->"])

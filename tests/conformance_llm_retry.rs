@@ -23,7 +23,7 @@ struct Downstream {
     called: Cell<bool>,
 }
 
-const DOWNSTREAM_RECORD: &str = "{\"by\":\"downstream\"}";
+const DOWNSTREAM_RECORD: &str = r#"{"retryId":"downstream-chain","retry":1,"delayMs":1,"by":"downstream"}"#;
 const DOWNSTREAM_FAILURE: &str = "downstream listener threw";
 
 impl Listener for Downstream {
@@ -124,7 +124,7 @@ fn check_vector(executor: &RowInstance, vector: &Value) -> Result<(), String> {
         return Err(format!("warnings: got {warnings:?}, expected {expected_warnings:?}"));
     }
     match (&outcome, expect.get("record")) {
-        (Outcome::Retry { decision, row_id }, Some(record)) => {
+        (Outcome::Retry { retry: decision, row_id }, Some(record)) => {
             if row_id != "llm-retry" {
                 return Err(format!("the record came from {row_id}"));
             }
@@ -148,7 +148,7 @@ fn check_vector(executor: &RowInstance, vector: &Value) -> Result<(), String> {
                 return Err(format!("delay: got {}, expected {}", decision.delay_ms, record["delayMs"]));
             }
         }
-        (Outcome::Retry { decision, row_id }, None) => {
+        (Outcome::Retry { retry: decision, row_id }, None) => {
             if row_id != "downstream" || decision.record.as_str() != DOWNSTREAM_RECORD {
                 return Err(format!("expected the downstream decision unchanged, got {decision:?} from {row_id}"));
             }
@@ -197,7 +197,8 @@ fn the_reference_examples_hold_through_the_cdylib() {
         for _ in 0..retries {
             let context =
                 CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
-            let Outcome::Retry { decision, .. } = waterfall::run(&[&executor], &payload, &context.as_abi()) else {
+            let Outcome::Retry { retry: decision, .. } = waterfall::run(&[&executor], &payload, &context.as_abi())
+            else {
                 panic!("no retry")
             };
             delays.push(decision.delay_ms);

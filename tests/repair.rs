@@ -75,7 +75,8 @@ fn a_corrupt_middle_line_is_refused_and_nothing_changes() {
 
 /// A complete turn written through the session-log writer.
 fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
-    use dsh_host::session::log::{NewEvent, SessionLog, SyncPolicy};
+    use dsh_host::session::log::{NewEvent, SessionLog};
+    use dsh_host::session::writer::SyncPolicy;
     use serde_json::json;
     let header = json!({"type": "session", "version": 0, "id": "cut", "createdAt": 1, "delegationDepth": 0});
     let mut log = SessionLog::create(dir, "cut", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
@@ -103,8 +104,9 @@ fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix() {
-    use dsh_host::session::log::{SessionLog, SyncPolicy};
+    use dsh_host::session::log::SessionLog;
     use dsh_host::session::verify::verify_log;
+    use dsh_host::session::writer::SyncPolicy;
     let scratch = tempfile::tempdir().unwrap();
     let full = std::fs::read(complete_log(scratch.path())).unwrap();
     let last_start = full[..full.len() - 1].iter().rposition(|byte| *byte == b'\n').unwrap() + 1;
@@ -128,7 +130,7 @@ fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix()
             }
         }
         assert_eq!(repair.closers, ["turn/end"], "cut at {cut}");
-        let report = verify_log(&path, &[]).unwrap();
+        let report = verify_log(&path, |_| Vec::new()).unwrap();
         assert!(report.violations.is_empty() && report.notes.is_empty(), "cut at {cut}: {report:?}");
     }
 }

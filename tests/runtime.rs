@@ -310,6 +310,31 @@ fn a_panicking_listener_does_not_take_the_host_down() {
 }
 
 #[test]
+fn a_retry_decision_the_host_cannot_carry_out_is_no_retry_for_its_row_and_nothing_is_written() {
+    for (delays, why) in [
+        ("delayMs: 1e308", "its retry delay 1e+308 is not a finite number of milliseconds within 0..2147483647"),
+        ("delayMs: NaN, recordDelayMs: 1", "its retry delay NaN is not a finite number"),
+        ("delayMs: -1", "its retry delay -1 is not a finite number"),
+        ("delayMs: 5, recordDelayMs: 6", "its retry delay 5 differs from its record's delayMs 6"),
+    ] {
+        let home = TestHome::new();
+        install_scripted(&home, &format!("{{answer: retry, {delays}}}"));
+        let mock = MockProcess::start(&home, "- status: 404\n");
+        let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+        assert_eq!(turn.run.code, Some(1), "{delays}: {}", turn.run.stderr);
+        assert!(
+            turn.run.stderr.contains("row \"scripted\": returned a retry decision the host cannot carry out: ")
+                && turn.run.stderr.contains(why),
+            "{delays}: {}",
+            turn.run.stderr
+        );
+        assert!(turn.of_type("llm/retry").is_empty(), "{delays}: nothing is written for it");
+        assert_eq!(turn.end()["error"]["code"], "HTTP_404", "{delays}: the turn ends with the provider's failure");
+        assert_eq!(turn.of_type("turn/end").len(), 1, "{delays}: the turn is closed");
+    }
+}
+
+#[test]
 fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
     let home = TestHome::new();
     install_scripted(&home, "{answer: retry}");
@@ -319,7 +344,7 @@ fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
     assert_eq!(turn.end()["error"]["code"], "INVARIANT");
     assert_eq!(
         turn.end()["error"]["message"],
-        "llm/retry retryId must be a non-empty string (llm/retry record from row \"scripted\", refused by row \"llm-retry-invariant\")"
+        "llm/retry failure must be an object (llm/retry record from row \"scripted\", refused by row \"llm-retry-invariant\")"
     );
     assert!(turn.of_type("llm/retry").is_empty(), "a refused record is never written");
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `dsh` binary and real plugin libraries. One test binary, one module
 //! per part.
 
+mod architecture;
 mod config_matrix;
 mod conformance_invariant;
 mod conformance_llm_retry;

@@ -40,9 +40,13 @@ fn run(rows: &[&RowInstance]) -> Outcome {
     outcome
 }
 
+/// The fixture's `row` and `saw` of the record that won.
 fn record_of(outcome: &Outcome) -> serde_json::Value {
     match outcome {
-        Outcome::Retry { decision, .. } => serde_json::from_str(&decision.record).unwrap(),
+        Outcome::Retry { retry: decision, .. } => {
+            let record: serde_json::Value = serde_json::from_str(&decision.record).unwrap();
+            json!({"row": record["row"], "saw": record["saw"]})
+        }
         other => panic!("expected a retry, got {other:?}"),
     }
 }
@@ -90,7 +94,7 @@ fn a_delegate_first_listener_in_a_cdylib_passes_a_downstream_retry_through() {
     let last = row(&library, "last", json!({"answer": "retry", "delayMs": 7}));
     let outcome = run(&[&outer, &last]);
     match &outcome {
-        Outcome::Retry { decision, row_id } => {
+        Outcome::Retry { retry: decision, row_id } => {
             assert_eq!(row_id, "last");
             assert_eq!(decision.delay_ms, 7.0);
         }
@@ -170,7 +174,7 @@ fn two_different_plugins_share_one_waterfall() {
     let listeners: [&RowInstance; 2] = [&outer, &llm_retry];
     let outcome = waterfall::run(&listeners, &with_policy, &context.as_abi());
     match outcome {
-        Outcome::Retry { decision, row_id } => {
+        Outcome::Retry { retry: decision, row_id } => {
             assert_eq!(row_id, "llm-retry");
             assert_eq!(decision.delay_ms, 500.0);
         }

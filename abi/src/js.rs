@@ -36,6 +36,41 @@ pub fn number(value: f64) -> String {
     }
 }
 
+/// `String(value)` for any number: `NaN`, `Infinity` and `-Infinity` as JavaScript writes them.
+pub fn string(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".to_owned()
+    } else if value.is_infinite() {
+        if value > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()
+    } else {
+        number(value)
+    }
+}
+
+/// Valid JSON text on one line: every whitespace byte outside strings dropped, everything else
+/// (key order, number text, string escapes) kept byte for byte. Whitespace inside a JSON string
+/// is always escaped, so the result has no line break.
+pub fn minify(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Compact JSON with JavaScript number formatting, keys in serialisation order.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
     let mut out = Vec::with_capacity(128);
@@ -119,6 +154,19 @@ mod tests {
         assert_eq!(number(24.999999999999993), "24.999999999999993");
         assert_eq!(number(-0.0), "0");
         assert_eq!(number(f64::NAN), "null");
+    }
+
+    #[test]
+    fn any_number_renders_as_javascript_string_does() {
+        assert_eq!(string(f64::NAN), "NaN");
+        assert_eq!(string(f64::NEG_INFINITY), "-Infinity");
+        assert_eq!(string(1e308), "1e+308");
+    }
+
+    #[test]
+    fn minified_json_keeps_strings_numbers_and_order() {
+        let text = "{ \"b\" : [ 1.50 , 2e3 ],\n\t\"a\": \"x \\\" y\\\\\", \"c\": \"\\n\" }";
+        assert_eq!(minify(text), r#"{"b":[1.50,2e3],"a":"x \" y\\","c":"\n"}"#);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! aborting the host (abi_stable aborts the process when a panic crosses the boundary).
 //!
 //! The [`js`] module holds the JSON helpers both sides need to write records the way the
-//! TypeScript reference writes them (JavaScript number formatting, key order preserved).
+//! TypeScript reference writes them (JavaScript number formatting, key order preserved); the
+//! [`retry`] module holds the retry maths every executor needs (timer cap, jittered backoff,
+//! chain position, sorted codes) and the check the host applies to every retry decision.
 
 // `#[sabi_trait]` expands to impl blocks inside a generated constant.
 #![allow(non_local_definitions)]
@@ -20,9 +22,11 @@ pub mod events;
 pub mod host;
 pub mod instance;
 pub mod js;
+pub mod js_value;
 pub mod module;
 pub mod plugin;
 pub mod record;
+pub mod retry;
 pub mod types;
 
 pub use host::{HostContext, HostContextRef, HostContext_TO};

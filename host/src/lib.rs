@@ -8,16 +8,20 @@
 //! | [`session`] | the durable session log and the history index plugins query |
 //! | [`profile`] | `$DSH_HOME`, profiles, patch layers and their composition, the YAML module |
 //! | [`fsutil`] | atomic, durable file writes |
+//! | [`problem`] | configuration problems and where they are (file, row, key) |
+//! | [`bundled`] | what ships inside this build: bundled packages and profile templates |
 //! | [`llm`] | provider rows, provider-owned retry policies, the mock server |
 //! | [`agent`] | the agent row and its turns |
 //! | [`cli`] | the `dsh` command line |
 
 pub mod agent;
+pub mod bundled;
 pub mod cli;
 pub mod context;
 pub mod fsutil;
 pub mod llm;
 pub mod plugin;
+pub mod problem;
 pub mod profile;
 pub mod session;
 pub mod waterfall;

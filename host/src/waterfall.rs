@@ -4,10 +4,14 @@
 //! Each listener answers `Pass` (ask the next one and use its answer), `Decide` (final), or
 //! `DelegateFirst` (ask the rest first, then decide in `after_downstream`). After the last listener
 //! the answer is "no retry". A listener that fails or panics answers "no retry" for its branch; an
-//! outer delegate-first listener is told the branch failed, with the message. Cancellation beats
-//! any decision. Like a Cordis waterfall where `next()` is a one-shot continuation.
+//! outer delegate-first listener is told the branch failed, with the message. So does a listener
+//! whose retry decision the host cannot carry out ([`check_decision`]: a delay that is not a
+//! finite number within the timer range, or unlike its record's `delayMs`; a record that is not
+//! one JSON object with the chain fields). Cancellation beats any decision. Like a Cordis
+//! waterfall where `next()` is a one-shot continuation.
 
 use abi_stable::std_types::RString;
+use dsh_abi::retry::{check_decision, CheckedRetry};
 use dsh_abi::{Answer, Decision, DownstreamOutcome, HostContextRef, RequestErrorPayload, RetryDecision};
 
 /// A listener call that produced no answer.
@@ -38,8 +42,8 @@ pub trait Listener {
 /// The waterfall's final answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// Retry after `decision.delay_ms`, appending `decision.record`; `row_id` produced it.
-    Retry { decision: RetryDecision, row_id: String },
+    /// Retry after `retry.delay_ms`, appending `retry.record`; `row_id` produced it.
+    Retry { retry: CheckedRetry, row_id: String },
     /// Nobody retried. `failures` lists the listeners that failed on the way (row id, message).
     NoRetry { failures: Vec<(String, String)> },
     /// The turn was cancelled; whatever was decided is dropped.
@@ -48,7 +52,7 @@ pub enum Outcome {
 
 /// What one branch of the chain (a listener and everything after it) answered.
 enum Branch {
-    Retried { decision: RetryDecision, row_id: String },
+    Retried { decision: RetryDecision, checked: CheckedRetry, row_id: String },
     Declined,
     Failed { row_id: String, message: String },
 }
@@ -61,7 +65,7 @@ pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload
         return Outcome::Cancelled;
     }
     match branch {
-        Branch::Retried { decision, row_id } => Outcome::Retry { decision, row_id },
+        Branch::Retried { checked, row_id, .. } => Outcome::Retry { retry: checked, row_id },
         Branch::Declined | Branch::Failed { .. } => Outcome::NoRetry { failures },
     }
 }
@@ -83,7 +87,7 @@ fn run_from<L: Listener + ?Sized>(
     match answer {
         Answer::Pass => run_from(rest, payload, ctx, failures),
         Answer::Decide(Decision::NoRetry) => Branch::Declined,
-        Answer::Decide(Decision::Retry(decision)) => Branch::Retried { decision, row_id: row_id.to_owned() },
+        Answer::Decide(Decision::Retry(decision)) => retried(row_id, decision, failures),
         Answer::DelegateFirst => {
             let downstream = run_from(rest, payload, ctx, failures);
             let outcome = match &downstream {
@@ -99,10 +103,25 @@ fn run_from<L: Listener + ?Sized>(
                 Ok(Decision::Retry(decision)) => match downstream {
                     // Passed through unchanged: the downstream row still owns the decision.
                     Branch::Retried { decision: ref passed, .. } if *passed == decision => downstream,
-                    _ => Branch::Retried { decision, row_id: row_id.to_owned() },
+                    _ => retried(row_id, decision, failures),
                 },
             }
         }
+    }
+}
+
+/// A listener's retry decision, once the host has checked it can carry it out.
+fn retried(row_id: &str, decision: RetryDecision, failures: &mut Vec<(String, String)>) -> Branch {
+    match check_decision(&decision) {
+        Ok(checked) => Branch::Retried { decision, checked, row_id: row_id.to_owned() },
+        Err(why) => failed(
+            row_id,
+            ListenerError {
+                panicked: false,
+                message: format!("returned a retry decision the host cannot carry out: {why}"),
+            },
+            failures,
+        ),
     }
 }
 
@@ -128,8 +147,12 @@ mod tests {
         calls: RefCell<u32>,
     }
 
-    fn retry(record: &str, delay_ms: f64) -> RetryDecision {
-        RetryDecision { delay_ms, record: record.into() }
+    /// A decision with a well-formed record named `name`.
+    fn retry(name: &str, delay_ms: f64) -> RetryDecision {
+        RetryDecision {
+            delay_ms,
+            record: format!(r#"{{"retryId":"{name}","retry":1,"delayMs":{}}}"#, dsh_abi::js::number(delay_ms)).into(),
+        }
     }
 
     impl Scripted {
@@ -195,8 +218,8 @@ mod tests {
         outcome
     }
 
-    fn retry_by(row: &str, record: &str) -> Outcome {
-        Outcome::Retry { decision: retry(record, 10.0), row_id: row.to_owned() }
+    fn retry_by(row: &str, name: &str) -> Outcome {
+        Outcome::Retry { retry: check_decision(&retry(name, 10.0)).unwrap(), row_id: row.to_owned() }
     }
 
     #[test]
@@ -213,69 +236,69 @@ mod tests {
 
     #[test]
     fn a_decision_stops_the_chain() {
-        let (a, b) = (Scripted::retries("a", "{\"a\":1}"), Scripted::retries("b", "{\"b\":1}"));
-        assert_eq!(run_chain(&[&a, &b]), retry_by("a", "{\"a\":1}"));
+        let (a, b) = (Scripted::retries("a", "a"), Scripted::retries("b", "b"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("a", "a"));
         assert_eq!(*b.calls.borrow(), 0);
     }
 
     #[test]
     fn a_veto_hides_every_later_listener() {
-        let (a, b) = (Scripted::vetoes("a"), Scripted::retries("b", "{}"));
+        let (a, b) = (Scripted::vetoes("a"), Scripted::retries("b", "b"));
         assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
         assert_eq!(*b.calls.borrow(), 0);
     }
 
     #[test]
     fn pass_uses_the_answer_of_the_next_listener() {
-        let (a, b) = (Scripted::pass("a"), Scripted::retries("b", "{\"b\":1}"));
-        assert_eq!(run_chain(&[&a, &b]), retry_by("b", "{\"b\":1}"));
+        let (a, b) = (Scripted::pass("a"), Scripted::retries("b", "b"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("b", "b"));
     }
 
     #[test]
     fn delegate_first_sees_a_downstream_retry_and_passes_it_through() {
-        let (a, b) = (Scripted::delegates("a", None), Scripted::retries("b", "{\"b\":1}"));
-        assert_eq!(run_chain(&[&a, &b]), retry_by("b", "{\"b\":1}"));
-        assert_eq!(*a.seen.borrow(), vec![DownstreamOutcome::Retried(retry("{\"b\":1}", 10.0))]);
+        let (a, b) = (Scripted::delegates("a", None), Scripted::retries("b", "b"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("b", "b"));
+        assert_eq!(*a.seen.borrow(), vec![DownstreamOutcome::Retried(retry("b", 10.0))]);
     }
 
     #[test]
     fn delegate_first_sees_nobody_retried_and_decides_itself() {
-        let a = Scripted::delegates("a", Some(Ok(Decision::Retry(retry("{\"a\":1}", 10.0)))));
+        let a = Scripted::delegates("a", Some(Ok(Decision::Retry(retry("a", 10.0)))));
         let b = Scripted::pass("b");
-        assert_eq!(run_chain(&[&a, &b]), retry_by("a", "{\"a\":1}"));
+        assert_eq!(run_chain(&[&a, &b]), retry_by("a", "a"));
         assert_eq!(*a.seen.borrow(), vec![DownstreamOutcome::Declined]);
     }
 
     #[test]
     fn delegate_first_can_override_a_downstream_retry() {
         let a = Scripted::delegates("a", Some(Ok(Decision::NoRetry)));
-        let b = Scripted::retries("b", "{}");
+        let b = Scripted::retries("b", "b");
         assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
     }
 
     #[test]
     fn nested_delegate_first_listeners_unwind_innermost_first() {
         let outer = Scripted::delegates("outer", None);
-        let inner = Scripted::delegates("inner", Some(Ok(Decision::Retry(retry("{\"inner\":1}", 10.0)))));
+        let inner = Scripted::delegates("inner", Some(Ok(Decision::Retry(retry("inner", 10.0)))));
         let last = Scripted::pass("last");
-        assert_eq!(run_chain(&[&outer, &inner, &last]), retry_by("inner", "{\"inner\":1}"));
+        assert_eq!(run_chain(&[&outer, &inner, &last]), retry_by("inner", "inner"));
         assert_eq!(*inner.seen.borrow(), vec![DownstreamOutcome::Declined]);
-        assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Retried(retry("{\"inner\":1}", 10.0))]);
+        assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Retried(retry("inner", 10.0))]);
     }
 
     #[test]
     fn a_failing_listener_answers_no_retry_and_hides_later_listeners() {
-        let (a, b) = (Scripted::fails("a"), Scripted::retries("b", "{}"));
+        let (a, b) = (Scripted::fails("a"), Scripted::retries("b", "b"));
         assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![("a".into(), "boom".into())] });
         assert_eq!(*b.calls.borrow(), 0);
     }
 
     #[test]
     fn delegate_first_is_told_that_a_listener_in_the_middle_failed() {
-        let outer = Scripted::delegates("outer", Some(Ok(Decision::Retry(retry("{\"outer\":1}", 10.0)))));
+        let outer = Scripted::delegates("outer", Some(Ok(Decision::Retry(retry("outer", 10.0)))));
         let middle = Scripted::fails("middle");
-        let last = Scripted::retries("last", "{}");
-        assert_eq!(run_chain(&[&outer, &middle, &last]), retry_by("outer", "{\"outer\":1}"));
+        let last = Scripted::retries("last", "last");
+        assert_eq!(run_chain(&[&outer, &middle, &last]), retry_by("outer", "outer"));
         assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Failed("row \"middle\": boom".into())]);
         assert_eq!(*last.calls.borrow(), 0);
     }
@@ -284,7 +307,7 @@ mod tests {
     fn a_panic_in_after_downstream_answers_no_retry_for_that_branch() {
         let outer = Scripted::delegates("outer", None);
         let middle = Scripted::delegates("middle", Some(Err("middle panicked")));
-        let last = Scripted::retries("last", "{}");
+        let last = Scripted::retries("last", "last");
         assert_eq!(
             run_chain(&[&outer, &middle, &last]),
             Outcome::NoRetry { failures: vec![("middle".into(), "middle panicked".into())] }
@@ -293,10 +316,37 @@ mod tests {
     }
 
     #[test]
+    fn a_decision_the_host_cannot_carry_out_fails_its_branch() {
+        for (delay_ms, record) in [
+            (1e308, r#"{"retryId":"a","retry":1,"delayMs":1e308}"#),
+            (f64::NAN, r#"{"retryId":"a","retry":1,"delayMs":1}"#),
+            (-1.0, r#"{"retryId":"a","retry":1,"delayMs":-1}"#),
+            (5.0, r#"{"retryId":"a","retry":1,"delayMs":6}"#),
+            (5.0, "[5]"),
+        ] {
+            let bad = Scripted::new(
+                "bad",
+                Ok(Answer::Decide(Decision::Retry(RetryDecision { delay_ms, record: record.into() }))),
+            );
+            let outer = Scripted::delegates("outer", None);
+            let outcome = run_chain(&[&outer, &bad]);
+            assert!(
+                matches!(&outcome, Outcome::NoRetry { failures } if failures[0].0 == "bad"),
+                "{record}: {outcome:?}"
+            );
+            assert!(
+                matches!(&outer.seen.borrow()[0], DownstreamOutcome::Failed(message) if message.contains("row \"bad\": returned a retry decision the host cannot carry out")),
+                "{:?}",
+                outer.seen.borrow()
+            );
+        }
+    }
+
+    #[test]
     fn cancellation_beats_a_retry_decision() {
         let host = TestHost::default();
         host.cancel();
-        let a = Scripted::retries("a", "{}");
+        let a = Scripted::retries("a", "a");
         let context = host.context();
         let outcome = run(&[&a], &TestHost::payload(), &context.as_abi());
         assert_eq!(outcome, Outcome::Cancelled);

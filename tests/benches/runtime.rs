@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use dsh_abi::{Failure, LogLevel, PolicyMode, RetryPolicy};
 use dsh_e2e::{artifacts, log_events, MockProcess, Run, TestHome};
 use dsh_host::agent::config::AgentConfig;
-use dsh_host::agent::turn::{Agent, HeaderReason, Silent, TurnEnd, UserInput};
+use dsh_host::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
+use dsh_host::agent::view::Silent;
 use dsh_host::agent::{Assembly, Cancel, Route};
 use dsh_host::context::Services;
 use dsh_host::llm::config::parse_openai;
@@ -26,7 +27,8 @@ use dsh_host::llm::mock::{MockAction, MockLog, MockServer, MockStep};
 use dsh_host::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, OpenAiAdapter};
 use dsh_host::llm::{ModelClient, StreamFuture};
 use dsh_host::plugin::PluginLibrary;
-use dsh_host::session::log::{NewEvent, SessionLog, SyncPolicy};
+use dsh_host::session::log::{NewEvent, SessionLog};
+use dsh_host::session::writer::SyncPolicy;
 use serde_json::json;
 
 fn median(mut values: Vec<f64>) -> f64 {

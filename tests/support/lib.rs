@@ -143,7 +143,7 @@ fn spell_out_workspace_key(line: &str) -> String {
         "rust-version" | "license" => return String::new(),
         "abi_stable" => "\"0.11.3\"",
         "serde" => "{ version = \"1\", features = [\"derive\"] }",
-        "serde_json" => "{ version = \"1\", features = [\"preserve_order\", \"raw_value\"] }",
+        "serde_json" => "{ version = \"1\", features = [\"preserve_order\", \"raw_value\", \"float_roundtrip\"] }",
         other => return format!("{other} = \"*\""),
     };
     format!("{key} = {value}")

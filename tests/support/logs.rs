@@ -11,7 +11,9 @@ use std::path::Path;
 pub enum Shape {
     /// Mostly streamed chunks: 0–2 retries and 12 chunks per turn (about 5 % retry records).
     ChunkHeavy,
-    /// A relay that fails often: 5 retries and 2 chunks per turn (about 45 % retry records).
+    /// A relay that fails often: every turn fails three times (a failed `finish` chunk, `llm/retry`,
+    /// `llm/retry-started` each), a new chain per turn, then answers: 16 events per turn, 37.5 %
+    /// retry records.
     RetryHeavy,
 }
 
@@ -19,14 +21,43 @@ impl Shape {
     fn retries(self, turn: u64) -> u64 {
         match self {
             Shape::ChunkHeavy => turn % 3,
-            Shape::RetryHeavy => 5,
+            Shape::RetryHeavy => 3,
+        }
+    }
+
+    fn question(self, turn: u64) -> String {
+        match self {
+            Shape::ChunkHeavy => format!("Please summarise section {turn} of the report in three sentences."),
+            Shape::RetryHeavy => format!("Summarise section {turn}."),
+        }
+    }
+
+    fn header(self) -> &'static str {
+        match self {
+            Shape::ChunkHeavy => {
+                r#"{"header":{"config":{"provider":"deepseek-official","model":"deepseek-chat"},"system":"You are a helpful agent."},"reason":"initial"}"#
+            }
+            Shape::RetryHeavy => {
+                r#"{"header":{"config":{"provider":"deepseek-official","model":"deepseek-chat"}},"reason":"initial"}"#
+            }
+        }
+    }
+
+    fn answer(self, turn: u64) -> String {
+        match self {
+            Shape::ChunkHeavy => format!(
+                r#"{{"turn":{turn},"step":1,"message":{{"role":"assistant","content":[{{"type":"text","text":"Section {turn}: the findings hold, the method is sound, and the open questions are listed."}}]}},"usage":{{"inputTokens":812,"outputTokens":96}}}}"#
+            ),
+            Shape::RetryHeavy => format!(
+                r#"{{"turn":{turn},"step":1,"message":{{"role":"assistant","content":[{{"type":"text","text":"Section {turn} holds."}}]}}}}"#
+            ),
         }
     }
 
     fn chunks(self) -> u64 {
         match self {
             Shape::ChunkHeavy => 12,
-            Shape::RetryHeavy => 2,
+            Shape::RetryHeavy => 0,
         }
     }
 }
@@ -56,36 +87,42 @@ pub fn write_valid_log(path: &Path, events: u64, shape: Shape) -> io::Result<u64
             &mut out,
             "user/message",
             &format!(
-                r#"{{"id":"u-{turn}","role":"user","content":[{{"type":"text","text":"Please summarise section {turn} of the report in three sentences."}}],"source":{{"kind":"user"}}}}"#
+                r#"{{"id":"u-{turn}","role":"user","content":[{{"type":"text","text":"{}"}}],"source":{{"kind":"user"}}}}"#,
+                shape.question(turn)
             ),
             &mut seq,
             &mut time,
         )?;
-        emit(
-            &mut out,
-            "request/header",
-            r#"{"header":{"config":{"provider":"deepseek-official","model":"deepseek-chat"},"system":"You are a helpful agent."},"reason":"initial"}"#,
-            &mut seq,
-            &mut time,
-        )?;
+        emit(&mut out, "request/header", shape.header(), &mut seq, &mut time)?;
         let failures = shape.retries(turn);
         if failures > 0 {
             chain += 1;
         }
         for retry in 1..=failures {
-            let failure = r#"{"message":"HTTP 503 from https://api.deepseek.com/v1/chat/completions: Service Unavailable","code":"SERVER","status":503}"#;
-            emit(
-                &mut out,
-                "assistant/attempt",
-                &format!(r#"{{"turn":{turn},"step":1,"failure":{failure}}}"#),
-                &mut seq,
-                &mut time,
-            )?;
+            let failure = match shape {
+                Shape::ChunkHeavy => {
+                    r#"{"message":"HTTP 503 from https://api.deepseek.com/v1/chat/completions: Service Unavailable","code":"SERVER","status":503}"#
+                }
+                Shape::RetryHeavy => r#"{"message":"upstream unavailable","code":"SERVER","status":503}"#,
+            };
+            let (failed_type, failed_data) = match shape {
+                Shape::ChunkHeavy => {
+                    ("assistant/attempt", format!(r#"{{"turn":{turn},"step":1,"failure":{failure}}}"#))
+                }
+                Shape::RetryHeavy => (
+                    "assistant/chunk",
+                    format!(
+                        r#"{{"turn":{turn},"step":1,"chunk":{{"type":"finish","reason":{{"kind":"error","failure":{failure}}}}}}}"#
+                    ),
+                ),
+            };
+            emit(&mut out, failed_type, &failed_data, &mut seq, &mut time)?;
             emit(
                 &mut out,
                 "llm/retry",
                 &format!(
-                    r#"{{"retryId":"chain-{chain}","turn":{turn},"step":1,"provider":"deepseek-official","mode":"normal","policyKey":"{POLICY}","retry":{retry},"maxRetries":5,"delayMs":{},"failure":{failure}}}"#,
+                    r#"{{"retryId":"{}","turn":{turn},"step":1,"provider":"deepseek-official","mode":"normal","policyKey":"{POLICY}","retry":{retry},"maxRetries":5,"delayMs":{},"failure":{failure}}}"#,
+                    retry_id(chain),
                     500 * retry
                 ),
                 &mut seq,
@@ -94,7 +131,7 @@ pub fn write_valid_log(path: &Path, events: u64, shape: Shape) -> io::Result<u64
             emit(
                 &mut out,
                 "llm/retry-started",
-                &format!(r#"{{"retryId":"chain-{chain}","turn":{turn},"step":1,"retry":{retry}}}"#),
+                &format!(r#"{{"retryId":"{}","turn":{turn},"step":1,"retry":{retry}}}"#, retry_id(chain)),
                 &mut seq,
                 &mut time,
             )?;
@@ -110,15 +147,7 @@ pub fn write_valid_log(path: &Path, events: u64, shape: Shape) -> io::Result<u64
                 &mut time,
             )?;
         }
-        emit(
-            &mut out,
-            "assistant/message",
-            &format!(
-                r#"{{"turn":{turn},"step":1,"message":{{"role":"assistant","content":[{{"type":"text","text":"Section {turn}: the findings hold, the method is sound, and the open questions are listed."}}]}},"usage":{{"inputTokens":812,"outputTokens":96}}}}"#
-            ),
-            &mut seq,
-            &mut time,
-        )?;
+        emit(&mut out, "assistant/message", &shape.answer(turn), &mut seq, &mut time)?;
         emit(&mut out, "step/end", &format!(r#"{{"turn":{turn},"step":1}}"#), &mut seq, &mut time)?;
         emit(
             &mut out,
@@ -130,4 +159,16 @@ pub fn write_valid_log(path: &Path, events: u64, shape: Shape) -> io::Result<u64
     }
     out.flush()?;
     Ok(seq)
+}
+
+/// A UUID-shaped retry id, as executors write them, unique per chain.
+fn retry_id(chain: u64) -> String {
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        chain,
+        chain >> 32 & 0xffff,
+        chain & 0xfff,
+        chain >> 12 & 0xfff,
+        chain.wrapping_mul(0x9e37_79b9)
+    )
 }

@@ -1,6 +1,7 @@
 //! The `agent` row: which provider route the agent's turns use, and optionally a model override
 //! and a system prompt.
 
+use dsh_abi::ConfigError;
 use serde_json::{Map, Value};
 
 use crate::llm::config::{config_object, required_string, unknown_keys};
@@ -18,7 +19,7 @@ pub struct AgentConfig {
 const AGENT_KEYS: [&str; 3] = ["provider", "model", "system"];
 
 /// `{provider, model?, system?}`; unknown keys are refused.
-pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<String>> {
+pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let empty = Map::new();
     let object = config_object(config, &empty, &mut errors);
@@ -28,7 +29,7 @@ pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<Stri
         None => None,
         Some(Value::String(text)) if !text.is_empty() => Some(text.clone()),
         Some(_) => {
-            errors.push(format!("config.{key} must be a non-empty string"));
+            errors.push(ConfigError::new(key, "must be a non-empty string"));
             None
         }
     };
@@ -55,9 +56,8 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_a_missing_provider_are_refused() {
-        assert_eq!(
-            parse_agent("agent", &json!({"tools": []})).unwrap_err(),
-            ["config.tools: unknown key \"tools\"", "config.provider is required"]
-        );
+        let errors = parse_agent("agent", &json!({"tools": []})).unwrap_err();
+        let shown: Vec<String> = errors.iter().map(|error| format!("{}: {}", error.path, error.message)).collect();
+        assert_eq!(shown, ["tools: unknown key \"tools\"", "provider: is required"]);
     }
 }

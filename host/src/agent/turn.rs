@@ -1,33 +1,32 @@
-//! The turn loop: turns and steps, streaming requests, recording failed attempts, asking the
-//! `agent/request-error` waterfall, and waiting out scheduled retries.
+//! The turn loop: turns and steps, streaming requests, recording failed attempts; the
+//! [`retry`](super::retry) step decides and waits.
 //!
 //! ```text
 //! turn/start → step/start → user/message → request/header (first time, or when it changed)
 //! loop: commit, send the request built from surface history, stream the text
 //!   success → assistant/message → step/end → turn/end completed
-//!   failure → assistant/attempt → waterfall → cancelled? stop
-//!           → retry: llm/retry, commit, wait (deadline = its time + delay), llm/retry-started,
-//!             commit, loop again on the SAME step
+//!   failure → assistant/attempt → retry step: again on the SAME step, or
 //!           → no retry: step/end → turn/end error
 //! ```
 //!
 //! Cancellation beats any decision: during streaming, the waterfall or a wait, the turn ends
-//! `aborted/user` (a cancelled wait writes no `llm/retry-started`).
+//! `aborted/user`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use abi_stable::std_types::ROption;
 use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, SessionStartSource};
 use serde_json::{json, Value};
 
+use super::assembly::Assembly;
+use super::cancel::Cancel;
 use super::config::AgentConfig;
-use super::{Assembly, Cancel, Route};
+use super::retry::{retry_step, RetryParts, RetryStep};
+use super::route::Route;
+use super::view::TurnView;
 use crate::context::{CallContext, Services};
 use crate::llm::openai::{ChatMessage, ChatRequest, Finish};
-use crate::plugin::RowInstance;
 use crate::session::log::{AppendError, NewEvent, SessionLog};
-use crate::waterfall::{self, Listener, Outcome};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,42 +36,6 @@ pub enum TurnEnd {
     Error(Failure),
     /// Cancelled by the user.
     Aborted,
-}
-
-/// A scheduled retry, as the live display shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RetryNotice {
-    pub retry: u64,
-    /// `None`: unbounded (shown as ∞).
-    pub of: Option<u64>,
-    pub delay: Duration,
-    pub code: String,
-    pub message: String,
-}
-
-/// What the user sees of a turn while it runs.
-pub trait TurnView: Send {
-    fn text(&mut self, delta: &str);
-    /// A retry is scheduled; the wait starts.
-    fn retry_scheduled(&mut self, notice: &RetryNotice);
-    /// Whether the view shows a live countdown (and so wants [`TurnView::retry_tick`]).
-    fn counts_down(&self) -> bool {
-        false
-    }
-    /// Called about every 100 ms of a wait with the time left, when the view counts down.
-    fn retry_tick(&mut self, notice: &RetryNotice, remaining: Duration);
-    /// The wait is over (elapsed or cancelled).
-    fn retry_done(&mut self);
-}
-
-/// A view that shows nothing (simulations and benchmarks).
-pub struct Silent;
-
-impl TurnView for Silent {
-    fn text(&mut self, _: &str) {}
-    fn retry_scheduled(&mut self, _: &RetryNotice) {}
-    fn retry_tick(&mut self, _: &RetryNotice, _: Duration) {}
-    fn retry_done(&mut self) {}
 }
 
 /// A user message to run as a turn.
@@ -101,29 +64,8 @@ pub struct Agent {
     pub view: Box<dyn TurnView>,
 }
 
-const RETRY_TICK: Duration = Duration::from_millis(100);
-
 fn failure_json(failure: &Failure) -> Value {
     serde_json::to_value(failure).expect("failures serialise")
-}
-
-/// What the display needs from a retry record: `retry`, and `maxRetries` or `headRetries`.
-fn notice(record: &Value, delay_ms: f64, failure: &Failure) -> RetryNotice {
-    let retry = record.get("retry").and_then(js::as_safe_u64).unwrap_or(0);
-    let of =
-        match (record.get("maxRetries").and_then(js::as_safe_u64), record.get("headRetries").and_then(js::as_safe_u64))
-        {
-            (Some(max), _) => Some(max),
-            (None, Some(head)) if retry <= head => Some(head),
-            _ => None,
-        };
-    RetryNotice {
-        retry,
-        of,
-        delay: Duration::from_secs_f64(delay_ms.max(0.0) / 1000.0),
-        code: failure.code.to_string(),
-        message: failure.message.to_string(),
-    }
 }
 
 impl Agent {
@@ -253,70 +195,21 @@ impl Agent {
                 turn,
                 step,
                 provider: self.route().provider.as_str().into(),
-                failure: failure.clone(),
+                failure,
                 retry_policy: ROption::RSome(self.route().policy.clone()),
             };
-            let outcome = {
-                let context = CallContext {
-                    history: self.log.index(),
-                    cancelled: self.cancel.flag(),
-                    pending_input: false,
-                    services: self.services.as_ref(),
-                };
-                let listeners: Vec<&RowInstance> = self.assembly.listeners.iter().map(Arc::as_ref).collect();
-                let outcome = waterfall::run(&listeners, &payload, &context.as_abi());
-                outcome
+            let parts = RetryParts {
+                log: &mut self.log,
+                listeners: &self.assembly.listeners,
+                services: self.services.as_ref(),
+                cancel: &self.cancel,
+                view: self.view.as_mut(),
             };
-            let (decision, row_id) = match outcome {
-                Outcome::Cancelled => return self.abort(turn, step, None),
-                Outcome::NoRetry { .. } => return self.fail(turn, step, failure),
-                Outcome::Retry { decision, row_id } => (decision, row_id),
-            };
-            let now = self.now_ms();
-            let appended = match self
-                .log
-                .append(NewEvent { event_type: "llm/retry", data: decision.record.to_string(), ignorable: false }, now)
-            {
-                Ok(appended) => appended,
-                Err(AppendError::Refused { row, message }) => {
-                    let message =
-                        format!("{message} (llm/retry record from row \"{row_id}\", refused by row \"{row}\")");
-                    return self.fail(turn, step, Failure::new("INVARIANT", message));
-                }
-                Err(err) => return Err(err),
-            };
-            let record: Value = serde_json::from_str(&decision.record).unwrap_or(Value::Null);
-            let started = match (record.get("retryId").and_then(Value::as_str), record.get("retry")) {
-                (Some(retry_id), Some(retry)) => {
-                    json!({"retryId": retry_id, "turn": turn, "step": step, "retry": retry})
-                }
-                _ => {
-                    let message = format!("row \"{row_id}\" scheduled a retry whose record has no retryId or retry");
-                    return self.fail(turn, step, Failure::new("INVARIANT", message));
-                }
-            };
-            self.log.commit()?;
-            let notice = notice(&record, decision.delay_ms, &failure);
-            let deadline = appended.at + notice.delay;
-            self.view.retry_scheduled(&notice);
-            let mut tick = tokio::time::interval(RETRY_TICK);
-            let counts_down = self.view.counts_down();
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep_until(deadline) => break,
-                    () = self.cancel.cancelled() => {
-                        self.view.retry_done();
-                        return self.abort(turn, step, None);
-                    }
-                    _ = tick.tick(), if counts_down => {
-                        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-                        self.view.retry_tick(&notice, remaining);
-                    }
-                }
+            match retry_step(parts, &payload).await? {
+                RetryStep::Again => {}
+                RetryStep::GiveUp(failure) => return self.fail(turn, step, failure),
+                RetryStep::Cancelled => return self.abort(turn, step, None),
             }
-            self.view.retry_done();
-            self.append("llm/retry-started", &started)?;
-            self.log.commit()?;
         }
     }
 

@@ -9,7 +9,8 @@ use dsh_abi::Hooks;
 use serde_json::Value;
 
 use super::Globals;
-use crate::plugin::rows::{self, LoadedPlugin};
+use crate::agent::assembly::{self as rows, LoadedPlugin};
+use crate::problem::Problem;
 use crate::profile::patch::{ordered_row, Composition};
 use crate::profile::{yaml, Home, LayerScope, Profile};
 
@@ -114,7 +115,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, true);
-    let problems: Vec<&String> =
+    let problems: Vec<&Problem> =
         resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).collect();
     if problems.is_empty() {
         let names: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
@@ -143,7 +144,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Re
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, false);
-    let problems: Vec<&String> = resolution.unresolved.iter().chain(&load_problems).collect();
+    let problems: Vec<&Problem> = resolution.unresolved.iter().chain(&load_problems).collect();
     if !problems.is_empty() {
         for problem in problems {
             eprintln!("{problem}");

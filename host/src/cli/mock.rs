@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use super::run::runtime;
+use super::turns::runtime;
 use crate::llm::mock::{self, MockLog, MockServer};
+use crate::problem::Problem;
 use crate::profile::yaml;
 
 #[derive(Debug, Args)]
@@ -30,7 +31,11 @@ pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.script).with_context(|| format!("cannot read {file}"))?;
     let value = yaml::parse(&text).map_err(|err| anyhow::anyhow!("{file}: {err}"))?.unwrap_or(serde_json::Value::Null);
     let script = mock::parse_script(&value).map_err(|errors| {
-        anyhow::anyhow!(errors.iter().map(|error| format!("{file}: script{error}")).collect::<Vec<_>>().join("\n"))
+        let problems: Vec<String> = errors
+            .iter()
+            .map(|error| Problem::in_file(&file, &error.path, error.message.as_str()).to_string())
+            .collect();
+        anyhow::anyhow!(problems.join("\n"))
     })?;
     runtime()?.block_on(async {
         let server = MockServer::start(args.listen, script, MockLog { stderr: true, record: args.record }).await?;

@@ -8,6 +8,7 @@ mod mock;
 mod plugin;
 mod run;
 mod session;
+mod turns;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -153,7 +153,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
     }
     for bundle in profile.manifest.bundles.iter().filter(|bundle| !profile.manifest.packages.contains_key(*bundle)) {
         entries.push(json!({
-            "name": bundle, "version": crate::plugin::catalog::bundled(bundle).map(|b| b.version), "source": "bundled layer",
+            "name": bundle, "version": crate::bundled::package(bundle).map(|b| b.version), "source": "bundled layer",
             "library": null, "sha256": null, "abi": null, "bundle": bundle_position(bundle),
         }));
     }

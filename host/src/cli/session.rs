@@ -3,22 +3,24 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use dsh_abi::SessionStartSource;
 use serde_json::json;
 
-use super::run::{finish, handle_interrupts, print_repair, runtime, start_agent};
+use super::turns::{finish, handle_interrupts, print_repair, runtime, start};
 use super::Globals;
-use crate::agent::turn::{HeaderReason, TurnEnd, UserInput};
+use crate::agent::assembly::open_checkers;
+use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::PluginLibrary;
-use crate::session::log::{find_log, OpenError, SessionLog, SyncPolicy};
+use crate::session::locate::{find_log, resolve_log};
+use crate::session::log::{OpenError, SessionLog};
 use crate::session::reader::LogReader;
 use crate::session::timeline;
 use crate::session::verify::{self, Report};
-use crate::NotFound;
+use crate::session::writer::SyncPolicy;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
@@ -83,33 +85,27 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
 
 fn resume(globals: &Globals, session: &str, profile: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
+    let log = resolve_log(&home.sessions_dir(), session)?;
     runtime()?.block_on(async {
-        let mut agent = match start_agent(globals, &home, profile, patches, Some(session), false).await? {
+        let mut agent = match start(globals, &home, profile, patches, Some(&log), false).await? {
             Ok(agent) => agent,
             Err(code) => return Ok(code),
         };
-        handle_interrupts(agent.cancel.clone());
-        let mut code = ExitCode::SUCCESS;
-        let mut ran = false;
-        for (plugin, continuation) in agent.session_start(SessionStartSource::Resume, false) {
-            if agent.log.has_message(&continuation.id) {
-                eprintln!("dsh: the continuation {} is already in the log; not enqueued again", continuation.id);
-                continue;
+        handle_interrupts(agent.cancel.clone())?;
+        let mut report = |event: ResumeEvent<'_>| match event {
+            ResumeEvent::AlreadyInLog { id } => {
+                eprintln!("dsh: the continuation {id} is already in the log; not enqueued again")
             }
-            eprintln!("dsh: {} ({plugin})", continuation.summary);
-            let source = json!({"kind": "plugin", "plugin": plugin, "form": continuation.form.as_str(), "summary": continuation.summary.as_str()});
-            let input = UserInput { id: continuation.id.into_string(), text: continuation.text.into_string(), source };
-            let end = agent.run_turn(input, HeaderReason::Resume).await?;
-            ran = true;
-            code = finish(&agent, &end, false);
-            if end != TurnEnd::Completed {
-                break;
+            ResumeEvent::Continuing { plugin, summary } => eprintln!("dsh: {summary} ({plugin})"),
+            ResumeEvent::Ended(_) => {}
+        };
+        match agent_session::resume(&mut agent, &mut report).await? {
+            Some(end) => Ok(finish(&agent, &end, false)),
+            None => {
+                println!("nothing to resume: no listener found interrupted work in session {}", agent.log.id());
+                Ok(ExitCode::SUCCESS)
             }
         }
-        if !ran {
-            println!("nothing to resume: no listener found interrupted work in session {}", agent.log.id());
-        }
-        Ok(code)
     })
 }
 
@@ -188,7 +184,7 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let path = resolve_log(globals, name)?;
+    let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
     if json {
         let mut reader = LogReader::open(&path)?;
         while let Some(next) = reader.next_event() {
@@ -205,7 +201,7 @@ fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
-    let path = resolve_log(globals, name)?;
+    let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
     match SessionLog::open(&path, |_| Vec::new(), SyncPolicy::Durable, epoch_ms(), true) {
         Ok((_, report)) => {
             print_repair(&report);
@@ -224,24 +220,6 @@ fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// A log named by path (a file, or a session directory) or by session id under the home.
-pub(crate) fn resolve_log(globals: &Globals, name: &str) -> anyhow::Result<PathBuf> {
-    let path = Path::new(name);
-    if path.is_file() {
-        return Ok(path.to_owned());
-    }
-    if path.is_dir() {
-        return find_log(path).ok_or_else(|| NotFound(format!("{name}: no session.jsonl in this directory")).into());
-    }
-    let sessions = globals.home()?.sessions_dir();
-    if !name.contains(['/', '\\']) {
-        if let Some(found) = find_log(&sessions.join(name)) {
-            return Ok(found);
-        }
-    }
-    Err(NotFound(format!("{name}: no such log file, and no session of that id under {}", sessions.display())).into())
-}
-
 fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let library_path = catalog::find_bundled_library("llm-retry-invariant").map_err(|expected| {
         anyhow::anyhow!(
@@ -253,11 +231,13 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
     let invariant = library
         .instantiate("llm-retry-invariant", &serde_json::Value::Null)
         .map_err(|err| anyhow::anyhow!("llm-retry-invariant: {err:?}"))?;
+    let checkers = [Arc::new(invariant)];
+    let sessions = globals.home()?.sessions_dir();
     let mut reports = Vec::new();
     let mut unreadable = false;
     for name in logs {
-        let path = resolve_log(globals, name)?;
-        match verify::verify_log(&path, &[&invariant]) {
+        let path = resolve_log(&sessions, name)?;
+        match verify::verify_log(&path, |header| open_checkers(&checkers, header)) {
             Ok(report) => reports.push(report),
             Err(err) => {
                 unreadable = true;

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use dsh_abi::RetryPolicy;
+use dsh_abi::{ConfigError, RetryPolicy};
 use serde_json::{Map, Value};
 
 use super::mock::{self, MockStep};
 use super::policy;
+use crate::problem::nest;
 
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
@@ -42,64 +43,71 @@ const OPENAI_KEYS: [&str; 8] =
     ["provider", "baseUrl", "model", "apiKeyEnv", "headers", "connectTimeoutMs", "idleTimeoutMs", "retryPolicy"];
 const MOCK_KEYS: [&str; 6] = ["provider", "model", "script", "connectTimeoutMs", "idleTimeoutMs", "retryPolicy"];
 
-/// A row config as an object; `null` (no config) is an empty one.
+/// A built-in row's config as an object (`null`, no config, is an empty one); anything else is
+/// the error `must be a mapping`.
 pub(crate) fn config_object<'a>(
     config: &'a Value,
     empty: &'a Map<String, Value>,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<ConfigError>,
 ) -> &'a Map<String, Value> {
     match config {
         Value::Object(object) => object,
         Value::Null => empty,
         _ => {
-            errors.push("config must be a mapping".to_owned());
+            errors.push(ConfigError::new("", "must be a mapping"));
             empty
         }
     }
 }
 
-pub(crate) fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<String>) {
+pub(crate) fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<ConfigError>) {
     for key in object.keys().filter(|key| !allowed.contains(&key.as_str())) {
-        errors.push(format!("config.{key}: unknown key \"{key}\""));
+        errors.push(ConfigError::new(key.as_str(), format!("unknown key \"{key}\"")));
     }
 }
 
-pub(crate) fn required_string(object: &Map<String, Value>, key: &str, errors: &mut Vec<String>) -> String {
+pub(crate) fn required_string(object: &Map<String, Value>, key: &str, errors: &mut Vec<ConfigError>) -> String {
     match object.get(key) {
         Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
         Some(_) => {
-            errors.push(format!("config.{key} must be a non-empty string"));
+            errors.push(ConfigError::new(key, "must be a non-empty string"));
             String::new()
         }
         None => {
-            errors.push(format!("config.{key} is required"));
+            errors.push(ConfigError::new(key, "is required"));
             String::new()
         }
     }
 }
 
-fn timeout(object: &Map<String, Value>, key: &str, default_ms: u64, errors: &mut Vec<String>) -> Duration {
+fn timeout(object: &Map<String, Value>, key: &str, default_ms: u64, errors: &mut Vec<ConfigError>) -> Duration {
     let Some(value) = object.get(key) else {
         return Duration::from_millis(default_ms);
     };
     match dsh_abi::js::as_safe_u64(value) {
-        Some(ms) if ms > 0 && ms as f64 <= policy::MAX_TIMER_DELAY_MS => Duration::from_millis(ms),
+        Some(ms) if ms > 0 && ms <= dsh_abi::retry::MAX_DELAY_MS_INTEGER => Duration::from_millis(ms),
         _ => {
-            errors.push(format!(
-                "config.{key} must be a positive integer number of milliseconds no greater than 2147483647"
+            errors.push(ConfigError::new(
+                key,
+                "must be a positive integer number of milliseconds no greater than 2147483647",
             ));
             Duration::from_millis(default_ms)
         }
     }
 }
 
-fn common(row_id: &str, object: &Map<String, Value>, endpoint: Endpoint, errors: &mut Vec<String>) -> ProviderConfig {
+fn common(
+    row_id: &str,
+    object: &Map<String, Value>,
+    endpoint: Endpoint,
+    errors: &mut Vec<ConfigError>,
+) -> ProviderConfig {
     let provider = required_string(object, "provider", errors);
     let model = required_string(object, "model", errors);
     let connect_timeout = timeout(object, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, errors);
     let idle_timeout = timeout(object, "idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS, errors);
-    let retry_policy = policy::resolve(object.get("retryPolicy"), "config.retryPolicy").unwrap_or_else(|found| {
-        errors.extend(found);
+    let retry_policy = policy::resolve(object.get("retryPolicy")).unwrap_or_else(|found| {
+        errors.extend(nest("retryPolicy", found));
         policy::default_policy()
     });
     ProviderConfig {
@@ -117,7 +125,7 @@ fn common(row_id: &str, object: &Map<String, Value>, endpoint: Endpoint, errors:
 
 /// An `llm-openai` row: `{provider, baseUrl, model, apiKeyEnv?, headers?, connectTimeoutMs?,
 /// idleTimeoutMs?, retryPolicy?}`.
-pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<String>> {
+pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let empty = Map::new();
     let object = config_object(config, &empty, &mut errors);
@@ -126,7 +134,7 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
     if !base_url.is_empty() {
         match reqwest::Url::parse(&base_url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-            _ => errors.push(format!("config.baseUrl must be an http or https URL, got {base_url:?}")),
+            _ => errors.push(ConfigError::new("baseUrl", format!("must be an http or https URL, got {base_url:?}"))),
         }
     }
     let mut provider = common(row_id, object, Endpoint::Url(base_url.trim_end_matches('/').to_owned()), &mut errors);
@@ -134,8 +142,10 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
         None => None,
         Some(Value::String(name)) if is_env_name(name) => Some(name.clone()),
         Some(other) => {
-            errors
-                .push(format!("config.apiKeyEnv must name an environment variable (letters, digits, _), got {other}"));
+            errors.push(ConfigError::new(
+                "apiKeyEnv",
+                format!("must name an environment variable (letters, digits, _), got {other}"),
+            ));
             None
         }
     };
@@ -148,20 +158,22 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
                     Some((name.clone(), text.clone()))
                 }
                 _ => {
-                    errors
-                        .push(format!("config.headers.{name} must be a header value (a string of visible characters)"));
+                    errors.push(ConfigError::new(
+                        format!("headers.{name}"),
+                        "must be a header value (a string of visible characters)",
+                    ));
                     None
                 }
             })
             .collect(),
         Some(_) => {
-            errors.push("config.headers must be a mapping of header names to values".to_owned());
+            errors.push(ConfigError::new("headers", "must be a mapping of header names to values"));
             Vec::new()
         }
     };
     for (name, _) in &provider.headers {
         if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            errors.push(format!("config.headers: {name:?} is not a valid header name"));
+            errors.push(ConfigError::new("headers", format!("{name:?} is not a valid header name")));
         }
     }
     if errors.is_empty() {
@@ -173,18 +185,18 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
 
 /// An `llm-mock` row: `{provider, model, script, connectTimeoutMs?, idleTimeoutMs?,
 /// retryPolicy?}`; the route is served by an in-process mock server running `script`.
-pub fn parse_mock(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<String>> {
+pub fn parse_mock(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<ConfigError>> {
     let mut errors = Vec::new();
     let empty = Map::new();
     let object = config_object(config, &empty, &mut errors);
     unknown_keys(object, &MOCK_KEYS, &mut errors);
     let script = match object.get("script") {
         None => {
-            errors.push("config.script is required".to_owned());
+            errors.push(ConfigError::new("script", "is required"));
             Vec::new()
         }
         Some(script) => mock::parse_script(script).unwrap_or_else(|found| {
-            errors.extend(found.into_iter().map(|error| format!("config.script{error}")));
+            errors.extend(nest("script", found));
             Vec::new()
         }),
     };
@@ -207,6 +219,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn shown(errors: Vec<ConfigError>) -> Vec<String> {
+        errors.iter().map(|error| format!("{}: {}", error.path, error.message)).collect()
+    }
+
     #[test]
     fn the_base_bundle_provider_row_parses_with_defaults() {
         let config = json!({"provider": "deepseek-official", "baseUrl": "https://api.deepseek.com/v1/", "model": "deepseek-chat", "apiKeyEnv": "DEEPSEEK_API_KEY"});
@@ -221,17 +237,17 @@ mod tests {
     #[test]
     fn every_problem_of_a_provider_row_is_reported() {
         let config = json!({"provider": "", "baseUrl": "ftp://x", "apiKeyEnv": "1BAD", "idleTimeoutMs": 0, "colour": "red", "retryPolicy": {"mode": "never"}});
-        let errors = parse_openai("llm", &config).unwrap_err();
+        let errors = shown(parse_openai("llm", &config).unwrap_err());
         assert_eq!(
             errors,
             [
-                "config.colour: unknown key \"colour\"",
-                "config.baseUrl must be an http or https URL, got \"ftp://x\"",
-                "config.provider must be a non-empty string",
-                "config.model is required",
-                "config.idleTimeoutMs must be a positive integer number of milliseconds no greater than 2147483647",
-                "config.retryPolicy.mode must be \"normal\" or \"always\"",
-                "config.apiKeyEnv must name an environment variable (letters, digits, _), got \"1BAD\"",
+                "colour: unknown key \"colour\"",
+                "baseUrl: must be an http or https URL, got \"ftp://x\"",
+                "provider: must be a non-empty string",
+                "model: is required",
+                "idleTimeoutMs: must be a positive integer number of milliseconds no greater than 2147483647",
+                "retryPolicy.mode: must be \"normal\" or \"always\"",
+                "apiKeyEnv: must name an environment variable (letters, digits, _), got \"1BAD\"",
             ]
         );
     }
@@ -240,7 +256,7 @@ mod tests {
     fn a_mock_row_needs_a_valid_script() {
         let errors =
             parse_mock("llm-demo", &json!({"provider": "demo", "model": "m", "script": [{"status": 99}]})).unwrap_err();
-        assert_eq!(errors, ["config.script[1].status must be an HTTP status from 100 through 599"]);
+        assert_eq!(shown(errors), ["script[1].status: must be an HTTP status from 100 through 599"]);
         let provider =
             parse_mock("llm-demo", &json!({"provider": "demo", "model": "m", "script": [{"ok": "hi"}]})).unwrap();
         assert!(matches!(provider.endpoint, Endpoint::Mock(ref script) if script.len() == 1));

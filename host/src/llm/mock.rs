@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_abi::ConfigError;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -60,12 +61,12 @@ const ACTIONS: [&str; 9] =
 const OPTIONS: [&str; 4] = ["delayMs", "headers", "body", "chunkBytes"];
 
 /// Parses a script; errors are `[N].key message` (items numbered from 1), every problem found.
-pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<String>> {
+pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<ConfigError>> {
     let Some(items) = script.as_array() else {
-        return Err(vec![" must be a list of responses".to_owned()]);
+        return Err(vec![ConfigError::new("", "must be a list of responses")]);
     };
     if items.is_empty() {
-        return Err(vec![" must list at least one response".to_owned()]);
+        return Err(vec![ConfigError::new("", "must list at least one response")]);
     }
     let mut errors = Vec::new();
     let steps = items.iter().enumerate().filter_map(|(index, item)| parse_step(index + 1, item, &mut errors)).collect();
@@ -76,37 +77,43 @@ pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<String>> {
     }
 }
 
-fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<MockStep> {
+fn parse_step(number: usize, item: &Value, errors: &mut Vec<ConfigError>) -> Option<MockStep> {
     let Some(fields) = item.as_object() else {
-        errors.push(format!("[{number}] must be a mapping with one of: {}", ACTIONS.join(", ")));
+        errors.push(ConfigError::new(
+            format!("[{number}]"),
+            format!("must be a mapping with one of: {}", ACTIONS.join(", ")),
+        ));
         return None;
     };
     let before = errors.len();
     for key in fields.keys().filter(|key| !ACTIONS.contains(&key.as_str()) && !OPTIONS.contains(&key.as_str())) {
-        errors.push(format!("[{number}]: unknown key \"{key}\""));
+        errors.push(ConfigError::new(format!("[{number}]"), format!("unknown key \"{key}\"")));
     }
     let actions: Vec<&str> = ACTIONS.iter().copied().filter(|action| fields.contains_key(*action)).collect();
     let action = match actions.as_slice() {
         [action] => *action,
         [] => {
-            errors.push(format!("[{number}] must have one of: {}", ACTIONS.join(", ")));
+            errors.push(ConfigError::new(format!("[{number}]"), format!("must have one of: {}", ACTIONS.join(", "))));
             return None;
         }
         several => {
-            errors.push(format!("[{number}] has several actions ({}); give exactly one", several.join(", ")));
+            errors.push(ConfigError::new(
+                format!("[{number}]"),
+                format!("has several actions ({}); give exactly one", several.join(", ")),
+            ));
             return None;
         }
     };
     let value = &fields[action];
-    let flag = |errors: &mut Vec<String>| {
+    let flag = |errors: &mut Vec<ConfigError>| {
         if value != &Value::Bool(true) {
-            errors.push(format!("[{number}].{action} must be true"));
+            errors.push(ConfigError::new(format!("[{number}].{action}"), "must be true"));
         }
     };
-    let text = |errors: &mut Vec<String>| match value {
+    let text = |errors: &mut Vec<ConfigError>| match value {
         Value::String(text) => text.clone(),
         _ => {
-            errors.push(format!("[{number}].{action} must be a string"));
+            errors.push(ConfigError::new(format!("[{number}].{action}"), "must be a string"));
             String::new()
         }
     };
@@ -133,14 +140,17 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
         "stall" => MockAction::Stall(whole_number(value, &format!("[{number}].stall"), MILLISECONDS, errors)),
         _ => {
             let status = value.as_u64().filter(|status| (100..=599).contains(status)).unwrap_or_else(|| {
-                errors.push(format!("[{number}].status must be an HTTP status from 100 through 599"));
+                errors.push(ConfigError::new(
+                    format!("[{number}].status"),
+                    "must be an HTTP status from 100 through 599",
+                ));
                 500
             });
             MockAction::Status { status: status as u16, body: fields.get("body").cloned() }
         }
     };
     if fields.contains_key("body") && !matches!(action, MockAction::Status { .. }) {
-        errors.push(format!("[{number}].body only goes with status"));
+        errors.push(ConfigError::new(format!("[{number}].body"), "only goes with status"));
     }
     let delay_ms = fields
         .get("delayMs")
@@ -154,7 +164,7 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
                     Value::String(text) => text.clone(),
                     Value::Number(_) | Value::Bool(_) => value.to_string(),
                     _ => {
-                        errors.push(format!("[{number}].headers.{name} must be a string"));
+                        errors.push(ConfigError::new(format!("[{number}].headers.{name}"), "must be a string"));
                         String::new()
                     }
                 };
@@ -162,7 +172,7 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
             })
             .collect(),
         Some(_) => {
-            errors.push(format!("[{number}].headers must be a mapping"));
+            errors.push(ConfigError::new(format!("[{number}].headers"), "must be a mapping"));
             Vec::new()
         }
     };
@@ -175,9 +185,9 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<String>) -> Option<M
 const MILLISECONDS: &str = "a non-negative integer number of milliseconds";
 
 /// A non-negative safe integer; otherwise an error "`path` must be `what`".
-fn whole_number(value: &Value, path: &str, what: &str, errors: &mut Vec<String>) -> u64 {
+fn whole_number(value: &Value, path: &str, what: &str, errors: &mut Vec<ConfigError>) -> u64 {
     dsh_abi::js::as_safe_u64(value).unwrap_or_else(|| {
-        errors.push(format!("{path} must be {what}"));
+        errors.push(ConfigError::new(path, format!("must be {what}")));
         0
     })
 }
@@ -497,14 +507,15 @@ mod tests {
     fn bad_items_are_all_reported_by_number() {
         let errors =
             parse_script(&json!([{"ok": "x", "reset": true}, "text", {"stall": -1}, {"teapot": 1}])).unwrap_err();
+        let shown: Vec<String> = errors.iter().map(|error| format!("{}: {}", error.path, error.message)).collect();
         assert_eq!(
-            errors,
+            shown,
             [
-                "[1] has several actions (ok, reset); give exactly one",
-                "[2] must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
-                "[3].stall must be a non-negative integer number of milliseconds",
+                "[1]: has several actions (ok, reset); give exactly one",
+                "[2]: must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
+                "[3].stall: must be a non-negative integer number of milliseconds",
                 "[4]: unknown key \"teapot\"",
-                "[4] must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
+                "[4]: must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
             ]
         );
     }

@@ -4,6 +4,7 @@
 //! The API key is read from the named environment variable at request time and never logged.
 //! Connect and idle timeouts bound every wait; error bodies are read up to a limit.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use abi_stable::std_types::{ROption, RString};
@@ -107,11 +108,20 @@ struct Usage {
     completion_tokens: Option<u64>,
 }
 
+/// Reads an API key by the name of the variable that holds it.
+pub type KeyLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Keys from the process environment, read at request time.
+pub fn environment_keys() -> KeyLookup {
+    Arc::new(|variable| std::env::var(variable).ok())
+}
+
 /// One provider route's HTTP client.
 pub struct OpenAiAdapter {
     client: reqwest::Client,
     url: String,
     api_key_env: Option<String>,
+    keys: KeyLookup,
     idle_timeout: Duration,
 }
 
@@ -131,8 +141,13 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 impl OpenAiAdapter {
-    /// An adapter for `config`, sending to `base_url` (`…/v1`).
+    /// An adapter for `config`, sending to `base_url` (`…/v1`), with keys from the environment.
     pub fn new(config: &ProviderConfig, base_url: &str) -> anyhow::Result<OpenAiAdapter> {
+        OpenAiAdapter::with_keys(config, base_url, environment_keys())
+    }
+
+    /// An adapter whose API key comes from `keys`.
+    pub fn with_keys(config: &ProviderConfig, base_url: &str, keys: KeyLookup) -> anyhow::Result<OpenAiAdapter> {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -148,6 +163,7 @@ impl OpenAiAdapter {
             client,
             url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
             api_key_env: config.api_key_env.clone(),
+            keys,
             idle_timeout: config.idle_timeout,
         })
     }
@@ -171,7 +187,7 @@ impl OpenAiAdapter {
     ) -> Result<Completion, Failure> {
         let mut send = self.client.post(&self.url).body(request.body());
         if let Some(variable) = &self.api_key_env {
-            let key = std::env::var(variable).ok().filter(|key| !key.is_empty()).ok_or_else(|| {
+            let key = (self.keys)(variable).filter(|key| !key.is_empty()).ok_or_else(|| {
                 Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set"))
             })?;
             let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
@@ -367,14 +383,13 @@ mod tests {
     async fn a_request_carries_the_stream_headers_the_row_headers_and_the_key() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let variable = "DSH_TEST_OPENAI_ADAPTER_KEY";
-        std::env::set_var(variable, "sk-test");
         let config = parse_openai(
             "route",
-            &json!({"provider": "p", "baseUrl": base_url, "model": "m", "apiKeyEnv": variable, "headers": {"x-team": "blue"}}),
+            &json!({"provider": "p", "baseUrl": base_url, "model": "m", "apiKeyEnv": "TEAM_KEY", "headers": {"x-team": "blue"}}),
         )
         .unwrap();
-        let adapter = OpenAiAdapter::new(&config, &base_url).unwrap();
+        let keys: KeyLookup = Arc::new(|variable| (variable == "TEAM_KEY").then(|| "sk-test".to_owned()));
+        let adapter = OpenAiAdapter::with_keys(&config, &base_url, keys).unwrap();
         let request =
             ChatRequest { model: "m".into(), messages: vec![ChatMessage { role: "user", content: "q".into() }] };
         let mut ignore_text = |_: &str| {};

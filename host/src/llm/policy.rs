@@ -15,7 +15,8 @@
 use std::collections::HashSet;
 
 use abi_stable::std_types::{RString, RVec};
-use dsh_abi::{js, PolicyMode, RetryPolicy};
+use dsh_abi::retry::MAX_DELAY_MS;
+use dsh_abi::{js, ConfigError, PolicyMode, RetryPolicy};
 use serde_json::{Map, Value};
 
 pub const DEFAULT_MAX_RETRIES: u64 = 5;
@@ -23,8 +24,6 @@ pub const DEFAULT_INITIAL_DELAY_MS: f64 = 500.0;
 pub const DEFAULT_MAX_DELAY_MS: f64 = 10_000.0;
 pub const DEFAULT_JITTER_RATIO: f64 = 0.1;
 pub const DEFAULT_RETRYABLE_CODES: [&str; 5] = ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"];
-/// The longest wait a JavaScript timer (and so the reference) accepts.
-pub const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
 
 const POLICY_KEYS: [&str; 4] = ["mode", "maxRetries", "retryableCodes", "backoff"];
 const BACKOFF_KEYS: [&str; 3] = ["initialDelayMs", "maxDelayMs", "jitterRatio"];
@@ -41,27 +40,27 @@ pub fn default_policy() -> RetryPolicy {
     }
 }
 
-/// Validates and resolves a provider's `retryPolicy` (absent: the default). `path` names the key
-/// in messages (`config.retryPolicy`). Every problem found is returned.
-pub fn resolve(config: Option<&Value>, path: &str) -> Result<RetryPolicy, Vec<String>> {
+/// Validates and resolves a provider's `retryPolicy` (absent: the default). Every problem found
+/// is returned, its path relative to the policy (`mode`, `backoff.jitterRatio`).
+pub fn resolve(config: Option<&Value>) -> Result<RetryPolicy, Vec<ConfigError>> {
     let Some(config) = config else {
         return Ok(default_policy());
     };
     let object = match config {
         Value::Object(object) => object,
-        _ => return Err(vec![format!("{path} must be a mapping")]),
+        _ => return Err(vec![ConfigError::new("", "must be a mapping")]),
     };
     let mode = match object.get("mode").and_then(Value::as_str) {
         Some("normal") => PolicyMode::Normal,
         Some("always") => PolicyMode::Always,
-        _ => return Err(vec![format!("{path}.mode must be \"normal\" or \"always\"")]),
+        _ => return Err(vec![ConfigError::new("mode", "must be \"normal\" or \"always\"")]),
     };
-    let mut errors = unknown_keys(object, &POLICY_KEYS, path);
+    let mut errors = unknown_keys(object, &POLICY_KEYS, "");
     let (max_retries, retryable_codes) = match mode {
         PolicyMode::Always => (0, RVec::new()),
-        PolicyMode::Normal => (max_retries(object, path, &mut errors), retryable_codes(object, path, &mut errors)),
+        PolicyMode::Normal => (max_retries(object, &mut errors), retryable_codes(object, &mut errors)),
     };
-    let backoff = backoff(object.get("backoff"), &format!("{path}.backoff"), &mut errors);
+    let backoff = backoff(object.get("backoff"), &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -69,73 +68,78 @@ pub fn resolve(config: Option<&Value>, path: &str) -> Result<RetryPolicy, Vec<St
     Ok(RetryPolicy { mode, max_retries, retryable_codes, initial_delay_ms, max_delay_ms, jitter_ratio })
 }
 
-fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], path: &str) -> Vec<String> {
+fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], path: &str) -> Vec<ConfigError> {
     object
         .keys()
         .filter(|key| !allowed.contains(&key.as_str()))
-        .map(|key| format!("{path}: unknown key \"{key}\""))
+        .map(|key| ConfigError::new(path, format!("unknown key \"{key}\"")))
         .collect()
 }
 
-fn max_retries(object: &Map<String, Value>, path: &str, errors: &mut Vec<String>) -> u64 {
+fn max_retries(object: &Map<String, Value>, errors: &mut Vec<ConfigError>) -> u64 {
     match object.get("maxRetries") {
         None => DEFAULT_MAX_RETRIES,
         Some(value) => js::as_safe_u64(value).unwrap_or_else(|| {
-            errors.push(format!("{path}.maxRetries must be a non-negative safe integer"));
+            errors.push(ConfigError::new("maxRetries", "must be a non-negative safe integer"));
             DEFAULT_MAX_RETRIES
         }),
     }
 }
 
-fn retryable_codes(object: &Map<String, Value>, path: &str, errors: &mut Vec<String>) -> RVec<RString> {
+fn retryable_codes(object: &Map<String, Value>, errors: &mut Vec<ConfigError>) -> RVec<RString> {
     let Some(value) = object.get("retryableCodes") else {
         return DEFAULT_RETRYABLE_CODES.iter().map(|code| RString::from(*code)).collect();
     };
     let Some(items) = value.as_array() else {
-        errors.push(format!("{path}.retryableCodes must be a list of failure codes"));
+        errors.push(ConfigError::new("retryableCodes", "must be a list of failure codes"));
         return RVec::new();
     };
-    if items.is_empty() {
-        errors.push(format!("{path}.retryableCodes must not be empty"));
+    let problem = if items.is_empty() {
+        Some("must not be empty")
     } else if items.iter().any(|item| item.as_str().is_none_or(str::is_empty)) {
-        errors.push(format!("{path}.retryableCodes must contain only non-empty strings"));
+        Some("must contain only non-empty strings")
     } else if items.iter().filter_map(Value::as_str).collect::<HashSet<_>>().len() != items.len() {
-        errors.push(format!("{path}.retryableCodes must not contain duplicates"));
-    }
+        Some("must not contain duplicates")
+    } else {
+        None
+    };
+    errors.extend(problem.map(|message| ConfigError::new("retryableCodes", message)));
     items.iter().filter_map(Value::as_str).map(RString::from).collect()
 }
 
-fn backoff(config: Option<&Value>, path: &str, errors: &mut Vec<String>) -> (f64, f64, f64) {
+const DELAY_RULE: &str = "must be a positive finite number no greater than 2147483647";
+
+fn backoff(config: Option<&Value>, errors: &mut Vec<ConfigError>) -> (f64, f64, f64) {
     let empty = Map::new();
     let object = match config {
         None => &empty,
         Some(Value::Object(object)) => object,
         Some(_) => {
-            errors.push(format!("{path} must be a mapping"));
+            errors.push(ConfigError::new("backoff", "must be a mapping"));
             &empty
         }
     };
-    errors.extend(unknown_keys(object, &BACKOFF_KEYS, path));
+    errors.extend(unknown_keys(object, &BACKOFF_KEYS, "backoff"));
     let number = |key: &str, default: f64| object.get(key).map_or(Some(default), Value::as_f64);
     let initial = number("initialDelayMs", DEFAULT_INITIAL_DELAY_MS);
     let max = number("maxDelayMs", DEFAULT_MAX_DELAY_MS);
     let jitter = number("jitterRatio", DEFAULT_JITTER_RATIO);
-    let valid_delay = |delay: Option<f64>| delay.filter(|d| d.is_finite() && *d > 0.0 && *d <= MAX_TIMER_DELAY_MS);
+    let valid_delay = |delay: Option<f64>| delay.filter(|d| d.is_finite() && *d > 0.0 && *d <= MAX_DELAY_MS);
     let (initial, max) = (valid_delay(initial), valid_delay(max));
     if initial.is_none() {
-        errors.push(format!("{path}.initialDelayMs must be a positive finite number no greater than 2147483647"));
+        errors.push(ConfigError::new("backoff.initialDelayMs", DELAY_RULE));
     }
     if max.is_none() {
-        errors.push(format!("{path}.maxDelayMs must be a positive finite number no greater than 2147483647"));
+        errors.push(ConfigError::new("backoff.maxDelayMs", DELAY_RULE));
     }
     if let (Some(initial), Some(max)) = (initial, max) {
         if initial > max {
-            errors.push(format!("{path}.initialDelayMs must be less than or equal to maxDelayMs"));
+            errors.push(ConfigError::new("backoff.initialDelayMs", "must be less than or equal to maxDelayMs"));
         }
     }
     let jitter = jitter.filter(|j| (0.0..=1.0).contains(j));
     if jitter.is_none() {
-        errors.push(format!("{path}.jitterRatio must be between 0 and 1"));
+        errors.push(ConfigError::new("backoff.jitterRatio", "must be between 0 and 1"));
     }
     (
         initial.unwrap_or(DEFAULT_INITIAL_DELAY_MS),
@@ -150,11 +154,12 @@ mod tests {
     use serde_json::json;
 
     fn resolved(value: Value) -> RetryPolicy {
-        resolve(Some(&value), "config.retryPolicy").unwrap()
+        resolve(Some(&value)).unwrap()
     }
 
+    /// Each problem as `path: message`.
     fn errors(value: Value) -> Vec<String> {
-        resolve(Some(&value), "config.retryPolicy").unwrap_err()
+        resolve(Some(&value)).unwrap_err().iter().map(|error| format!("{}: {}", error.path, error.message)).collect()
     }
 
     fn codes(policy: &RetryPolicy) -> Vec<&str> {
@@ -163,7 +168,7 @@ mod tests {
 
     #[test]
     fn an_omitted_policy_is_the_default_normal_policy() {
-        let policy = resolve(None, "config.retryPolicy").unwrap();
+        let policy = resolve(None).unwrap();
         assert_eq!(policy, default_policy());
         assert_eq!(policy.mode, PolicyMode::Normal);
         assert_eq!(policy.max_retries, 5);
@@ -199,64 +204,58 @@ mod tests {
     #[test]
     fn mode_is_required_and_must_be_known() {
         for bad in [json!({}), json!({"mode": "sometimes"}), json!({"mode": 1})] {
-            assert_eq!(errors(bad), ["config.retryPolicy.mode must be \"normal\" or \"always\""]);
+            assert_eq!(errors(bad), ["mode: must be \"normal\" or \"always\""]);
         }
     }
 
     #[test]
     fn every_rejected_input_has_the_reference_message() {
         let cases = [
-            (
-                json!({"mode": "normal", "maxRetries": -1}),
-                "config.retryPolicy.maxRetries must be a non-negative safe integer",
-            ),
-            (
-                json!({"mode": "normal", "maxRetries": 1.5}),
-                "config.retryPolicy.maxRetries must be a non-negative safe integer",
-            ),
+            (json!({"mode": "normal", "maxRetries": -1}), "maxRetries: must be a non-negative safe integer"),
+            (json!({"mode": "normal", "maxRetries": 1.5}), "maxRetries: must be a non-negative safe integer"),
             (
                 json!({"mode": "normal", "maxRetries": 9007199254740992.0}),
-                "config.retryPolicy.maxRetries must be a non-negative safe integer",
+                "maxRetries: must be a non-negative safe integer",
             ),
-            (json!({"mode": "normal", "retryableCodes": []}), "config.retryPolicy.retryableCodes must not be empty"),
+            (json!({"mode": "normal", "retryableCodes": []}), "retryableCodes: must not be empty"),
             (
                 json!({"mode": "normal", "retryableCodes": ["SERVER", ""]}),
-                "config.retryPolicy.retryableCodes must contain only non-empty strings",
+                "retryableCodes: must contain only non-empty strings",
             ),
             (
                 json!({"mode": "normal", "retryableCodes": ["SERVER", 5]}),
-                "config.retryPolicy.retryableCodes must contain only non-empty strings",
+                "retryableCodes: must contain only non-empty strings",
             ),
             (
                 json!({"mode": "normal", "retryableCodes": ["SERVER", "SERVER"]}),
-                "config.retryPolicy.retryableCodes must not contain duplicates",
+                "retryableCodes: must not contain duplicates",
             ),
             (
                 json!({"mode": "normal", "backoff": {"initialDelayMs": 0}}),
-                "config.retryPolicy.backoff.initialDelayMs must be a positive finite number no greater than 2147483647",
+                "backoff.initialDelayMs: must be a positive finite number no greater than 2147483647",
             ),
             (
                 json!({"mode": "normal", "backoff": {"initialDelayMs": "500"}}),
-                "config.retryPolicy.backoff.initialDelayMs must be a positive finite number no greater than 2147483647",
+                "backoff.initialDelayMs: must be a positive finite number no greater than 2147483647",
             ),
             (
                 json!({"mode": "always", "backoff": {"maxDelayMs": 2147483648u64}}),
-                "config.retryPolicy.backoff.maxDelayMs must be a positive finite number no greater than 2147483647",
+                "backoff.maxDelayMs: must be a positive finite number no greater than 2147483647",
             ),
             (
                 json!({"mode": "normal", "backoff": {"initialDelayMs": 11000}}),
-                "config.retryPolicy.backoff.initialDelayMs must be less than or equal to maxDelayMs",
+                "backoff.initialDelayMs: must be less than or equal to maxDelayMs",
             ),
             (
                 json!({"mode": "normal", "backoff": {"jitterRatio": 1.5}}),
-                "config.retryPolicy.backoff.jitterRatio must be between 0 and 1",
+                "backoff.jitterRatio: must be between 0 and 1",
             ),
             (
                 json!({"mode": "normal", "backoff": {"jitterRatio": -0.1}}),
-                "config.retryPolicy.backoff.jitterRatio must be between 0 and 1",
+                "backoff.jitterRatio: must be between 0 and 1",
             ),
-            (json!({"mode": "normal", "retries": 3}), "config.retryPolicy: unknown key \"retries\""),
-            (json!({"mode": "always", "backoff": {"factor": 2}}), "config.retryPolicy.backoff: unknown key \"factor\""),
+            (json!({"mode": "normal", "retries": 3}), ": unknown key \"retries\""),
+            (json!({"mode": "always", "backoff": {"factor": 2}}), "backoff: unknown key \"factor\""),
         ];
         for (input, message) in cases {
             assert_eq!(errors(input.clone()), [message], "{input}");
@@ -274,6 +273,6 @@ mod tests {
         let policy = resolved(
             json!({"mode": "always", "backoff": {"initialDelayMs": 2147483647u64, "maxDelayMs": 2147483647u64, "jitterRatio": 1}}),
         );
-        assert_eq!(policy.max_delay_ms, MAX_TIMER_DELAY_MS);
+        assert_eq!(policy.max_delay_ms, MAX_DELAY_MS);
     }
 }

@@ -4,39 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::bundled;
 use crate::profile::Profile;
-
-/// A package bundled with this build of dsh.
-#[derive(Debug)]
-pub struct BundledPackage {
-    pub name: &'static str,
-    pub version: &'static str,
-    /// Whether the package is a plugin library (the base and demo bundles are layers only).
-    pub has_library: bool,
-    /// Its bundle layer, when it declares one.
-    pub layer: Option<&'static str>,
-}
-
-/// A profile template shipped in `profiles/`.
-#[derive(Debug)]
-pub struct ProfileTemplate {
-    pub name: &'static str,
-    /// Its `profile.yml` (the bundle list).
-    pub manifest: &'static str,
-}
-
-include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 
 /// Row services implemented by the host itself.
 pub const BUILT_IN_SERVICES: [&str; 3] = ["agent", "llm-openai", "llm-mock"];
-
-pub fn bundled(name: &str) -> Option<&'static BundledPackage> {
-    BUNDLED_PACKAGES.iter().find(|package| package.name == name)
-}
-
-pub fn template(name: &str) -> Option<&'static ProfileTemplate> {
-    PROFILE_TEMPLATES.iter().find(|template| template.name == name)
-}
 
 /// `libllm_retry.so` for `llm-retry` on Linux.
 pub fn library_file_name(package: &str) -> String {
@@ -98,7 +70,7 @@ pub fn resolve_row_package(profile: &Profile, row_id: &str, package: &str) -> Re
             Err(ResolveError::LibraryNotFound { row: row_id.to_owned(), path })
         };
     }
-    match bundled(package) {
+    match bundled::package(package) {
         Some(bundled) if bundled.has_library => match find_bundled_library(package) {
             Ok(path) => Ok(RowPackage::Library { package: package.to_owned(), path }),
             Err(path) => Err(ResolveError::LibraryNotFound { row: row_id.to_owned(), path }),
@@ -114,15 +86,6 @@ pub fn resolve_row_package(profile: &Profile, row_id: &str, package: &str) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_base_bundle_and_profile_templates_are_compiled_in() {
-        let base = bundled("dsh-base").expect("dsh-base is bundled");
-        assert!(!base.has_library);
-        assert!(base.layer.unwrap().contains("id: llm-retry"));
-        assert!(template("web").unwrap().manifest.contains("dsh-base"));
-        assert!(template("demo").unwrap().manifest.contains("dsh-demo"));
-    }
 
     #[test]
     fn library_names_follow_the_platform_convention() {

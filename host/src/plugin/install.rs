@@ -84,7 +84,7 @@ pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
     if spec.contains('/') || spec.contains('\\') || spec.starts_with('.') {
         return Err(NotFound(format!("{spec}: no such directory")).into());
     }
-    let Some(bundled) = catalog::bundled(spec) else {
+    let Some(bundled) = crate::bundled::package(spec) else {
         return Err(NotFound(format!(
             "unknown package \"{spec}\": it is not bundled with dsh; give the path of a plugin crate or package directory"
         ))

@@ -35,6 +35,10 @@ impl RowInstance {
         }
     }
 
+    pub fn row_id(&self) -> &str {
+        &self.row_id
+    }
+
     pub fn package(&self) -> &str {
         &self.package
     }
@@ -81,7 +85,7 @@ impl RowInstance {
 
 impl Listener for RowInstance {
     fn row_id(&self) -> &str {
-        &self.row_id
+        RowInstance::row_id(self)
     }
 
     fn on_request_error(

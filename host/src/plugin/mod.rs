@@ -1,15 +1,13 @@
 //! Plugin packages and libraries: where a row's package comes from ([`catalog`]), opening
 //! libraries through the stable ABI ([`loader`]), inspecting them in a child process so a
 //! crashing library cannot take the host down ([`inspect`]), installing and removing packages
-//! ([`install`]), turning a composed profile into loaded rows ([`rows`]), and the instances that
-//! serve them ([`instance`]).
+//! ([`install`]), and the instances that serve rows ([`instance`]).
 
 pub mod catalog;
 pub mod inspect;
 pub mod install;
 pub mod instance;
 pub mod loader;
-pub mod rows;
 
 pub use instance::RowInstance;
 pub use loader::{InstantiateFailure, LoadError, PluginLibrary};

@@ -13,8 +13,8 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bundled;
 use crate::fsutil;
-use crate::plugin::catalog;
 use crate::NotFound;
 use patch::{Composition, Layer};
 
@@ -159,7 +159,7 @@ impl Profile {
     pub fn open(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
         if !dir.join("profile.yml").is_file() {
-            let Some(template) = catalog::template(name) else {
+            let Some(template) = bundled::template(name) else {
                 return Err(NotFound(format!(
                     "profile {} does not exist; create it with 'dsh plugin --profile {name} add <package>'",
                     json_quote(name)
@@ -178,7 +178,7 @@ impl Profile {
         if dir.join("profile.yml").is_file() {
             return Ok((Self::load(name, dir)?, false));
         }
-        let bundles: Vec<String> = match catalog::template(name) {
+        let bundles: Vec<String> = match bundled::template(name) {
             Some(template) => template_bundles(template),
             None => DEFAULT_BUNDLES.iter().map(|bundle| (*bundle).to_owned()).collect(),
         };
@@ -235,7 +235,7 @@ impl Profile {
                 home.display(&path)
             );
         }
-        match catalog::bundled(bundle) {
+        match bundled::package(bundle) {
             Some(package) => match package.layer {
                 Some(text) => Ok(Layer::parse(bundle, &format!("{bundle} (bundled layer)"), text)?),
                 None => bail!("profile bundle {} declares no bundle layer", json_quote(bundle)),
@@ -293,7 +293,7 @@ impl Profile {
     }
 }
 
-fn template_bundles(template: &catalog::ProfileTemplate) -> Vec<String> {
+fn template_bundles(template: &bundled::ProfileTemplate) -> Vec<String> {
     yaml::from_str::<ProfileManifest>(template.manifest).expect("shipped templates are valid").bundles
 }
 

@@ -1,67 +1,40 @@
-//! Writing the durable session log, and crash repair on open.
+//! An open session log: the [`writer`](super::writer) that makes lines durable, the
+//! [`gate`](super::gate) every event passes first, the [`state`](super::state) derived from the
+//! events, and [`repair`](super::repair) when an existing log is opened after a crash.
 //!
 //! Every event passes the structure rules and every checker plugin before it is written (a
-//! refused retry record is never written). Events are buffered and made durable with `fsync` at
-//! the points the agent loop asks for — before a request is sent, after `llm/retry` (before its
-//! wait), after `llm/retry-started`, at `turn/end` — and at the latest 200 ms after the oldest
-//! unsynced append. A failed `fsync` poisons the log: nothing more is written, never retried in
-//! place. The log also keeps what later calls need without rereading the file: the history index
-//! plugins query, the surface (model-visible) history, and the structure state.
+//! refused retry record is never written). Events are made durable at the points the agent loop
+//! asks for — before a request is sent, after `llm/retry` (before its wait), after
+//! `llm/retry-started`, at `turn/end` — and at the latest 200 ms after the oldest unsynced append.
 //!
 //! Opening an existing log repairs a crash: a torn last line is copied to
 //! `session.jsonl.torn-<time>` and cut off; damage anywhere else is refused with its line and byte
 //! offset (nothing after it is silently dropped); an interrupted turn gets its closers appended.
 
-use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
+use dsh_abi::js;
+use serde_json::Value;
 use tokio::time::Instant;
 
-use abi_stable::std_types::{RResult, RStr};
-use dsh_abi::{js, CheckerObject, EventRef, Verdict};
-use serde_json::{json, Value};
-
+use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
-use super::message_text;
+use super::locate::LOG_FILE;
 use super::reader::{is_compressed, Damage, LogReader, Position, ReadError};
+use super::repair::{self, Repair};
+use super::state::{SessionState, SurfaceMessage};
 use super::structure::StructureRules;
-use super::verify::KNOWN_EVENT_TYPES;
+use super::vocabulary;
+use super::writer::{Echo, LogWriter, SyncPolicy, WriteFailed};
 use crate::fsutil;
-
-/// The longest an appended event stays unsynced.
-pub const SYNC_INTERVAL: Duration = Duration::from_millis(200);
-
-/// Whether commits reach the disk. Simulations and benchmarks of the loop itself turn it off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncPolicy {
-    Durable,
-    Unsynced,
-}
-
-/// A checker plugin's per-session state, with the row that owns it.
-pub struct LogChecker {
-    pub row_id: String,
-    pub checker: CheckerObject,
-}
-
-/// A model-visible message of the conversation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SurfaceMessage {
-    pub role: &'static str,
-    pub text: String,
-}
-
-/// Receives every appended line once it is durable (`dsh run --json`).
-pub type Echo = Box<dyn FnMut(&str) + Send>;
 
 /// An event to append.
 #[derive(Debug, Clone)]
 pub struct NewEvent<'a> {
     pub event_type: &'a str,
-    /// The `data` JSON, written byte for byte (plugin records keep their key order).
+    /// The `data` JSON, one line, written byte for byte (plugin records keep their key order).
     pub data: String,
     /// Written with `"ignorable":true`, so readers that do not know the type skip it.
     pub ignorable: bool,
@@ -89,11 +62,11 @@ pub enum AppendError {
     #[error("{message} (refused by row \"{row}\")")]
     Refused { row: String, message: String },
     /// The host built an event that breaks the session structure (a bug); it was not written.
-    #[error("refusing to append {event_type}: {violations}")]
-    Structure { event_type: String, violations: String },
+    #[error("refusing to append {event_type}: {violation}")]
+    Structure { event_type: String, violation: String },
     /// Writing or syncing failed; the log accepts nothing more.
-    #[error("the session log {path} can no longer be written: {reason}")]
-    Fatal { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Fatal(#[from] WriteFailed),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -108,56 +81,24 @@ pub enum OpenError {
     Io { path: PathBuf, reason: io::Error },
 }
 
-/// What opening a log repaired.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Repair {
-    /// A torn last line: where it was, its length, and the copy kept.
-    pub torn: Option<(Position, usize, PathBuf)>,
-    /// The closer events appended for an interrupted turn, e.g. `turn/end`.
-    pub closers: Vec<String>,
-    /// Rule violations found in the existing events (the log was written by something else).
-    pub warnings: Vec<String>,
-}
-
 /// An open session log.
 pub struct SessionLog {
     id: String,
-    path: PathBuf,
-    file: File,
     header: String,
-    pending: Vec<u8>,
-    pending_since: Option<Instant>,
-    rules: StructureRules,
-    checkers: Vec<LogChecker>,
-    index: HistoryIndex,
-    surface: Vec<SurfaceMessage>,
-    message_ids: HashSet<String>,
-    last_request_header: Option<String>,
-    fatal: Option<String>,
-    policy: SyncPolicy,
-    echo: Option<Echo>,
-    /// Lines appended but not yet committed, for `echo`.
-    unechoed: Vec<String>,
-}
-
-const LOG_FILE: &str = "session.jsonl";
-const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
-
-/// The log in a session directory: `session.jsonl`, or DeepSeek Harness's compressed
-/// `session.jsonl.zstd`.
-pub fn find_log(dir: &Path) -> Option<PathBuf> {
-    [LOG_FILE, COMPRESSED_LOG_FILE].iter().map(|file| dir.join(file)).find(|path| path.is_file())
+    writer: LogWriter,
+    gate: Gate,
+    state: SessionState,
 }
 
 impl SessionLog {
     /// Creates `sessions/<id>/session.jsonl` with its header line, durably and atomically: the
     /// file appears complete with its header or not at all (the new directory entries are synced
-    /// too). `make_checkers` opens the checkers for the header.
+    /// too). `open_checkers` opens the checkers for the header.
     pub fn create(
         sessions: &Path,
         id: &str,
         header: &Value,
-        make_checkers: impl FnOnce(&str) -> Vec<LogChecker>,
+        open_checkers: impl FnOnce(&str) -> Vec<RowChecker>,
         policy: SyncPolicy,
     ) -> io::Result<SessionLog> {
         let dir = sessions.join(id);
@@ -169,35 +110,24 @@ impl SessionLog {
         }
         fsutil::sync_dir(sessions)?;
         let file = OpenOptions::new().read(true).append(true).open(&path)?;
-        let checkers = make_checkers(&header_line);
-        Ok(SessionLog::empty(id, path, file, header_line, checkers, policy))
+        let checkers = open_checkers(&header_line);
+        Ok(SessionLog::assemble(id, path, file, header_line, checkers, policy))
     }
 
-    fn empty(
+    fn assemble(
         id: &str,
         path: PathBuf,
         file: File,
         header: String,
-        checkers: Vec<LogChecker>,
+        checkers: Vec<RowChecker>,
         policy: SyncPolicy,
     ) -> SessionLog {
         SessionLog {
             id: id.to_owned(),
-            path,
-            file,
-            index: HistoryIndex::new(header.clone()),
+            state: SessionState::new(header.clone()),
             header,
-            pending: Vec::new(),
-            pending_since: None,
-            rules: StructureRules::default(),
-            checkers,
-            surface: Vec::new(),
-            message_ids: HashSet::new(),
-            last_request_header: None,
-            fatal: None,
-            policy,
-            echo: None,
-            unechoed: Vec::new(),
+            writer: LogWriter::new(path, file, policy),
+            gate: Gate::new(checkers),
         }
     }
 
@@ -205,7 +135,7 @@ impl SessionLog {
     /// `close_open_turn`, a turn left open is closed as `interrupted`.
     pub fn open(
         path: &Path,
-        make_checkers: impl FnOnce(&str) -> Vec<LogChecker>,
+        open_checkers: impl FnOnce(&str) -> Vec<RowChecker>,
         policy: SyncPolicy,
         now_ms: u64,
         close_open_turn: bool,
@@ -223,35 +153,18 @@ impl SessionLog {
             .and_then(|value| value.get("id")?.as_str().map(str::to_owned))
             .unwrap_or_default();
         let file = OpenOptions::new().read(true).append(true).open(path).map_err(io_error)?;
-        let checkers = make_checkers(&header);
-        let mut log = SessionLog::empty(&id, path.to_owned(), file, header, checkers, policy);
+        let checkers = open_checkers(&header);
+        let mut log = SessionLog::assemble(&id, path.to_owned(), file, header, checkers, policy);
         let mut repair = Repair::default();
         let mut torn = None;
+        let mut found = Vec::new();
         while let Some(next) = reader.next_event() {
             match next.map_err(|error| OpenError::Read { path: path.to_owned(), reason: error.into() })? {
                 Ok(event) => {
-                    let mut violations = Vec::new();
-                    let interpret = !event.ignorable || KNOWN_EVENT_TYPES.contains(&event.event_type);
-                    log.rules.check(event.seq, event.time, event.event_type, event.data, interpret, &mut violations);
-                    if interpret {
-                        let view = event_ref(
-                            event.event_type,
-                            event.seq.unwrap_or(0.0) as u64,
-                            event.time.unwrap_or(0.0),
-                            event.data,
-                        );
-                        log.checkers.retain_mut(|check| match check_event(check, view) {
-                            Checked::Accepted => true,
-                            Checked::Refused(message) => {
-                                violations.push(message);
-                                true
-                            }
-                            Checked::Failed => false,
-                        });
-                    }
+                    log.gate.observe(&GateEvent::from(&event), &mut found);
                     let seq = event.seq.map_or_else(|| "?".to_owned(), js::number);
-                    repair.warnings.extend(violations.into_iter().map(|message| format!("seq {seq}: {message}")));
-                    log.take_in(event.event_type, event.line, event.data);
+                    repair.warnings.extend(found.drain(..).map(|finding| format!("seq {seq}: {}", finding.describe())));
+                    log.state.take_in(event.event_type, event.line, event.data);
                 }
                 Err(Damage::Torn { at, len }) => torn = Some((at, len)),
                 Err(Damage::Corrupt { at, reason }) => {
@@ -261,7 +174,7 @@ impl SessionLog {
         }
         if let Some((at, len)) = torn {
             let backup = path.with_file_name(format!("{LOG_FILE}.torn-{now_ms}"));
-            log.cut_torn_tail(at.offset, &backup).map_err(io_error)?;
+            repair::cut_torn_tail(log.writer.file(), at.offset, &backup).map_err(io_error)?;
             repair.torn = Some((at, len, backup));
         }
         if close_open_turn {
@@ -270,48 +183,23 @@ impl SessionLog {
         Ok((log, repair))
     }
 
-    fn cut_torn_tail(&mut self, offset: u64, backup: &Path) -> io::Result<()> {
-        let mut tail = Vec::new();
-        self.file.seek(SeekFrom::Start(offset))?;
-        self.file.read_to_end(&mut tail)?;
-        fsutil::write_atomic(backup, &tail)?;
-        self.file.set_len(offset)?;
-        self.file.sync_all()
-    }
-
-    /// Appends the closers of a turn left open (a crash): a synthetic error result for each tool
-    /// call without one, `step/end`, then `turn/end {reason: {kind: interrupted}}`. Returns the
-    /// types appended.
+    /// Appends the closers of a turn left open (a crash) and commits them. Returns the types
+    /// appended.
     pub fn close_open_turn(&mut self, now_ms: u64) -> Result<Vec<String>, AppendError> {
-        let Some(turn) = self.rules.open_turn() else {
-            return Ok(Vec::new());
-        };
-        let mut closers = Vec::new();
-        if let Some(step) = self.rules.open_step() {
-            let mut calls: Vec<String> = self.rules.pending_calls().map(str::to_owned).collect();
-            calls.sort();
-            for call_id in calls {
-                let data = json!({
-                    "turn": turn, "step": step, "callId": call_id,
-                    "message": {"role": "tool", "content": [{"type": "text", "text": "The host stopped before this tool call finished; its outcome is unknown."}], "source": {"kind": "tool", "callId": call_id}},
-                    "error": {"message": "the host stopped before this tool call finished", "code": "TOOL_OUTCOME_UNKNOWN"},
-                });
-                self.append(NewEvent::new("tool/result", &data), now_ms)?;
-                closers.push("tool/result".to_owned());
-            }
-            self.append(NewEvent::new("step/end", &json!({"turn": turn, "step": step})), now_ms)?;
-            closers.push("step/end".to_owned());
+        let closers = repair::closers(self.gate.rules());
+        let mut appended = Vec::new();
+        for (event_type, data) in closers {
+            self.append(NewEvent::new(event_type, &data), now_ms)?;
+            appended.push(event_type.to_owned());
         }
-        self.append(NewEvent::new("turn/end", &json!({"turn": turn, "reason": {"kind": "interrupted"}})), now_ms)?;
-        closers.push("turn/end".to_owned());
         self.commit()?;
-        Ok(closers)
+        Ok(appended)
     }
 
     /// Also hands every appended line to `echo`, once it is committed (`dsh run --json`): a line
     /// seen there survives any crash.
     pub fn set_echo(&mut self, echo: Echo) {
-        self.echo = Some(echo);
+        self.writer.set_echo(echo);
     }
 
     pub fn id(&self) -> &str {
@@ -319,7 +207,7 @@ impl SessionLog {
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.writer.path()
     }
 
     pub fn header(&self) -> &str {
@@ -327,211 +215,99 @@ impl SessionLog {
     }
 
     pub fn index(&self) -> &HistoryIndex {
-        &self.index
+        self.state.index()
     }
 
     pub fn rules(&self) -> &StructureRules {
-        &self.rules
+        self.gate.rules()
     }
 
     /// The model-visible history, in order.
     pub fn surface(&self) -> &[SurfaceMessage] {
-        &self.surface
+        self.state.surface()
     }
 
     /// Whether a `user/message` with this id is already in the log.
     pub fn has_message(&self, id: &str) -> bool {
-        self.message_ids.contains(id)
+        self.state.has_message(id)
     }
 
     /// The `data` of the last `request/header`.
     pub fn last_request_header(&self) -> Option<&str> {
-        self.last_request_header.as_deref()
+        self.state.last_request_header()
     }
 
-    /// Updates the derived state with an event that is (or is about to be) in the log.
-    fn take_in(&mut self, event_type: &str, line: &str, data: &str) {
-        self.index.observe(event_type, line, data);
-        match event_type {
-            "user/message" | "assistant/message" => {
-                if let Ok(value) = serde_json::from_str::<Value>(data) {
-                    if event_type == "user/message" {
-                        if let Some(id) = value.get("id").and_then(Value::as_str) {
-                            self.message_ids.insert(id.to_owned());
-                        }
-                        self.surface.push(SurfaceMessage { role: "user", text: message_text(&value) });
-                    } else {
-                        let message = value.get("message").cloned().unwrap_or(Value::Null);
-                        self.surface.push(SurfaceMessage { role: "assistant", text: message_text(&message) });
-                    }
-                }
-            }
-            "request/header" => self.last_request_header = Some(data.to_owned()),
-            _ => {}
-        }
-    }
-
-    /// Appends one event (buffered); see [`SessionLog::commit`] for durability.
+    /// Appends one event (buffered) once the gate admits it; see [`SessionLog::commit`] for
+    /// durability.
     pub fn append(&mut self, event: NewEvent<'_>, now_ms: u64) -> Result<Appended, AppendError> {
-        if let Some(reason) = &self.fatal {
-            return Err(AppendError::Fatal { path: self.path.clone(), reason: reason.clone() });
-        }
-        let seq = self.rules.next_seq();
-        let time = self.rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
-        let mut violations = Vec::new();
-        let mut probe = self.rules.clone();
-        probe.check(Some(seq as f64), Some(time as f64), event.event_type, &event.data, true, &mut violations);
-        if !violations.is_empty() {
-            return Err(AppendError::Structure {
-                event_type: event.event_type.to_owned(),
-                violations: violations.join("; "),
-            });
-        }
-        let view = event_ref(event.event_type, seq, time as f64, &event.data);
-        let mut refusal = None;
-        self.checkers.retain_mut(|check| {
-            if refusal.is_some() {
-                return true;
-            }
-            match check_event(check, view) {
-                Checked::Accepted => true,
-                Checked::Refused(message) => {
-                    refusal = Some(AppendError::Refused { row: check.row_id.clone(), message });
-                    true
-                }
-                Checked::Failed => false,
-            }
-        });
-        if let Some(refusal) = refusal {
-            return Err(refusal);
-        }
-        self.rules = probe;
-        let surface = matches!(event.event_type, "user/message" | "assistant/message" | "tool/result");
+        self.writer.usable()?;
+        let rules = self.gate.rules();
+        let seq = rules.next_seq();
+        let time = rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
+        let candidate = GateEvent {
+            event_type: event.event_type,
+            seq: Some(seq as f64),
+            time: Some(time as f64),
+            data: &event.data,
+            ignorable: event.ignorable,
+        };
+        self.gate.admit(&candidate).map_err(|finding| refusal(event.event_type, finding))?;
         let line = format!(
             "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{}}}",
             js::to_string(event.event_type),
             event.data,
             if event.ignorable { ",\"ignorable\":true" } else { "" },
-            if surface { ",\"surfaceOp\":\"append\"" } else { "" },
+            if vocabulary::is_surface(event.event_type) { ",\"surfaceOp\":\"append\"" } else { "" },
         );
-        self.take_in(event.event_type, &line, &event.data);
-        self.pending.extend_from_slice(line.as_bytes());
-        self.pending.push(b'\n');
-        if self.echo.is_some() {
-            self.unechoed.push(line);
-        }
-        let at = Instant::now();
-        let oldest = *self.pending_since.get_or_insert(at);
-        if at.duration_since(oldest) >= SYNC_INTERVAL {
-            self.commit()?;
-        }
+        self.state.take_in(event.event_type, &line, &event.data);
+        let at = self.writer.push(line)?;
         Ok(Appended { seq, time, at })
     }
 
     /// Writes the buffered events and syncs them to disk.
     pub fn commit(&mut self) -> Result<(), AppendError> {
-        if let Some(reason) = &self.fatal {
-            return Err(AppendError::Fatal { path: self.path.clone(), reason: reason.clone() });
-        }
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let written = self.file.write_all(&self.pending).and_then(|()| match self.policy {
-            SyncPolicy::Durable => self.file.sync_data(),
-            SyncPolicy::Unsynced => Ok(()),
-        });
-        match written {
-            Ok(()) => {
-                self.pending.clear();
-                self.pending_since = None;
-                if let Some(echo) = &mut self.echo {
-                    for line in self.unechoed.drain(..) {
-                        echo(&line);
-                    }
-                }
-                Ok(())
-            }
-            Err(err) => {
-                let reason = err.to_string();
-                self.fatal = Some(reason.clone());
-                Err(AppendError::Fatal { path: self.path.clone(), reason })
-            }
-        }
+        Ok(self.writer.commit()?)
     }
 }
 
-fn event_ref<'a>(event_type: &'a str, seq: u64, time: f64, data: &'a str) -> EventRef<'a> {
-    EventRef { event_type: RStr::from_str(event_type), seq, time, data: RStr::from_str(data) }
-}
-
-/// What a checker made of one event.
-enum Checked {
-    Accepted,
-    Refused(String),
-    /// The checker failed; it leaves the session.
-    Failed,
-}
-
-/// Feeds one event to a checker. A warning (report mode) is logged and accepts the event; a
-/// failure is logged, and the caller drops the checker from the session.
-fn check_event(check: &mut LogChecker, event: EventRef<'_>) -> Checked {
-    match check.checker.check_event(event) {
-        RResult::ROk(Verdict::Accept) => Checked::Accepted,
-        RResult::ROk(Verdict::Refuse(message)) => Checked::Refused(message.into_string()),
-        RResult::ROk(Verdict::Warn(message)) => {
-            tracing::warn!(row = check.row_id, "row \"{}\": {message}", check.row_id);
-            Checked::Accepted
-        }
-        RResult::RErr(err) => {
-            tracing::warn!(
-                row = check.row_id,
-                "row \"{}\": checker failed and is dropped from the session: {}",
-                check.row_id,
-                err.message
-            );
-            Checked::Failed
-        }
+fn refusal(event_type: &str, finding: Finding) -> AppendError {
+    match finding.finder {
+        Finder::Refused { row } => AppendError::Refused { row, message: finding.message },
+        _ => AppendError::Structure { event_type: event_type.to_owned(), violation: finding.message },
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-
-    use abi_stable::sabi_trait::TD_Opaque;
-    use dsh_abi::{PluginError, SessionChecker, SessionChecker_TO};
-
     use super::*;
-
-    /// A checker that fails on every event, counting how often it is asked.
-    struct Failing(Arc<AtomicUsize>);
-
-    impl SessionChecker for Failing {
-        fn check_event(&mut self, _event: EventRef<'_>) -> RResult<Verdict, PluginError> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            RResult::RErr(PluginError::failed("broken"))
-        }
-    }
+    use serde_json::json;
 
     #[test]
-    fn a_checker_that_fails_is_dropped_and_the_events_are_written() {
+    fn a_created_log_holds_its_header_and_every_committed_event() {
         let sessions = tempfile::tempdir().unwrap();
-        let calls = Arc::new(AtomicUsize::new(0));
-        let checker = SessionChecker_TO::from_value(Failing(Arc::clone(&calls)), TD_Opaque);
         let mut log = SessionLog::create(
             sessions.path(),
             "s",
             &json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}),
-            |_| vec![LogChecker { row_id: "broken".into(), checker }],
+            |_| Vec::new(),
             SyncPolicy::Unsynced,
         )
         .unwrap();
         log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 5).unwrap();
-        log.append(NewEvent::new("turn/end", &json!({"turn": 1, "reason": {"kind": "done"}})), 6).unwrap();
+        log.append(NewEvent::new("turn/end", &json!({"turn": 1, "reason": {"kind": "completed"}})), 6).unwrap();
         log.commit().unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
         let written = std::fs::read_to_string(log.path()).unwrap();
         assert_eq!(written.lines().count(), 3, "{written}");
+    }
+
+    #[test]
+    fn an_event_that_breaks_the_structure_is_not_written() {
+        let sessions = tempfile::tempdir().unwrap();
+        let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
+        let mut log = SessionLog::create(sessions.path(), "s", &header, |_| Vec::new(), SyncPolicy::Unsynced).unwrap();
+        let err = log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 5).unwrap_err();
+        assert!(matches!(err, AppendError::Structure { .. }), "{err}");
+        log.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(log.path()).unwrap().lines().count(), 1);
     }
 }

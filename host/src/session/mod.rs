@@ -1,27 +1,30 @@
 //! The durable session log: the single source of truth from which retry budgets, resume
 //! decisions and verification are derived.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`vocabulary`] | the event types both the writer and the verifier know |
+//! | [`reader`], [`read_ahead`] | reading logs as a stream (ours and DeepSeek Harness's, plain and zstd) |
+//! | [`structure`] | the session structure rules |
+//! | [`gate`] | the one check every event passes: structure rules, then checker plugins |
+//! | [`writer`] | buffered lines, fsync, the fatal first write error |
+//! | [`state`], [`index`] | what is derived from the events: history index, surface history |
+//! | [`repair`] | crash repair: torn tails and the closers of an interrupted turn |
+//! | [`log`] | an open log: writer + gate + state, created or opened (with repair) |
+//! | [`verify`] | `dsh session verify` over whole logs |
+//! | [`locate`] | finding a log by session id or path |
+//! | [`timeline`] | `dsh session show` |
 
+pub mod gate;
 pub mod index;
+pub mod locate;
 pub mod log;
 pub mod read_ahead;
 pub mod reader;
+pub mod repair;
+pub mod state;
 pub mod structure;
 pub mod timeline;
 pub mod verify;
-
-use serde_json::Value;
-
-/// The text of a message's `text` blocks, joined.
-pub(crate) fn message_text(message: &Value) -> String {
-    message
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|block| block.get("text")?.as_str())
-                .collect()
-        })
-        .unwrap_or_default()
-}
+pub mod vocabulary;
+pub mod writer;

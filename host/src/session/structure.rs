@@ -87,7 +87,7 @@ impl StructureRules {
         self.pending_calls.iter().map(String::as_str)
     }
 
-    /// Checks one event and takes it in; every broken rule is pushed to `violations`.
+    /// Checks one event and takes it in; every broken rule is reported to `violations`.
     /// `interpret` is false for ignorable events of unknown types: they only count for seq and
     /// time.
     pub fn check(
@@ -97,25 +97,25 @@ impl StructureRules {
         event_type: &str,
         data: &str,
         interpret: bool,
-        violations: &mut Vec<String>,
+        violations: &mut dyn FnMut(String),
     ) {
         match seq {
             Some(seq) if seq == self.next_seq => self.next_seq += 1.0,
             Some(seq) => {
-                violations.push(format!("seq {} where {} was expected", js::number(seq), js::number(self.next_seq)));
+                violations(format!("seq {} where {} was expected", js::number(seq), js::number(self.next_seq)));
                 self.next_seq = seq + 1.0;
             }
             None => {
-                violations.push(format!("{event_type} has no numeric seq (expected {})", js::number(self.next_seq)));
+                violations(format!("{event_type} has no numeric seq (expected {})", js::number(self.next_seq)));
                 self.next_seq += 1.0;
             }
         }
         match (time, self.last_time) {
             (Some(time), Some(last)) if time < last => {
-                violations.push(format!("time {} goes back from {}", js::number(time), js::number(last)));
+                violations(format!("time {} goes back from {}", js::number(time), js::number(last)));
             }
             (Some(time), _) => self.last_time = Some(time),
-            (None, _) => violations.push(format!("{event_type} has no numeric time")),
+            (None, _) => violations(format!("{event_type} has no numeric time")),
         }
         if !interpret {
             return;
@@ -129,7 +129,7 @@ impl StructureRules {
                 self.in_step(event_type, data, violations)
             }
             "request/header" | "request/context" if self.open_turn.is_none() => {
-                violations.push(format!("{event_type} outside an open turn"));
+                violations(format!("{event_type} outside an open turn"));
             }
             _ => {}
         }
@@ -139,14 +139,14 @@ impl StructureRules {
         serde_json::from_str(data).unwrap_or(TurnStep { turn: None, step: None })
     }
 
-    fn turn_start(&mut self, data: &str, violations: &mut Vec<String>) {
+    fn turn_start(&mut self, data: &str, violations: &mut dyn FnMut(String)) {
         let turn = Self::turn_step(data).turn;
         if let Some(open) = self.open_turn {
-            violations.push(format!("turn/start for turn {} while turn {} is open", number(turn), js::number(open)));
+            violations(format!("turn/start for turn {} while turn {} is open", number(turn), js::number(open)));
         }
         let expected = self.last_turn + 1.0;
         if turn != Some(expected) {
-            violations.push(format!("turn/start numbers turn {}, expected {}", number(turn), js::number(expected)));
+            violations(format!("turn/start numbers turn {}, expected {}", number(turn), js::number(expected)));
         }
         let turn = turn.unwrap_or(expected);
         self.open_turn = Some(turn);
@@ -156,42 +156,38 @@ impl StructureRules {
         self.pending_calls.clear();
     }
 
-    fn turn_end(&mut self, data: &str, violations: &mut Vec<String>) {
+    fn turn_end(&mut self, data: &str, violations: &mut dyn FnMut(String)) {
         let turn = Self::turn_step(data).turn;
         match self.open_turn {
-            None => violations.push(format!("turn/end for turn {} with no open turn", number(turn))),
-            Some(open) if turn != Some(open) => violations.push(format!(
-                "turn/end names turn {}, but the open turn is {}",
-                number(turn),
-                js::number(open)
-            )),
+            None => violations(format!("turn/end for turn {} with no open turn", number(turn))),
+            Some(open) if turn != Some(open) => {
+                violations(format!("turn/end names turn {}, but the open turn is {}", number(turn), js::number(open)))
+            }
             Some(_) => {}
         }
         if let Some(step) = self.open_step {
-            violations.push(format!("turn/end while step {} is open", js::number(step)));
+            violations(format!("turn/end while step {} is open", js::number(step)));
         }
         self.open_turn = None;
         self.open_step = None;
         self.pending_calls.clear();
     }
 
-    fn step_start(&mut self, data: &str, violations: &mut Vec<String>) {
+    fn step_start(&mut self, data: &str, violations: &mut dyn FnMut(String)) {
         let TurnStep { turn, step } = Self::turn_step(data);
         match self.open_turn {
-            None => violations.push("step/start outside an open turn".to_owned()),
-            Some(open) if turn != Some(open) => violations.push(format!(
-                "step/start names turn {}, but the open turn is {}",
-                number(turn),
-                js::number(open)
-            )),
+            None => violations("step/start outside an open turn".to_owned()),
+            Some(open) if turn != Some(open) => {
+                violations(format!("step/start names turn {}, but the open turn is {}", number(turn), js::number(open)))
+            }
             Some(_) => {}
         }
         if let Some(open) = self.open_step {
-            violations.push(format!("step/start while step {} is open", js::number(open)));
+            violations(format!("step/start while step {} is open", js::number(open)));
         }
         let expected = self.last_step + 1.0;
         if step != Some(expected) {
-            violations.push(format!("step/start numbers step {}, expected {}", number(step), js::number(expected)));
+            violations(format!("step/start numbers step {}, expected {}", number(step), js::number(expected)));
         }
         let step = step.unwrap_or(expected);
         self.open_step = Some(step);
@@ -199,11 +195,11 @@ impl StructureRules {
         self.pending_calls.clear();
     }
 
-    fn step_end(&mut self, data: &str, violations: &mut Vec<String>) {
+    fn step_end(&mut self, data: &str, violations: &mut dyn FnMut(String)) {
         let TurnStep { turn, step } = Self::turn_step(data);
         match (self.open_turn, self.open_step) {
-            (_, None) => violations.push("step/end with no open step".to_owned()),
-            (open_turn, Some(open_step)) if turn != open_turn || step != Some(open_step) => violations.push(format!(
+            (_, None) => violations("step/end with no open step".to_owned()),
+            (open_turn, Some(open_step)) if turn != open_turn || step != Some(open_step) => violations(format!(
                 "step/end names turn/step {}/{}, but the open step is {}/{}",
                 number(turn),
                 number(step),
@@ -216,11 +212,11 @@ impl StructureRules {
         self.pending_calls.clear();
     }
 
-    fn in_step(&mut self, event_type: &str, data: &str, violations: &mut Vec<String>) {
+    fn in_step(&mut self, event_type: &str, data: &str, violations: &mut dyn FnMut(String)) {
         let TurnStep { turn, step } = Self::turn_step(data);
         match (self.open_turn, self.open_step) {
-            (_, None) => violations.push(format!("{event_type} outside an open step")),
-            (open_turn, Some(open_step)) if turn != open_turn || step != Some(open_step) => violations.push(format!(
+            (_, None) => violations(format!("{event_type} outside an open step")),
+            (open_turn, Some(open_step)) if turn != open_turn || step != Some(open_step) => violations(format!(
                 "{event_type} names turn/step {}/{}, but the open step is {}/{}",
                 number(turn),
                 number(step),
@@ -249,11 +245,11 @@ impl StructureRules {
                 });
                 match call_id {
                     Some(call_id) if self.pending_calls.remove(&call_id) => {}
-                    Some(call_id) => violations.push(format!(
+                    Some(call_id) => violations(format!(
                         "tool/result answers no pending tool call of the step (callId {})",
                         js::to_string(&call_id)
                     )),
-                    None => violations.push("tool/result has no callId".to_owned()),
+                    None => violations("tool/result has no callId".to_owned()),
                 }
             }
             _ => {}
@@ -269,9 +265,9 @@ mod tests {
         let mut rules = StructureRules::default();
         let mut found = Vec::new();
         for (seq, (event_type, data)) in events.iter().enumerate() {
-            let mut violations = Vec::new();
-            rules.check(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, true, &mut violations);
-            found.extend(violations.into_iter().map(|message| (seq, message)));
+            rules.check(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, true, &mut |message| {
+                found.push((seq, message))
+            });
         }
         found
     }
@@ -337,9 +333,9 @@ mod tests {
     fn seq_gaps_and_time_going_back_are_reported_once() {
         let mut rules = StructureRules::default();
         let mut found = Vec::new();
-        rules.check(Some(0.0), Some(10.0), "x", "{}", true, &mut found);
-        rules.check(Some(2.0), Some(9.0), "x", "{}", true, &mut found);
-        rules.check(Some(3.0), Some(11.0), "x", "{}", true, &mut found);
+        for (seq, time) in [(0.0, 10.0), (2.0, 9.0), (3.0, 11.0)] {
+            rules.check(Some(seq), Some(time), "x", "{}", true, &mut |message| found.push(message));
+        }
         assert_eq!(found, ["seq 2 where 1 was expected", "time 9 goes back from 10"]);
     }
 

@@ -8,8 +8,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use dsh_abi::js;
 use serde_json::Value;
 
-use super::message_text;
 use super::reader::{Damage, LogReader, ReadError};
+use super::vocabulary::message_text;
 
 const PREVIEW_CHARS: usize = 160;
 

@@ -1,6 +1,7 @@
 //! The `model-error-retry` row config: defaults, normalisation, and validation in the documented
 //! order, each message `dsh-retry: <message>`.
 
+use dsh_abi::retry::{sorted_codes, MAX_DELAY_MS};
 use dsh_abi::{js, ConfigError};
 use serde_json::Value;
 
@@ -18,7 +19,6 @@ pub const DEFAULT_RESUME_PROMPT: &str = "The host running this session stopped b
 Continue from the durable conversation history above. Before you act, re-check the current state of the \
 workspace and of any external systems, because some of your earlier actions may or may not have taken effect; \
 do not blindly repeat tool calls that have side effects.";
-const MAX_DELAY_MS: f64 = 2_147_483_647.0;
 
 const KEYS: [&str; 14] = [
     "maxRetries",
@@ -183,9 +183,7 @@ impl FallbackConfig {
     /// sorted],respectRetryAfter]`: a config change starts fresh chains.
     pub fn policy_key(&self) -> String {
         fn sorted(items: &[String]) -> Vec<&str> {
-            let mut items: Vec<&str> = items.iter().map(String::as_str).collect();
-            items.sort_by(|a, b| js::cmp_utf16(a, b));
-            items
+            sorted_codes(items.iter().map(String::as_str))
         }
         js::to_string(&(
             "dsh-retry/v1",

@@ -3,6 +3,7 @@
 
 use std::sync::LazyLock;
 
+use dsh_abi::retry::{Backoff, ChainPosition};
 use dsh_abi::{js, ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryRecord};
 use regex::Regex;
 
@@ -65,8 +66,8 @@ pub fn schedule(
     {
         return None;
     }
-    let prior = last_retry();
-    let attempt = prior.as_ref().map_or(0, |record| record.retry) + 1;
+    let chain = ChainPosition::new(last_retry());
+    let attempt = chain.next_retry();
     if attempt > limit {
         return None;
     }
@@ -78,16 +79,12 @@ pub fn schedule(
             hint
         }
         _ => {
-            let base = if overload { config.overload_initial_delay_ms } else { config.initial_delay_ms };
-            let raw = if base == 0.0 { 0.0 } else { (base * js::pow2(attempt - 1)).min(config.max_delay_ms) };
-            let factor = (1.0 - config.jitter_ratio) + (2.0 * config.jitter_ratio) * random().clamp(0.0, 1.0);
-            (raw * factor).min(config.max_delay_ms)
+            let initial_delay_ms = if overload { config.overload_initial_delay_ms } else { config.initial_delay_ms };
+            Backoff { initial_delay_ms, max_delay_ms: config.max_delay_ms, jitter_ratio: config.jitter_ratio }
+                .delay(attempt, random())
         }
     };
-    let retry_id = match prior {
-        Some(record) => record.retry_id.into_string(),
-        None => new_id(),
-    };
+    let retry_id = chain.retry_id(new_id);
     let mut record = RetryRecord::new(payload, &retry_id, "normal", policy_key, attempt, delay_ms);
     record.max_retries = Some(limit);
     let warning = format!(

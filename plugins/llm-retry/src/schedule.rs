@@ -2,6 +2,7 @@
 //! budget, pick the delay and write the record — or decline. Pure: history, randomness and ids
 //! come in as functions.
 
+use dsh_abi::retry::ChainPosition;
 use dsh_abi::{ChainRecord, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy, RetryRecord};
 
 use crate::backoff::{local_delay, policy_key};
@@ -19,12 +20,11 @@ pub fn schedule(
     new_id: impl FnOnce() -> String,
 ) -> Option<RetryDecision> {
     let key = policy_key(policy);
-    let prior = last_retry(&key);
-    let previous = prior.as_ref().map_or(0, |record| record.retry);
-    if policy.mode == PolicyMode::Normal && previous >= policy.max_retries {
+    let chain = ChainPosition::new(last_retry(&key));
+    if policy.mode == PolicyMode::Normal && chain.previous() >= policy.max_retries {
         return None;
     }
-    let retry = previous + 1;
+    let retry = chain.next_retry();
     let delay_ms = match payload.failure.retry_after_hint() {
         Some(hint) if hint > policy.max_delay_ms => match policy.mode {
             PolicyMode::Normal => return None,
@@ -33,10 +33,7 @@ pub fn schedule(
         Some(hint) => hint,
         None => local_delay(policy, retry, random()),
     };
-    let retry_id = match prior {
-        Some(record) => record.retry_id.into_string(),
-        None => new_id(),
-    };
+    let retry_id = chain.retry_id(new_id);
     let mut record = RetryRecord::new(payload, &retry_id, policy.mode.as_str(), &key, retry, delay_ms);
     record.max_retries = (policy.mode == PolicyMode::Normal).then_some(policy.max_retries);
     Some(record.decision())

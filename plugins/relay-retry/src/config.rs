@@ -1,5 +1,6 @@
 //! The `relay-retry` row config: validated with every problem reported, each naming its key.
 
+use dsh_abi::retry::{sorted_codes, MAX_DELAY_MS_INTEGER};
 use dsh_abi::{js, ConfigError};
 use serde_json::Value;
 
@@ -21,7 +22,6 @@ pub const DEFAULT_CODES: [&str; 14] = [
     "MALFORMED_RESPONSE",
     "HTTP_*",
 ];
-const MAX_WAIT_MS: u64 = 2_147_483_647;
 const KEYS: [&str; 4] = ["schedule", "tailDelayMs", "retryableCodes", "respectRetryAfter"];
 const BARE_STAR: &str = "a bare \"*\" would retry every failure, including cancellations and configuration errors; list codes or prefixes such as \"HTTP_*\"";
 
@@ -39,9 +39,12 @@ pub struct RelayConfig {
 
 fn wait(value: &Value, path: &str, errors: &mut Vec<ConfigError>) -> u64 {
     match value.as_f64() {
-        Some(ms) if js::is_safe_integer(ms) && ms >= 0.0 && ms <= MAX_WAIT_MS as f64 => ms as u64,
-        Some(ms) if js::is_safe_integer(ms) && ms > MAX_WAIT_MS as f64 => {
-            errors.push(ConfigError::new(path, format!("must be at most {MAX_WAIT_MS} ms, got {}", js::number(ms))));
+        Some(ms) if js::is_safe_integer(ms) && ms >= 0.0 && ms <= MAX_DELAY_MS_INTEGER as f64 => ms as u64,
+        Some(ms) if js::is_safe_integer(ms) && ms > MAX_DELAY_MS_INTEGER as f64 => {
+            errors.push(ConfigError::new(
+                path,
+                format!("must be at most {MAX_DELAY_MS_INTEGER} ms, got {}", js::number(ms)),
+            ));
             0
         }
         _ => {
@@ -103,9 +106,9 @@ impl RelayConfig {
 
     /// `["relay",[schedule…],tailDelayMs,[codes sorted],respectRetryAfter]`.
     pub fn policy_key(&self) -> String {
-        let mut rules: Vec<String> =
+        let rules: Vec<String> =
             self.codes.iter().cloned().chain(self.prefixes.iter().map(|prefix| format!("{prefix}*"))).collect();
-        rules.sort_by(|a, b| js::cmp_utf16(a, b));
+        let rules = sorted_codes(rules.iter().map(String::as_str));
         js::to_string(&("relay", &self.schedule, self.tail_delay_ms, rules, self.respect_retry_after))
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod config;
 
+use dsh_abi::retry::{ChainPosition, MAX_DELAY_MS};
 use dsh_abi::{
     Answer, ChainKey, ConfigError, Decision, Hooks, HostContextRef, Manifest, Plugin, RequestErrorPayload,
     RetryDecision, RetryRecord,
@@ -13,9 +14,6 @@ use dsh_abi::{
 use serde_json::Value;
 
 pub use config::RelayConfig;
-
-/// The longest wait a timer accepts.
-const MAX_DELAY_MS: f64 = 2_147_483_647.0;
 
 pub fn manifest() -> Manifest {
     Manifest::new(
@@ -70,11 +68,9 @@ impl RelayRetry {
         last_retry: Option<dsh_abi::ChainRecord>,
         new_id: impl FnOnce() -> String,
     ) -> RetryDecision {
-        let retry = last_retry.as_ref().map_or(0, |record| record.retry) + 1;
-        let retry_id = match last_retry {
-            Some(record) => record.retry_id.into_string(),
-            None => new_id(),
-        };
+        let chain = ChainPosition::new(last_retry);
+        let retry = chain.next_retry();
+        let retry_id = chain.retry_id(new_id);
         let delay_ms = self.delay(retry, payload.failure.provider_retry_after_ms.into_option());
         let mut record = RetryRecord::new(payload, &retry_id, "always", &self.policy_key, retry, delay_ms);
         record.head_retries = Some(self.config.schedule.len());

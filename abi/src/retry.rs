@@ -1,0 +1,252 @@
+//! Retry maths every executor needs, apart from any effect (the way tower's `retry::backoff`
+//! keeps delays apart from the service): the timer cap, the jittered exponential backoff, the
+//! position of a failure in its chain, and the sorted code list of a policy key. The bundled
+//! executors use these, and so can third-party ones; the host checks every decision against
+//! [`check_decision`] before it writes anything.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::js;
+use crate::types::{ChainRecord, RetryDecision};
+
+/// The longest wait a JavaScript timer accepts, and so the longest `delayMs` a retry record may
+/// carry (`2^31 - 1` milliseconds, about 24.8 days).
+pub const MAX_DELAY_MS: f64 = 2_147_483_647.0;
+
+/// [`MAX_DELAY_MS`] as an integer, for configs that take whole milliseconds.
+pub const MAX_DELAY_MS_INTEGER: u64 = MAX_DELAY_MS as u64;
+
+/// A jittered exponential backoff, in the operation order of the TypeScript reference, so the
+/// result equals its doubles bit for bit:
+///
+/// ```text
+/// exponential = initialDelayMs == 0 ? 0 : min(initialDelayMs * 2^min(retry - 1, 1024), maxDelayMs)
+/// factor      = (1 - jitterRatio) + (2 * jitterRatio) * clamp(random, 0, 1)
+/// delayMs     = min(exponential * factor, maxDelayMs)
+/// ```
+///
+/// `2^1024` is infinite and capped by the `min`; a zero initial delay stays zero however far the
+/// chain has gone (`0 * ∞` would be NaN).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    pub initial_delay_ms: f64,
+    pub max_delay_ms: f64,
+    pub jitter_ratio: f64,
+}
+
+impl Backoff {
+    /// The delay before retry number `retry` (from 1), given one random sample in [0, 1].
+    pub fn delay(&self, retry: u64, random: f64) -> f64 {
+        let exponential = if self.initial_delay_ms == 0.0 {
+            0.0
+        } else {
+            (self.initial_delay_ms * js::pow2(retry.saturating_sub(1).min(1024))).min(self.max_delay_ms)
+        };
+        let factor = (1.0 - self.jitter_ratio) + (2.0 * self.jitter_ratio) * random.clamp(0.0, 1.0);
+        (exponential * factor).min(self.max_delay_ms)
+    }
+}
+
+/// Where a failure stands in its chain (turn, step, provider, policy key), from the chain's last
+/// `llm/retry` as the host's history index knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainPosition {
+    prior: Option<ChainRecord>,
+}
+
+impl ChainPosition {
+    pub fn new(prior: Option<ChainRecord>) -> Self {
+        ChainPosition { prior }
+    }
+
+    /// Retries already scheduled in the chain (0 for a new chain).
+    pub fn previous(&self) -> u64 {
+        self.prior.as_ref().map_or(0, |record| record.retry)
+    }
+
+    /// The number of the next retry.
+    pub fn next_retry(&self) -> u64 {
+        self.previous().saturating_add(1)
+    }
+
+    /// The chain's `retryId`: the prior record's, or `new_id()` for a new chain.
+    pub fn retry_id(self, new_id: impl FnOnce() -> String) -> String {
+        match self.prior {
+            Some(record) => record.retry_id.into_string(),
+            None => new_id(),
+        }
+    }
+}
+
+/// Codes in the order a policy key lists them: by UTF-16 code unit, as JavaScript's `sort()`.
+pub fn sorted_codes<'a>(codes: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut sorted: Vec<&str> = codes.into_iter().collect();
+    sorted.sort_by(|a, b| js::cmp_utf16(a, b));
+    sorted
+}
+
+/// A retry decision the host may carry out: its wait, and its record as one line of compact
+/// JSON (the plugin's key order and number text kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedRetry {
+    pub delay_ms: f64,
+    /// The record, minified to one line.
+    pub record: String,
+    pub retry_id: String,
+    /// The record's `retry`, as written.
+    pub retry: serde_json::Value,
+}
+
+/// The fields of a record the host relies on.
+#[derive(Deserialize)]
+struct RecordFields<'a> {
+    #[serde(rename = "retryId", borrow)]
+    retry_id: Option<std::borrow::Cow<'a, str>>,
+    retry: Option<serde_json::Value>,
+    #[serde(rename = "delayMs")]
+    delay_ms: Option<&'a RawValue>,
+}
+
+/// Checks a retry decision before anything of it is written: the delay is a finite number within
+/// `0..=MAX_DELAY_MS`; the record is one JSON object with a non-empty `retryId`, a numeric
+/// `retry` and a `delayMs` equal to the delay. `Err` says what is wrong, for the message that
+/// names the row.
+pub fn check_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> {
+    let delay_ms = decision.delay_ms;
+    if !delay_ms.is_finite() || !(0.0..=MAX_DELAY_MS).contains(&delay_ms) {
+        return Err(format!(
+            "its retry delay {} is not a finite number of milliseconds within 0..2147483647",
+            js::string(delay_ms)
+        ));
+    }
+    let text = decision.record.as_str();
+    let raw: &RawValue =
+        serde_json::from_str(text).map_err(|err| format!("its llm/retry record is not valid JSON ({err})"))?;
+    if !raw.get().trim_start().starts_with('{') {
+        return Err("its llm/retry record is not a JSON object".to_owned());
+    }
+    let fields: RecordFields<'_> =
+        serde_json::from_str(raw.get()).map_err(|err| format!("its llm/retry record cannot be read ({err})"))?;
+    let retry_id = match fields.retry_id {
+        Some(id) if !id.is_empty() => id.into_owned(),
+        _ => return Err("its llm/retry record has no retryId (a non-empty string)".to_owned()),
+    };
+    let retry = match fields.retry {
+        Some(retry @ serde_json::Value::Number(_)) => retry,
+        _ => return Err("its llm/retry record has no numeric retry".to_owned()),
+    };
+    let record_delay = fields.delay_ms.and_then(|raw| serde_json::from_str::<f64>(raw.get()).ok());
+    if record_delay != Some(delay_ms) {
+        return Err(format!(
+            "its retry delay {} differs from its record's delayMs {}",
+            js::number(delay_ms),
+            fields.delay_ms.map_or("(none)", RawValue::get)
+        ));
+    }
+    Ok(CheckedRetry { delay_ms, record: js::minify(raw.get()), retry_id, retry })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DEFAULT: Backoff = Backoff { initial_delay_ms: 500.0, max_delay_ms: 10_000.0, jitter_ratio: 0.1 };
+
+    #[test]
+    fn delays_double_from_the_initial_delay_within_the_jitter_band() {
+        assert_eq!(DEFAULT.delay(1, 0.0), 450.0);
+        assert_eq!(DEFAULT.delay(2, 1.0), 1100.0);
+        let tiny = Backoff { initial_delay_ms: 1.0, max_delay_ms: 4.0, jitter_ratio: 0.1 };
+        let delays: Vec<f64> = (1..=4).map(|retry| tiny.delay(retry, 1.0)).collect();
+        assert_eq!(delays, [1.1, 2.2, 4.0, 4.0]);
+    }
+
+    #[test]
+    fn a_zero_initial_delay_stays_zero_at_any_retry() {
+        let zero = Backoff { initial_delay_ms: 0.0, max_delay_ms: 0.0, jitter_ratio: 1.0 };
+        assert_eq!(zero.delay(10_000, 1.0), 0.0);
+        assert_eq!(zero.delay(u64::MAX, 1.0), 0.0);
+    }
+
+    #[test]
+    fn a_huge_retry_number_clamps_the_exponent() {
+        let policy = Backoff { initial_delay_ms: 3.0, max_delay_ms: 7000.0, jitter_ratio: 0.25 };
+        assert_eq!(policy.delay(1101, 0.3), 6300.0);
+        assert_eq!(policy.delay(u64::MAX, 0.3), 6300.0);
+    }
+
+    #[test]
+    fn a_chain_continues_with_its_id_or_starts_with_a_new_one() {
+        let fresh = ChainPosition::new(None);
+        assert_eq!((fresh.previous(), fresh.next_retry()), (0, 1));
+        assert_eq!(fresh.retry_id(|| "new".into()), "new");
+        let going = ChainPosition::new(Some(ChainRecord { retry_id: "c".into(), retry: 4 }));
+        assert_eq!(going.next_retry(), 5);
+        assert_eq!(going.retry_id(|| unreachable!("the chain has an id")), "c");
+    }
+
+    #[test]
+    fn codes_sort_by_utf16_code_unit() {
+        assert_eq!(sorted_codes(["\u{FF5E}", "\u{1F600}", "B", "A"]), ["A", "B", "\u{1F600}", "\u{FF5E}"]);
+    }
+
+    fn decision(delay_ms: f64, record: &str) -> RetryDecision {
+        RetryDecision { delay_ms, record: record.into() }
+    }
+
+    #[test]
+    fn a_sound_decision_is_minified_with_its_number_text_and_key_order() {
+        let checked = check_decision(&decision(
+            1.5,
+            "{\n  \"retryId\": \"c\",\n  \"retry\": 1.0,\n  \"delayMs\": 1.50,\n  \"x\": \"a b\"\n}",
+        ))
+        .unwrap();
+        assert_eq!(checked.record, r#"{"retryId":"c","retry":1.0,"delayMs":1.50,"x":"a b"}"#);
+        assert_eq!(checked.retry_id, "c");
+    }
+
+    #[test]
+    fn delays_out_of_range_or_unlike_the_record_are_refused() {
+        let record = r#"{"retryId":"c","retry":1,"delayMs":5}"#;
+        for delay in [f64::NAN, f64::INFINITY, -1.0, 1e308, MAX_DELAY_MS + 1.0] {
+            assert!(check_decision(&decision(delay, record)).is_err(), "{delay}");
+        }
+        let differs = check_decision(&decision(6.0, record)).unwrap_err();
+        assert_eq!(differs, "its retry delay 6 differs from its record's delayMs 5");
+        assert!(check_decision(&decision(5.0, record)).is_ok());
+    }
+
+    #[test]
+    fn records_that_are_not_objects_or_lack_the_chain_fields_are_refused() {
+        for record in [
+            "[1]",
+            "not json",
+            r#"{"retry":1,"delayMs":5}"#,
+            r#"{"retryId":"","retry":1,"delayMs":5}"#,
+            r#"{"retryId":"c","delayMs":5}"#,
+            r#"{"retryId":"c","retry":1}"#,
+        ] {
+            assert!(check_decision(&decision(5.0, record)).is_err(), "{record}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn delays_are_finite_and_within_their_bounds(
+            initial in 0.0f64..=MAX_DELAY_MS, spread in 0.0f64..=1.0, jitter in 0.0f64..=1.0,
+            retry in 1u64..=u64::from(u32::MAX), random in 0.0f64..=1.0,
+        ) {
+            let max = initial + (MAX_DELAY_MS - initial) * spread;
+            let backoff = Backoff { initial_delay_ms: initial, max_delay_ms: max, jitter_ratio: jitter };
+            let delay = backoff.delay(retry, random);
+            let exponential = if initial == 0.0 { 0.0 } else { (initial * js::pow2((retry - 1).min(1024))).min(max) };
+            prop_assert!(delay.is_finite());
+            prop_assert!(delay >= exponential * (1.0 - jitter));
+            prop_assert!(delay <= max);
+            let record = format!(r#"{{"retryId":"c","retry":1,"delayMs":{}}}"#, js::number(delay));
+            prop_assert!(check_decision(&decision(delay, &record)).is_ok());
+        }
+    }
+}

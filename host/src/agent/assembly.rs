@@ -1,0 +1,326 @@
+//! From a composed profile to the parts that run: every enabled row resolved to a built-in
+//! service (agent, provider routes) or a plugin library, every config validated — built-in ones by
+//! the host, plugin ones by their plugin — and every problem collected with the file, row id and
+//! key path it concerns, so `dsh config check` can report them all in one run; then the
+//! [`Assembly`]: routes ready to send, plugin rows sorted by hook, the in-process mock servers.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_abi::{ConfigError, Hooks};
+use serde_json::Value;
+
+use super::config::{parse_agent, AgentConfig};
+use super::route::Route;
+use crate::llm::config::{parse_mock, parse_openai, Endpoint, ProviderConfig};
+use crate::llm::mock::{MockLog, MockServer};
+use crate::llm::openai::OpenAiAdapter;
+use crate::plugin::catalog::{self, RowPackage};
+use crate::plugin::loader::{InstantiateFailure, PluginLibrary};
+use crate::plugin::RowInstance;
+use crate::problem::Problem;
+use crate::profile::patch::Composition;
+use crate::profile::Profile;
+use crate::session::gate::RowChecker;
+
+/// An enabled row served by a plugin library.
+#[derive(Debug, Clone)]
+pub struct PluginRow {
+    pub row_id: String,
+    pub package: String,
+    pub library: PathBuf,
+    pub config: Value,
+    /// The layer that set the row's config (for messages).
+    pub config_layer: String,
+}
+
+/// Every enabled row, resolved.
+#[derive(Debug, Default)]
+pub struct Resolution {
+    pub agent: Option<AgentConfig>,
+    pub providers: Vec<ProviderConfig>,
+    /// In composed row order (the waterfall order).
+    pub plugins: Vec<PluginRow>,
+    /// Rows whose package or library cannot be found.
+    pub unresolved: Vec<Problem>,
+    /// Invalid rows and configs of built-in services.
+    pub problems: Vec<Problem>,
+}
+
+/// A plugin row whose library is open (and, when asked, instantiated).
+pub struct LoadedPlugin {
+    pub row: PluginRow,
+    pub library: PluginLibrary,
+    pub instance: Option<RowInstance>,
+}
+
+/// The layer to name in a message about row `row_id`.
+fn layer_of<'a>(composition: &'a Composition, row_id: &str) -> &'a str {
+    composition.config_layer(row_id).unwrap_or("cordis.yml")
+}
+
+/// Resolves every enabled row of `composition`: built-in configs are validated here, plugin rows
+/// are matched to their libraries (not opened).
+pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
+    let mut resolution = Resolution::default();
+    let mut agents = Vec::new();
+    let mut routes: Vec<(String, String)> = Vec::new();
+    for (position, row) in composition.enabled_rows().into_iter().enumerate() {
+        let Some(row_id) = row.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
+            resolution.problems.push(Problem::general(format!("enabled row {} has no id", position + 1)));
+            continue;
+        };
+        let layer = layer_of(composition, row_id).to_owned();
+        let Some(package) = row.get("name").and_then(Value::as_str).filter(|name| !name.is_empty()) else {
+            resolution.problems.push(Problem::row(
+                Some(&layer),
+                row_id,
+                "the row has no name (the package or service that serves it)",
+            ));
+            continue;
+        };
+        let config = row.get("config").cloned().unwrap_or(Value::Null);
+        let mut report = |errors: Vec<ConfigError>| {
+            resolution.problems.extend(errors.iter().map(|error| Problem::config(Some(&layer), row_id, error)));
+        };
+        match catalog::resolve_row_package(profile, row_id, package) {
+            Ok(RowPackage::BuiltIn("agent")) => match parse_agent(row_id, &config) {
+                Ok(agent) => agents.push(agent),
+                Err(errors) => report(errors),
+            },
+            Ok(RowPackage::BuiltIn(service)) => {
+                if let Some(route) = config.get("provider").and_then(Value::as_str) {
+                    routes.push((route.to_owned(), row_id.to_owned()));
+                }
+                let parsed =
+                    if service == "llm-mock" { parse_mock(row_id, &config) } else { parse_openai(row_id, &config) };
+                match parsed {
+                    Ok(provider) => resolution.providers.push(provider),
+                    Err(errors) => report(errors),
+                }
+            }
+            Ok(RowPackage::Library { package, path }) => resolution.plugins.push(PluginRow {
+                row_id: row_id.to_owned(),
+                package,
+                library: path,
+                config,
+                config_layer: layer,
+            }),
+            Err(err) => resolution.unresolved.push(Problem::row(None, row_id, err.to_string())),
+        }
+    }
+    check_routes(composition, &mut resolution, agents, &routes);
+    resolution
+}
+
+/// Cross-row rules: one agent row, whose route is served by exactly one provider row. `routes`
+/// holds the route of every enabled provider row, valid or not, so one bad provider config does
+/// not also show up as a missing route.
+fn check_routes(
+    composition: &Composition,
+    resolution: &mut Resolution,
+    mut agents: Vec<AgentConfig>,
+    routes: &[(String, String)],
+) {
+    let mut served: HashMap<&str, &str> = HashMap::new();
+    for (route, row_id) in routes {
+        if let Some(first) = served.insert(route, row_id) {
+            let layer = layer_of(composition, row_id);
+            resolution.problems.push(Problem::config(
+                Some(layer),
+                row_id,
+                &ConfigError::new("provider", format!("route \"{route}\" is already served by row \"{first}\"")),
+            ));
+        }
+    }
+    if agents.len() > 1 {
+        let ids: Vec<&str> = agents.iter().map(|agent| agent.row_id.as_str()).collect();
+        resolution
+            .problems
+            .push(Problem::general(format!("several enabled agent rows ({}); disable all but one", ids.join(", "))));
+    }
+    let agent = agents.drain(..).next();
+    if let Some(agent) = &agent {
+        if !served.contains_key(agent.provider.as_str()) {
+            let layer = layer_of(composition, &agent.row_id);
+            let mut routes: Vec<&str> = served.keys().copied().collect();
+            routes.sort();
+            resolution.problems.push(Problem::config(
+                Some(layer),
+                &agent.row_id,
+                &ConfigError::new(
+                    "provider",
+                    format!(
+                        "no enabled provider row serves route \"{}\" (routes: {})",
+                        agent.provider,
+                        if routes.is_empty() { "none".to_owned() } else { routes.join(", ") }
+                    ),
+                ),
+            ));
+        }
+    }
+    resolution.agent = agent;
+}
+
+/// Opens the library of every plugin row (each file once) and, with `instantiate`, builds each
+/// row's instance from its config. Returns the rows that loaded and every problem.
+pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlugin>, Vec<Problem>) {
+    let mut libraries: HashMap<PathBuf, PluginLibrary> = HashMap::new();
+    let mut loaded = Vec::new();
+    let mut problems = Vec::new();
+    for row in plugins {
+        let library = match libraries.get(&row.library) {
+            Some(library) => library.clone(),
+            None => match PluginLibrary::load(&row.library) {
+                Ok(library) => {
+                    libraries.insert(row.library.clone(), library.clone());
+                    library
+                }
+                Err(err) => {
+                    problems.push(Problem::row(None, &row.row_id, err.to_string()));
+                    continue;
+                }
+            },
+        };
+        if library.manifest.name.as_str() != row.package {
+            problems.push(Problem::row(
+                None,
+                &row.row_id,
+                format!(
+                    "library {} is plugin \"{}\", not \"{}\"",
+                    row.library.display(),
+                    library.manifest.name,
+                    row.package
+                ),
+            ));
+            continue;
+        }
+        let instance = if instantiate {
+            match library.instantiate(&row.row_id, &row.config) {
+                Ok(instance) => Some(instance),
+                Err(InstantiateFailure::Config(errors)) => {
+                    problems.extend(
+                        errors.iter().map(|error| Problem::config(Some(&row.config_layer), &row.row_id, error)),
+                    );
+                    continue;
+                }
+                Err(InstantiateFailure::Failed(message)) => {
+                    problems.push(Problem::row(Some(&row.config_layer), &row.row_id, message));
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        loaded.push(LoadedPlugin { row: row.clone(), library, instance });
+    }
+    (loaded, problems)
+}
+
+/// A profile's running parts.
+pub struct Assembly {
+    pub agent: AgentConfig,
+    pub routes: HashMap<String, Route>,
+    /// `agent/request-error` listeners, outermost first.
+    pub listeners: Vec<Arc<RowInstance>>,
+    /// `agent/session-start` listeners, in row order.
+    pub session_start: Vec<Arc<RowInstance>>,
+    /// Rows with a session checker.
+    pub checkers: Vec<Arc<RowInstance>>,
+    /// In-process mock servers serving `llm-mock` routes.
+    pub mock_servers: Vec<MockServer>,
+}
+
+impl Assembly {
+    /// Resolves, loads and instantiates every enabled row; starts the mock servers of `llm-mock`
+    /// routes. `Err` lists every problem.
+    pub async fn build(
+        profile: &Profile,
+        composition: &Composition,
+        verbose_mock: bool,
+    ) -> Result<Assembly, Vec<Problem>> {
+        let Resolution { agent, providers, plugins, unresolved, problems } = resolve(profile, composition);
+        let (loaded, load_problems) = load_plugins(&plugins, true);
+        let mut problems: Vec<Problem> = unresolved.into_iter().chain(problems).chain(load_problems).collect();
+        let Some(agent) = agent else {
+            problems
+                .push(Problem::general("no enabled agent row: the base bundle dsh-base inserts one (id \"agent\")"));
+            return Err(problems);
+        };
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let mut routes = HashMap::new();
+        let mut mock_servers = Vec::new();
+        for provider in providers {
+            let base_url = match &provider.endpoint {
+                Endpoint::Url(url) => url.clone(),
+                Endpoint::Mock(script) => {
+                    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+                    let log = MockLog { stderr: verbose_mock, record: None };
+                    let server = MockServer::start(listen, script.clone(), log).await.map_err(|err| {
+                        vec![Problem::row(None, &provider.row_id, format!("cannot start the mock server: {err}"))]
+                    })?;
+                    let url = server.base_url();
+                    mock_servers.push(server);
+                    url
+                }
+            };
+            let adapter = OpenAiAdapter::new(&provider, &base_url).map_err(|err| {
+                vec![Problem::row(None, &provider.row_id, format!("cannot build the HTTP client: {err}"))]
+            })?;
+            let route = Route {
+                provider: provider.provider.clone(),
+                model: provider.model.clone(),
+                client: Box::new(adapter),
+                policy: provider.retry_policy,
+            };
+            routes.insert(provider.provider, route);
+        }
+        let mut assembly = Assembly {
+            agent,
+            routes,
+            listeners: Vec::new(),
+            session_start: Vec::new(),
+            checkers: Vec::new(),
+            mock_servers,
+        };
+        for plugin in loaded {
+            let Some(instance) = plugin.instance else { continue };
+            let hooks = instance.hooks();
+            let instance = Arc::new(instance);
+            if hooks.contains(Hooks::REQUEST_ERROR) {
+                assembly.listeners.push(Arc::clone(&instance));
+            }
+            if hooks.contains(Hooks::SESSION_START) {
+                assembly.session_start.push(Arc::clone(&instance));
+            }
+            if hooks.contains(Hooks::CHECKER) {
+                assembly.checkers.push(instance);
+            }
+        }
+        Ok(assembly)
+    }
+
+    /// Opens every checker row's checker for a session with this header.
+    pub fn open_checkers(&self, header: &str) -> Vec<RowChecker> {
+        open_checkers(&self.checkers, header)
+    }
+}
+
+/// Opens the checker of every row in `rows` for a session with this header; a row that cannot
+/// open one is left out with a warning.
+pub fn open_checkers(rows: &[Arc<RowInstance>], header: &str) -> Vec<RowChecker> {
+    rows.iter()
+        .filter_map(|row| match row.open_checker(header) {
+            Ok(Some(checker)) => Some(RowChecker { row_id: row.row_id().to_owned(), checker }),
+            Ok(None) => None,
+            Err(err) => {
+                tracing::warn!("row \"{}\": cannot open its checker: {}", row.row_id(), err.message);
+                None
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,119 @@
+//! The retry step of a failed request — where a retry record is written and where the wait
+//! happens:
+//!
+//! ```text
+//! waterfall (agent/request-error) → cancelled? stop
+//!   → no retry: the turn ends with the failure
+//!   → retry (checked: delay in range and equal to the record's delayMs, record one JSON object)
+//!       → append llm/retry (the invariant may refuse it: the turn ends with INVARIANT)
+//!       → commit (durable before the wait)
+//!       → wait until the record's time + delay, cancellable, counting down
+//!       → append llm/retry-started, commit → send the same step again
+//! ```
+//!
+//! A cancelled wait writes no `llm/retry-started`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_abi::retry::CheckedRetry;
+use dsh_abi::{js, Failure, RequestErrorPayload};
+use serde_json::{json, Value};
+
+use super::cancel::Cancel;
+use super::view::{RetryNotice, TurnView};
+use crate::context::{CallContext, Services};
+use crate::plugin::RowInstance;
+use crate::session::log::{AppendError, NewEvent, SessionLog};
+use crate::waterfall::{self, Outcome};
+
+const RETRY_TICK: Duration = Duration::from_millis(100);
+
+/// What the retry step came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetryStep {
+    /// The wait is over and `llm/retry-started` is durable: send the same step again.
+    Again,
+    /// Nobody retried, or the record was refused: the turn ends with this failure.
+    GiveUp(Failure),
+    /// The turn was cancelled (during the waterfall or the wait).
+    Cancelled,
+}
+
+/// Everything the step reads and writes.
+pub struct RetryParts<'a> {
+    pub log: &'a mut SessionLog,
+    pub listeners: &'a [Arc<RowInstance>],
+    pub services: &'a dyn Services,
+    pub cancel: &'a Cancel,
+    pub view: &'a mut dyn TurnView,
+}
+
+/// Offers the failure of `payload` to the waterfall and carries out its decision.
+pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) -> Result<RetryStep, AppendError> {
+    let RetryParts { log, listeners, services, cancel, view } = parts;
+    let outcome = {
+        let context = CallContext { history: log.index(), cancelled: cancel.flag(), pending_input: false, services };
+        let listeners: Vec<&RowInstance> = listeners.iter().map(Arc::as_ref).collect();
+        let outcome = waterfall::run(&listeners, payload, &context.as_abi());
+        outcome
+    };
+    let (retry, row_id) = match outcome {
+        Outcome::Cancelled => return Ok(RetryStep::Cancelled),
+        Outcome::NoRetry { .. } => return Ok(RetryStep::GiveUp(payload.failure.clone())),
+        Outcome::Retry { retry, row_id } => (retry, row_id),
+    };
+    let now = services.now_ms() as u64;
+    let record = NewEvent { event_type: "llm/retry", data: retry.record.clone(), ignorable: false };
+    let appended = match log.append(record, now) {
+        Ok(appended) => appended,
+        Err(AppendError::Refused { row, message }) => {
+            let message = format!("{message} (llm/retry record from row \"{row_id}\", refused by row \"{row}\")");
+            return Ok(RetryStep::GiveUp(Failure::new("INVARIANT", message)));
+        }
+        Err(err) => return Err(err),
+    };
+    log.commit()?;
+    let notice = notice(&retry, &payload.failure);
+    let deadline = appended.at + notice.delay;
+    view.retry_scheduled(&notice);
+    let mut tick = tokio::time::interval(RETRY_TICK);
+    let counts_down = view.counts_down();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline) => break,
+            () = cancel.cancelled() => {
+                view.retry_done();
+                return Ok(RetryStep::Cancelled);
+            }
+            _ = tick.tick(), if counts_down => {
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                view.retry_tick(&notice, remaining);
+            }
+        }
+    }
+    view.retry_done();
+    let started = json!({"retryId": retry.retry_id, "turn": payload.turn, "step": payload.step, "retry": retry.retry});
+    log.append(NewEvent::new("llm/retry-started", &started), services.now_ms() as u64)?;
+    log.commit()?;
+    Ok(RetryStep::Again)
+}
+
+/// What the display needs from a retry record: `retry`, and `maxRetries` or `headRetries`.
+fn notice(retry: &CheckedRetry, failure: &Failure) -> RetryNotice {
+    let record: Value = serde_json::from_str(&retry.record).unwrap_or(Value::Null);
+    let number = js::as_safe_u64(&retry.retry).unwrap_or(0);
+    let field = |key: &str| record.get(key).and_then(js::as_safe_u64);
+    let of = match (field("maxRetries"), field("headRetries")) {
+        (Some(max), _) => Some(max),
+        (None, Some(head)) if number <= head => Some(head),
+        _ => None,
+    };
+    RetryNotice {
+        retry: number,
+        of,
+        delay: Duration::from_secs_f64(retry.delay_ms / 1000.0),
+        code: failure.code.to_string(),
+        message: failure.message.to_string(),
+    }
+}

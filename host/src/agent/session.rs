@@ -1,0 +1,136 @@
+//! Sessions as the agent runs them: a composed profile assembled over a new log or an existing one
+//! (repaired on open), `agent/session-start` raised, and — for a cold resume — the continuation
+//! turns listeners enqueue, each run once.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use dsh_abi::{Continuation, SessionStartSource};
+use serde_json::json;
+
+use super::assembly::Assembly;
+use super::cancel::Cancel;
+use super::turn::{Agent, HeaderReason, TurnEnd, UserInput};
+use super::view::TurnView;
+use crate::context::{epoch_ms, Services, SystemServices};
+use crate::problem::Problem;
+use crate::profile::patch::Composition;
+use crate::profile::Profile;
+use crate::session::log::{AppendError, OpenError, SessionLog};
+use crate::session::repair::Repair;
+use crate::session::writer::SyncPolicy;
+
+/// Which log the agent runs over.
+#[derive(Debug, Clone, Copy)]
+pub enum Opening<'a> {
+    /// A new session under this `sessions/` directory.
+    New { sessions: &'a Path },
+    /// An existing log, repaired on open (a turn left open is closed as interrupted).
+    Existing { log: &'a Path },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the profile cannot run")]
+    Config(Vec<Problem>),
+    #[error("cannot create the session log: {0}")]
+    Create(#[from] std::io::Error),
+    #[error(transparent)]
+    Open(#[from] OpenError),
+}
+
+/// An agent ready to run turns, and what opening an existing log repaired.
+pub struct Started {
+    pub agent: Agent,
+    pub repair: Option<Repair>,
+}
+
+/// Assembles `composition` and opens the session log.
+pub async fn start(
+    profile: &Profile,
+    composition: &Composition,
+    opening: Opening<'_>,
+    view: Box<dyn TurnView>,
+    verbose_mock: bool,
+) -> Result<Started, StartError> {
+    let assembly = Assembly::build(profile, composition, verbose_mock).await.map_err(StartError::Config)?;
+    let services: Arc<dyn Services> = Arc::new(SystemServices);
+    let (log, repair) = match opening {
+        Opening::New { sessions } => {
+            let id = services.new_id();
+            let header = json!({
+                "type": "session", "version": 0, "id": id, "createdAt": epoch_ms(),
+                "cwd": std::env::current_dir().map(|dir| dir.display().to_string()).unwrap_or_default(),
+                "delegationDepth": 0,
+            });
+            let log = SessionLog::create(
+                sessions,
+                &id,
+                &header,
+                |header| assembly.open_checkers(header),
+                SyncPolicy::Durable,
+            )?;
+            (log, None)
+        }
+        Opening::Existing { log } => {
+            let (log, repair) =
+                SessionLog::open(log, |header| assembly.open_checkers(header), SyncPolicy::Durable, epoch_ms(), true)?;
+            (log, Some(repair))
+        }
+    };
+    Ok(Started { agent: Agent { log, assembly, services, cancel: Cancel::default(), view }, repair })
+}
+
+impl Agent {
+    /// Raises `agent/session-start` for a session `dsh run` starts or continues, with the user's
+    /// prompt already pending. Continuations are only run on a cold resume, so one asked for here
+    /// is named in a warning and left.
+    pub fn announce(&self, source: SessionStartSource) {
+        for (package, continuation) in self.session_start(source, true) {
+            tracing::warn!(
+                "package \"{package}\" asked to enqueue the continuation {} when the session started; dsh runs \
+                 continuations only on `dsh session resume`",
+                continuation.id
+            );
+        }
+    }
+}
+
+/// What happens during a resume, for the caller to show.
+#[derive(Debug)]
+pub enum ResumeEvent<'a> {
+    /// A listener asked again for a continuation that is already in the log; it is not run twice.
+    AlreadyInLog { id: &'a str },
+    /// A continuation turn starts.
+    Continuing { plugin: &'a str, summary: &'a str },
+    /// A continuation turn ended.
+    Ended(&'a TurnEnd),
+}
+
+/// Offers a cold session to `agent/session-start` listeners (source `resume`, no input pending)
+/// and runs each continuation they enqueue as a new turn, in row order, until one does not
+/// complete. Returns the end of the last turn run, `None` when nothing was resumed.
+pub async fn resume(
+    agent: &mut Agent,
+    report: &mut dyn FnMut(ResumeEvent<'_>),
+) -> Result<Option<TurnEnd>, AppendError> {
+    let mut last = None;
+    for (plugin, continuation) in agent.session_start(SessionStartSource::Resume, false) {
+        let Continuation { id, text, form, summary } = continuation;
+        if agent.log.has_message(&id) {
+            report(ResumeEvent::AlreadyInLog { id: &id });
+            continue;
+        }
+        report(ResumeEvent::Continuing { plugin: &plugin, summary: &summary });
+        let source = json!({"kind": "plugin", "plugin": plugin, "form": form.as_str(), "summary": summary.as_str()});
+        let input = UserInput { id: id.into_string(), text: text.into_string(), source };
+        let end = agent.run_turn(input, HeaderReason::Resume).await?;
+        report(ResumeEvent::Ended(&end));
+        let completed = end == TurnEnd::Completed;
+        last = Some(end);
+        if !completed {
+            break;
+        }
+    }
+    Ok(last)
+}

@@ -1,0 +1,39 @@
+//! What the user sees of a turn while it runs: streamed text, and a line per scheduled retry that
+//! counts down. The command line implements it for the terminal; simulations use [`Silent`].
+
+use std::time::Duration;
+
+/// A scheduled retry, as the live display shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    pub retry: u64,
+    /// `None`: unbounded (shown as ∞).
+    pub of: Option<u64>,
+    pub delay: Duration,
+    pub code: String,
+    pub message: String,
+}
+
+pub trait TurnView: Send {
+    fn text(&mut self, delta: &str);
+    /// A retry is scheduled; the wait starts.
+    fn retry_scheduled(&mut self, notice: &RetryNotice);
+    /// Whether the view shows a live countdown (and so wants [`TurnView::retry_tick`]).
+    fn counts_down(&self) -> bool {
+        false
+    }
+    /// Called about every 100 ms of a wait with the time left, when the view counts down.
+    fn retry_tick(&mut self, notice: &RetryNotice, remaining: Duration);
+    /// The wait is over (elapsed or cancelled).
+    fn retry_done(&mut self);
+}
+
+/// A view that shows nothing (simulations and benchmarks).
+pub struct Silent;
+
+impl TurnView for Silent {
+    fn text(&mut self, _: &str) {}
+    fn retry_scheduled(&mut self, _: &RetryNotice) {}
+    fn retry_tick(&mut self, _: &RetryNotice, _: Duration) {}
+    fn retry_done(&mut self) {}
+}

@@ -1,0 +1,217 @@
+//! What `dsh run` and `dsh session resume` share on the terminal: the runtime, starting an agent
+//! over a composed profile, the live retry line, Ctrl-C, and how a turn's end is reported.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::config::compose;
+use super::Globals;
+use crate::agent::session::{self, Opening, StartError};
+use crate::agent::turn::{Agent, TurnEnd};
+use crate::agent::view::{RetryNotice, TurnView};
+use crate::agent::Cancel;
+use crate::profile::{Home, LayerScope};
+use crate::session::repair::Repair;
+
+/// Shows a turn on the terminal: text on stdout, retries on stderr.
+pub(crate) struct TerminalView {
+    json: bool,
+    live: bool,
+    bar: Option<ProgressBar>,
+    text_open: bool,
+}
+
+impl TerminalView {
+    pub(crate) fn new(json: bool) -> Self {
+        TerminalView { json, live: std::io::stderr().is_terminal(), bar: None, text_open: false }
+    }
+
+    fn end_text_line(&mut self) {
+        if self.text_open {
+            println!();
+            self.text_open = false;
+        }
+    }
+}
+
+/// `4s` for whole seconds (rounded up), `0.5s` below one second.
+fn remaining_text(remaining: Duration) -> String {
+    let ms = remaining.as_millis();
+    if ms >= 1000 {
+        format!("{}s", ms.div_ceil(1000))
+    } else {
+        format!("{:.1}s", (ms as f64 / 100.0).ceil() / 10.0)
+    }
+}
+
+fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {
+    let of = notice.of.map_or_else(|| "∞".to_owned(), |of| of.to_string());
+    format!("Retrying model request ({}/{of}) · {}", notice.retry, remaining_text(remaining))
+}
+
+impl TurnView for TerminalView {
+    fn text(&mut self, delta: &str) {
+        if !self.json {
+            print!("{delta}");
+            let _ = std::io::stdout().flush();
+            self.text_open = true;
+        }
+    }
+
+    fn retry_scheduled(&mut self, notice: &RetryNotice) {
+        self.end_text_line();
+        if self.live {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            bar.set_style(ProgressStyle::with_template("{msg}").expect("a valid template"));
+            bar.set_message(retry_line(notice, notice.delay));
+            self.bar = Some(bar);
+        } else {
+            eprintln!("{} ({}: {})", retry_line(notice, notice.delay), notice.code, notice.message);
+        }
+    }
+
+    fn counts_down(&self) -> bool {
+        self.live
+    }
+
+    fn retry_tick(&mut self, notice: &RetryNotice, remaining: Duration) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(retry_line(notice, remaining));
+        }
+    }
+
+    fn retry_done(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Ctrl-C once cancels the turn; twice exits at once (130). The handler is registered before
+/// this returns, so a Ctrl-C that comes right after is never lost.
+pub(crate) fn handle_interrupts(cancel: Cancel) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupts = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        if interrupts.recv().await.is_none() {
+            return;
+        }
+        cancel.cancel();
+        eprintln!("\ndsh: cancelling the turn (Ctrl-C again exits at once)");
+        if interrupts.recv().await.is_some() {
+            std::process::exit(130);
+        }
+    });
+    Ok(())
+}
+
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+pub(crate) fn print_repair(repair: &Repair) {
+    if let Some((at, len, backup)) = &repair.torn {
+        eprintln!(
+            "dsh: repaired a torn last line (line {}, byte {}, {len} bytes); kept in {}",
+            at.line,
+            at.offset,
+            backup.display()
+        );
+    }
+    if !repair.closers.is_empty() {
+        eprintln!("dsh: closed the interrupted turn ({})", repair.closers.join(", "));
+    }
+    for warning in &repair.warnings {
+        eprintln!("dsh: warning: the log already breaks a rule: {warning}");
+    }
+}
+
+/// Composes `profile` and starts its agent over a new session or the log at `existing`; prints
+/// the composition warnings and what opening the log repaired. `Err(code)`: the profile cannot
+/// run (its problems are printed).
+pub(crate) async fn start(
+    globals: &Globals,
+    home: &Home,
+    profile: &str,
+    patches: &[PathBuf],
+    existing: Option<&std::path::Path>,
+    json: bool,
+) -> anyhow::Result<Result<Agent, ExitCode>> {
+    let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
+    let sessions = home.sessions_dir();
+    let opening = match existing {
+        Some(log) => Opening::Existing { log },
+        None => Opening::New { sessions: &sessions },
+    };
+    let view = Box::new(TerminalView::new(json));
+    let started = match session::start(&profile, &composition, opening, view, globals.verbose()).await {
+        Ok(started) => started,
+        Err(StartError::Config(problems)) => {
+            for problem in problems {
+                eprintln!("{problem}");
+            }
+            return Ok(Err(ExitCode::FAILURE));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    if let Some(repair) = &started.repair {
+        print_repair(repair);
+    }
+    let mut agent = started.agent;
+    if json {
+        agent.log.set_echo(Box::new(|line| {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }));
+    }
+    Ok(Ok(agent))
+}
+
+/// Prints how the turn ended and returns the exit code.
+pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
+    if !json && !matches!(end, TurnEnd::Aborted) {
+        println!();
+    }
+    let code = match end {
+        TurnEnd::Completed => ExitCode::SUCCESS,
+        TurnEnd::MaxTokens => {
+            eprintln!("dsh: the answer was cut at the model's output limit");
+            ExitCode::SUCCESS
+        }
+        TurnEnd::Error(failure) => {
+            eprintln!("dsh: the turn ended with an error: {}: {}", failure.code, failure.message);
+            ExitCode::FAILURE
+        }
+        TurnEnd::Aborted => {
+            eprintln!("dsh: the turn was cancelled");
+            ExitCode::from(130)
+        }
+    };
+    eprintln!("session {}", agent.log.id());
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_countdown_rounds_up_and_shows_tenths_below_a_second() {
+        let notice = RetryNotice {
+            retry: 2,
+            of: Some(5),
+            delay: Duration::from_secs(4),
+            code: "SERVER".into(),
+            message: "m".into(),
+        };
+        assert_eq!(retry_line(&notice, Duration::from_millis(3200)), "Retrying model request (2/5) · 4s");
+        assert_eq!(retry_line(&notice, Duration::from_millis(450)), "Retrying model request (2/5) · 0.5s");
+        let unbounded = RetryNotice { of: None, retry: 7, ..notice };
+        assert_eq!(retry_line(&unbounded, Duration::from_secs(20)), "Retrying model request (7/∞) · 20s");
+    }
+}

@@ -1,0 +1,266 @@
+//! The gate every event passes: the session structure rules, then every checker plugin, in one
+//! loop shared by the three places that check events — opening a log, appending to it, and
+//! `dsh session verify`.
+//!
+//! One rule for malformed envelopes, wherever the event is checked: the structure rules report a
+//! missing or non-integral `seq` or `time`; checkers are given the seq the event should have (its
+//! position in the log) and a time of NaN.
+
+use abi_stable::std_types::{RResult, RStr};
+use dsh_abi::{js, CheckerObject, EventRef, Verdict};
+
+use super::reader::EventView;
+use super::structure::StructureRules;
+use super::vocabulary;
+
+/// A checker plugin's per-session state, with the row that owns it.
+pub struct RowChecker {
+    pub row_id: String,
+    pub checker: CheckerObject,
+}
+
+/// An event as the gate sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct GateEvent<'a> {
+    pub event_type: &'a str,
+    pub seq: Option<f64>,
+    pub time: Option<f64>,
+    pub data: &'a str,
+    pub ignorable: bool,
+}
+
+impl<'a> From<&EventView<'a>> for GateEvent<'a> {
+    fn from(event: &EventView<'a>) -> Self {
+        GateEvent {
+            event_type: event.event_type,
+            seq: event.seq,
+            time: event.time,
+            data: event.data,
+            ignorable: event.ignorable,
+        }
+    }
+}
+
+impl GateEvent<'_> {
+    /// Ignorable events of unknown types only count for seq and time.
+    fn interpreted(&self) -> bool {
+        !self.ignorable || vocabulary::is_known(self.event_type)
+    }
+}
+
+/// Who found something wrong with an event, and how much it matters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finder {
+    /// The session structure rules.
+    Rules,
+    /// A checker that refuses the event (`enforce` mode).
+    Refused { row: String },
+    /// A checker that only reports it (`report` mode).
+    Reported { row: String },
+    /// A checker that failed on the event; it leaves the session.
+    CheckerFailed { row: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub finder: Finder,
+    pub message: String,
+}
+
+impl Finding {
+    /// Whether the event must not be appended.
+    pub fn blocks(&self) -> bool {
+        matches!(self.finder, Finder::Rules | Finder::Refused { .. })
+    }
+
+    /// The finding with the row that made it, for logs and messages.
+    pub fn describe(&self) -> String {
+        match &self.finder {
+            Finder::Rules => self.message.clone(),
+            Finder::Refused { row } | Finder::Reported { row } => format!("{} (row \"{row}\")", self.message),
+            Finder::CheckerFailed { row } => {
+                format!("row \"{row}\": its checker failed and leaves the session: {}", self.message)
+            }
+        }
+    }
+}
+
+/// How an event meets the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Already in a log (opening it, verifying it): every finding is collected and the event is
+    /// taken in whatever is found.
+    Observe,
+    /// About to be appended: the first blocking finding stops the check, and a rule violation
+    /// leaves the rules as they were.
+    Append,
+}
+
+pub struct Gate {
+    rules: StructureRules,
+    checkers: Vec<RowChecker>,
+}
+
+impl Gate {
+    pub fn new(checkers: Vec<RowChecker>) -> Self {
+        Gate { rules: StructureRules::default(), checkers }
+    }
+
+    pub fn rules(&self) -> &StructureRules {
+        &self.rules
+    }
+
+    /// Checks an event that is already in the log and takes it in; what is wrong with it is
+    /// pushed to `found`.
+    pub fn observe(&mut self, event: &GateEvent<'_>, found: &mut Vec<Finding>) {
+        let Gate { rules, checkers } = self;
+        check(rules, checkers, event, Admission::Observe, found);
+    }
+
+    /// Checks an event about to be appended. `Err` is the first blocking finding: the event must
+    /// not be written, and the structure state is unchanged. Non-blocking findings are logged.
+    pub fn admit(&mut self, event: &GateEvent<'_>) -> Result<(), Finding> {
+        let mut probe = self.rules.clone();
+        let mut found = Vec::new();
+        check(&mut probe, &mut self.checkers, event, Admission::Append, &mut found);
+        if let Some(blocking) = found.iter().position(Finding::blocks) {
+            return Err(found.swap_remove(blocking));
+        }
+        for finding in &found {
+            tracing::warn!("{}", finding.describe());
+        }
+        self.rules = probe;
+        Ok(())
+    }
+}
+
+/// The one loop: structure rules, then each checker in row order.
+fn check(
+    rules: &mut StructureRules,
+    checkers: &mut Vec<RowChecker>,
+    event: &GateEvent<'_>,
+    admission: Admission,
+    found: &mut Vec<Finding>,
+) {
+    let position = rules.next_seq();
+    let before = found.len();
+    rules.check(event.seq, event.time, event.event_type, event.data, event.interpreted(), &mut |message| {
+        found.push(Finding { finder: Finder::Rules, message })
+    });
+    if !event.interpreted() || (admission == Admission::Append && found.len() > before) {
+        return;
+    }
+    let view = EventRef {
+        event_type: RStr::from_str(event.event_type),
+        seq: event.seq.filter(|seq| js::is_safe_integer(*seq) && *seq >= 0.0).map_or(position, |seq| seq as u64),
+        time: event.time.unwrap_or(f64::NAN),
+        data: RStr::from_str(event.data),
+    };
+    let mut refused = false;
+    checkers.retain_mut(|check| {
+        if refused {
+            return true;
+        }
+        let row = || check.row_id.clone();
+        match check.checker.check_event(view) {
+            RResult::ROk(Verdict::Accept) => true,
+            RResult::ROk(Verdict::Refuse(message)) => {
+                refused = admission == Admission::Append;
+                found.push(Finding { finder: Finder::Refused { row: row() }, message: message.into_string() });
+                true
+            }
+            RResult::ROk(Verdict::Warn(message)) => {
+                found.push(Finding { finder: Finder::Reported { row: row() }, message: message.into_string() });
+                true
+            }
+            RResult::RErr(err) => {
+                found
+                    .push(Finding { finder: Finder::CheckerFailed { row: row() }, message: err.message.into_string() });
+                false
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use abi_stable::sabi_trait::TD_Opaque;
+    use dsh_abi::{PluginError, SessionChecker, SessionChecker_TO};
+
+    use super::*;
+
+    /// A checker that answers every event with the same verdict (or fails), counting calls.
+    struct Scripted {
+        answer: Result<Verdict, &'static str>,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl SessionChecker for Scripted {
+        fn check_event(&mut self, _event: EventRef<'_>) -> RResult<Verdict, PluginError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            match &self.answer {
+                Ok(verdict) => RResult::ROk(verdict.clone()),
+                Err(message) => RResult::RErr(PluginError::failed(*message)),
+            }
+        }
+    }
+
+    fn row(row_id: &str, answer: Result<Verdict, &'static str>) -> (RowChecker, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let checker = SessionChecker_TO::from_value(Scripted { answer, calls: Arc::clone(&calls) }, TD_Opaque);
+        (RowChecker { row_id: row_id.to_owned(), checker }, calls)
+    }
+
+    fn event(seq: f64) -> GateEvent<'static> {
+        GateEvent { event_type: "turn/start", seq: Some(seq), time: Some(1.0), data: r#"{"turn":1}"#, ignorable: false }
+    }
+
+    #[test]
+    fn a_checker_that_fails_leaves_the_session_after_one_finding() {
+        let (failing, calls) = row("broken", Err("boom"));
+        let mut gate = Gate::new(vec![failing]);
+        let mut found = Vec::new();
+        gate.observe(&event(0.0), &mut found);
+        gate.observe(
+            &GateEvent { event_type: "turn/end", seq: Some(1.0), data: r#"{"turn":1}"#, ..event(1.0) },
+            &mut found,
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(found, [Finding { finder: Finder::CheckerFailed { row: "broken".into() }, message: "boom".into() }]);
+    }
+
+    #[test]
+    fn an_append_that_breaks_a_rule_is_refused_before_any_checker_and_changes_nothing() {
+        let (counting, calls) = row("counting", Ok(Verdict::Accept));
+        let mut gate = Gate::new(vec![counting]);
+        let refused = gate.admit(&event(5.0)).unwrap_err();
+        assert_eq!(refused.finder, Finder::Rules);
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        assert_eq!(gate.rules().next_seq(), 0);
+        gate.admit(&event(0.0)).unwrap();
+        assert_eq!(gate.rules().next_seq(), 1);
+    }
+
+    #[test]
+    fn a_refusal_blocks_an_append_and_a_report_does_not() {
+        let (refusing, _) = row("strict", Ok(Verdict::Refuse("no".into())));
+        assert_eq!(Gate::new(vec![refusing]).admit(&event(0.0)).unwrap_err().describe(), "no (row \"strict\")");
+        let (reporting, _) = row("lenient", Ok(Verdict::Warn("hm".into())));
+        assert!(Gate::new(vec![reporting]).admit(&event(0.0)).is_ok());
+    }
+
+    #[test]
+    fn observing_collects_every_finding_and_takes_the_event_in() {
+        let (first, _) = row("a", Ok(Verdict::Refuse("one".into())));
+        let (second, _) = row("b", Ok(Verdict::Warn("two".into())));
+        let mut gate = Gate::new(vec![first, second]);
+        let mut found = Vec::new();
+        gate.observe(&event(3.0), &mut found);
+        let messages: Vec<&str> = found.iter().map(|finding| finding.message.as_str()).collect();
+        assert_eq!(messages, ["seq 3 where 0 was expected", "one", "two"]);
+        assert_eq!(gate.rules().next_seq(), 4);
+    }
+}

@@ -1,0 +1,32 @@
+//! Where session logs are: `sessions/<id>/session.jsonl` under the home (or DeepSeek Harness's
+//! compressed `session.jsonl.zstd`), found by session id or by path.
+
+use std::path::{Path, PathBuf};
+
+use crate::NotFound;
+
+pub const LOG_FILE: &str = "session.jsonl";
+pub const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
+
+/// The log in a session directory: `session.jsonl`, or DeepSeek Harness's compressed
+/// `session.jsonl.zstd`.
+pub fn find_log(dir: &Path) -> Option<PathBuf> {
+    [LOG_FILE, COMPRESSED_LOG_FILE].iter().map(|file| dir.join(file)).find(|path| path.is_file())
+}
+
+/// A log named by path (a file, or a session directory) or by session id under `sessions`.
+pub fn resolve_log(sessions: &Path, name: &str) -> Result<PathBuf, NotFound> {
+    let path = Path::new(name);
+    if path.is_file() {
+        return Ok(path.to_owned());
+    }
+    if path.is_dir() {
+        return find_log(path).ok_or_else(|| NotFound(format!("{name}: no session.jsonl in this directory")));
+    }
+    if !name.contains(['/', '\\']) {
+        if let Some(found) = find_log(&sessions.join(name)) {
+            return Ok(found);
+        }
+    }
+    Err(NotFound(format!("{name}: no such log file, and no session of that id under {}", sessions.display())))
+}

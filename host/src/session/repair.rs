@@ -1,0 +1,59 @@
+//! Crash repair: cutting a torn last line (kept aside in `session.jsonl.torn-<time>`), and the
+//! closers that balance a turn a crash left open — a synthetic error `tool/result` for each
+//! unanswered tool call, `step/end`, then `turn/end {reason: {kind: interrupted}}`.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use super::reader::Position;
+use super::structure::StructureRules;
+use crate::fsutil;
+
+/// What opening a log repaired.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Repair {
+    /// A torn last line: where it was, its length, and the copy kept.
+    pub torn: Option<(Position, usize, PathBuf)>,
+    /// The closer events appended for an interrupted turn, e.g. `turn/end`.
+    pub closers: Vec<String>,
+    /// What the existing events break that does not stop writing (checker reports).
+    pub warnings: Vec<String>,
+}
+
+/// Copies everything from `offset` on to `backup`, then cuts it off `file` and syncs.
+pub fn cut_torn_tail(file: &mut File, offset: u64, backup: &Path) -> io::Result<()> {
+    let mut tail = Vec::new();
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_to_end(&mut tail)?;
+    fsutil::write_atomic(backup, &tail)?;
+    file.set_len(offset)?;
+    file.sync_all()
+}
+
+/// The events that close the turn `rules` has open, in order; none when no turn is open.
+pub fn closers(rules: &StructureRules) -> Vec<(&'static str, Value)> {
+    let Some(turn) = rules.open_turn() else {
+        return Vec::new();
+    };
+    let mut closers = Vec::new();
+    if let Some(step) = rules.open_step() {
+        let mut calls: Vec<&str> = rules.pending_calls().collect();
+        calls.sort_unstable();
+        for call_id in calls {
+            closers.push((
+                "tool/result",
+                json!({
+                    "turn": turn, "step": step, "callId": call_id,
+                    "message": {"role": "tool", "content": [{"type": "text", "text": "The host stopped before this tool call finished; its outcome is unknown."}], "source": {"kind": "tool", "callId": call_id}},
+                    "error": {"message": "the host stopped before this tool call finished", "code": "TOOL_OUTCOME_UNKNOWN"},
+                }),
+            ));
+        }
+        closers.push(("step/end", json!({"turn": turn, "step": step})));
+    }
+    closers.push(("turn/end", json!({"turn": turn, "reason": {"kind": "interrupted"}})));
+    closers
+}

@@ -1,0 +1,237 @@
+//! The host's module graph has no cycles: none between the top-level modules of `host/src`, and
+//! none between sibling files of one module (a `mod.rs` that declares or re-exports its children
+//! does not count; test code is left out). Read from the sources: every `crate::…` and `super::…`
+//! path outside comments and `#[cfg(test)]` items is an edge.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use dsh_e2e::{files_under, workspace_root};
+
+/// A source file's module path, e.g. `["agent", "turn"]`; `mod.rs` and `lib.rs` name their
+/// directory's module.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative.iter().map(|part| part.to_string_lossy().into_owned()).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The source without comments and without `#[cfg(test)]` items.
+fn production_code(text: &str) -> String {
+    let mut code = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        if trimmed.starts_with("#[cfg(test)]") {
+            let mut depth = 0i32;
+            let mut opened = false;
+            for line in lines.by_ref() {
+                depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+                opened |= line.contains('{');
+                if opened && depth <= 0 {
+                    break;
+                }
+            }
+            continue;
+        }
+        code.push_str(line);
+        code.push('\n');
+    }
+    code
+}
+
+fn identifier(text: &str) -> &str {
+    let end = text.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(text.len());
+    &text[..end]
+}
+
+/// The first segment after every `prefix::` in `code`, with brace groups expanded:
+/// `super::{a, b::c}` gives `a` and `b`.
+fn first_segments(code: &str, prefix: &str) -> Vec<String> {
+    let needle = format!("{prefix}::");
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices(&needle) {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[at + needle.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut item_start = true;
+            for (offset, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if item_start && (c.is_alphanumeric() || c == '_') => {
+                        found.push(identifier(&group[offset..]).to_owned());
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(identifier(rest).to_owned());
+        }
+    }
+    found
+}
+
+/// `pub use child::Item` lines of a `mod.rs`: which child an item re-exported by the parent
+/// really lives in.
+fn re_exports(code: &str) -> BTreeMap<String, String> {
+    let mut items = BTreeMap::new();
+    for line in code.lines().map(str::trim) {
+        let Some(path) = line.strip_prefix("pub use ") else { continue };
+        let child = identifier(path).to_owned();
+        let rest = &path[child.len()..];
+        let Some(rest) = rest.strip_prefix("::") else { continue };
+        let names = rest.trim_end_matches(';').trim_start_matches('{').trim_end_matches('}');
+        for name in names.split(',') {
+            let name = name.trim().rsplit("::").next().unwrap_or_default();
+            if !name.is_empty() {
+                items.insert(name.to_owned(), child.clone());
+            }
+        }
+    }
+    items
+}
+
+/// A cycle in `graph`, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        done: &mut BTreeSet<String>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = stack.iter().position(|on| on == node) {
+            let mut cycle = stack[start..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if !done.insert(node.to_owned()) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, done, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+}
+
+struct Source {
+    module: Vec<String>,
+    is_parent: bool,
+    code: String,
+}
+
+fn sources() -> Vec<Source> {
+    let src = workspace_root().join("host/src");
+    files_under(&src)
+        .into_iter()
+        .filter(|file| file.extension().is_some_and(|ext| ext == "rs"))
+        .map(|file| {
+            let name = file.file_stem().unwrap().to_string_lossy().into_owned();
+            Source {
+                module: module_path(&src, &file),
+                is_parent: matches!(name.as_str(), "mod" | "lib" | "main"),
+                code: production_code(&std::fs::read_to_string(&file).unwrap()),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn top_level_modules_of_the_host_form_no_cycle() {
+    let sources = sources();
+    let top: BTreeSet<String> = sources.iter().filter_map(|source| source.module.first().cloned()).collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for source in &sources {
+        let Some(from) = source.module.first() else { continue };
+        for target in first_segments(&source.code, "crate") {
+            if top.contains(&target) && target != *from {
+                graph.entry(from.clone()).or_default().insert(target);
+            }
+        }
+    }
+    assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 10, "the scan found the host's imports: {graph:?}");
+    assert_eq!(find_cycle(&graph), None, "a cycle between top-level modules");
+}
+
+#[test]
+fn sibling_files_of_a_module_form_no_cycle() {
+    let sources = sources();
+    let mut edges = 0;
+    let parents: Vec<&Source> = sources.iter().filter(|source| source.is_parent).collect();
+    for parent in parents {
+        let children: BTreeSet<String> = sources
+            .iter()
+            .filter(|source| {
+                source.module.len() == parent.module.len() + 1 && source.module.starts_with(&parent.module)
+            })
+            .map(|source| source.module.last().unwrap().clone())
+            .collect();
+        let exported = re_exports(&parent.code);
+        let sibling = |name: &str| -> Option<String> {
+            if children.contains(name) {
+                Some(name.to_owned())
+            } else {
+                exported.get(name).cloned()
+            }
+        };
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for source in sources.iter().filter(|source| !source.is_parent) {
+            if source.module.len() != parent.module.len() + 1 || !source.module.starts_with(&parent.module) {
+                continue;
+            }
+            let from = source.module.last().unwrap().clone();
+            let mut targets: Vec<String> =
+                first_segments(&source.code, "super").iter().filter_map(|t| sibling(t)).collect();
+            let absolute = format!("crate::{}", parent.module.join("::"));
+            if !parent.module.is_empty() {
+                targets.extend(first_segments(&source.code, &absolute).iter().filter_map(|t| sibling(t)));
+            }
+            for target in targets.into_iter().filter(|target| *target != from) {
+                edges += 1;
+                graph.entry(from.clone()).or_default().insert(target);
+            }
+        }
+        assert_eq!(find_cycle(&graph), None, "a cycle between the files of module {:?}", parent.module);
+    }
+    assert!(edges > 10, "the scan found the sibling imports ({edges})");
+}
+
+#[test]
+fn the_scan_sees_groups_re_exports_and_cycles() {
+    let code = "use super::{gate::Gate, reader};\nlet x = crate::bundled::package(name);\nfoo::super::no;";
+    assert_eq!(first_segments(code, "super"), ["gate", "reader"]);
+    assert_eq!(first_segments(code, "crate"), ["bundled"]);
+    assert_eq!(re_exports("pub use assembly::Assembly;\npub use cancel::{Cancel, Other};"), {
+        BTreeMap::from([
+            ("Assembly".to_owned(), "assembly".to_owned()),
+            ("Cancel".to_owned(), "cancel".to_owned()),
+            ("Other".to_owned(), "cancel".to_owned()),
+        ])
+    });
+    let graph = BTreeMap::from([
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["a".to_owned()])),
+    ]);
+    assert_eq!(find_cycle(&graph), Some(vec!["a".to_owned(), "b".to_owned(), "a".to_owned()]));
+    assert_eq!(production_code("a\n// crate::x\n#[cfg(test)]\nmod tests {\n  crate::y\n}\nb\n"), "a\nb\n");
+}
