@@ -97,7 +97,7 @@ fn every_bad_key_of_every_row_is_reported_in_one_run_with_file_row_and_key() {
     }
     let matrix = home.write("matrix.yml", MATRIX);
     let run = home.run(&["config", "--profile", "all", "check", "--patch", matrix.to_str().unwrap()]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(4));
     let lines: Vec<&str> = run.stderr.lines().collect();
     let missing: Vec<String> = EXPECTED
         .iter()

@@ -1,12 +1,13 @@
 //! `dsh-retry` through the real binary: what it retries and what it leaves to provider policies,
 //! and cold resume after `kill -9` — exactly one continuation, never for a user abort.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use dsh_e2e::turns::{route_patch, run_turn_in, session_id, SECRET};
-use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::turns::{route_patch, run_turn_in, session_id, spawn_dsh, SECRET};
+use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome};
 use serde_json::Value;
 
 /// A home whose `fb` profile has the dsh-retry bundle and `config` for its row.
@@ -74,24 +75,16 @@ fn configured_codes_are_normalised_and_retried_with_the_ordinary_budget() {
 
 /// Starts `dsh run` on profile `fb` and waits until the log holds a dsh-retry record.
 fn run_until_own_retry(home: &TestHome, patch: &Path) -> (Child, PathBuf) {
-    let child = home
-        .dsh()
-        .env("DEEPSEEK_API_KEY", SECRET)
-        .args(["run", "--profile", "fb", "--patch"])
-        .arg(patch)
-        .arg("hi")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let log = || -> Option<PathBuf> {
-        Some(std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path().join("session.jsonl"))
-    };
+    let child = spawn_dsh(
+        home,
+        [OsStr::new("run"), "--profile".as_ref(), "fb".as_ref(), "--patch".as_ref(), patch.as_os_str(), "hi".as_ref()],
+    );
     let scheduled = wait_until(Duration::from_secs(20), || {
-        log().is_some_and(|path| std::fs::read_to_string(path).unwrap_or_default().contains("dsh-retry/v1"))
+        only_session_log(home)
+            .is_some_and(|path| std::fs::read_to_string(path).unwrap_or_default().contains("dsh-retry/v1"))
     });
     assert!(scheduled, "dsh-retry never scheduled a retry");
-    (child, log().unwrap())
+    (child, only_session_log(home).unwrap())
 }
 
 fn resume(home: &TestHome, id: &str, patch: &Path) -> Run {

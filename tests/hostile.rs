@@ -2,7 +2,7 @@
 //! stream, invalid UTF-8, frames split at every byte, and every kind of `Retry-After`. Each is
 //! classified, and the process stays bounded in memory.
 
-use dsh_e2e::turns::{route_patch, session_id, Turn, SECRET, TINY};
+use dsh_e2e::turns::{route_patch, session_id, spawn_dsh, Turn, SECRET, TINY};
 use dsh_e2e::{log_events, MockProcess, Run, TestHome};
 use serde_json::Value;
 
@@ -86,4 +86,114 @@ fn every_kind_of_retry_after_is_classified() {
         [5.0, 10.0, 20.0, 40.0, 1000.0, 12.5],
         "an over-long hint falls back to the local delay in always mode"
     );
+}
+
+#[test]
+fn keep_alive_comments_cannot_keep_an_attempt_open_past_its_deadline() {
+    let (turn, _) = hostile_turn(
+        "- keepAlive: 50\n",
+        "{mode: normal, maxRetries: 0}\n    requestTimeoutMs: 600\n    idleTimeoutMs: 200",
+    );
+    assert_eq!(turn.run.code, Some(1));
+    assert_eq!(turn.end()["error"]["code"], "TIMEOUT");
+    assert!(
+        turn.end()["error"]["message"].as_str().unwrap().contains("did not finish within 600ms (requestTimeoutMs)"),
+        "{}",
+        turn.end()
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_and_the_turn_is_recorded_to_its_end() {
+    use std::io::BufRead;
+    let home = TestHome::new();
+    let answer = "line one\nline two\nline three\n".repeat(200);
+    let mock = MockProcess::start(&home, &format!("- ok: {}\n", serde_json::to_string(&answer).unwrap()));
+    let patch = route_patch(&home, &mock, TINY, "");
+    let mut child = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(["run", "--patch"])
+        .arg(&patch)
+        .arg("hi")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first, "line one\n");
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+    let run = Run { code: output.status.code(), stdout: String::new(), stderr: stderr.into_owned() };
+    let log = home.path().join("sessions").join(session_id(&run)).join("session.jsonl");
+    let events = log_events(&log);
+    assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "completed");
+    for args in [["session", "list"], ["config", "dump"]] {
+        let mut listing = home.dsh().args(args).stdout(std::process::Stdio::piped()).spawn().unwrap();
+        drop(listing.stdout.take());
+        let status = listing.wait().unwrap();
+        assert!(status.code().is_some(), "{args:?} died of a signal");
+    }
+}
+
+#[test]
+fn an_always_mode_chain_against_an_endless_stream_keeps_each_attempts_text_bounded() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- endless: \"lorem ipsum \"\n");
+    let patch = route_patch(
+        &home,
+        &mock,
+        "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}",
+        "\n    requestTimeoutMs: 400",
+    );
+    let mut child =
+        spawn_dsh(&home, [std::ffi::OsStr::new("run"), "--patch".as_ref(), patch.as_os_str(), "hi".as_ref()]);
+    let log = || dsh_e2e::only_session_log(&home);
+    let retried = dsh_e2e::wait_until(std::time::Duration::from_secs(30), || {
+        log().is_some_and(|log| {
+            std::fs::read_to_string(log).unwrap_or_default().matches("\"llm/retry-started\"").count() >= 3
+        })
+    });
+    assert!(retried);
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let events = log_events(&log().unwrap());
+    let attempts: Vec<&Value> = events.iter().filter(|event| event["type"] == "assistant/attempt").collect();
+    assert!(attempts.len() >= 3);
+    for attempt in attempts {
+        let text = attempt["data"]["text"].as_str().unwrap_or_default();
+        assert!(text.len() <= 64 * 1024, "an attempt record holds {} bytes of text", text.len());
+    }
+}
+
+#[test]
+fn an_overlong_line_in_a_compressed_log_is_damage_read_in_bounded_memory() {
+    let home = TestHome::new();
+    let path = home.path().join("huge.jsonl.zstd");
+    {
+        let file = std::fs::File::create(&path).unwrap();
+        let mut encoder = zstd::Encoder::new(file, 1).unwrap();
+        use std::io::Write;
+        encoder
+            .write_all(b"{\"type\":\"session\",\"version\":0,\"id\":\"h\",\"createdAt\":1,\"delegationDepth\":0}\n")
+            .unwrap();
+        encoder.write_all(b"{\"type\":\"turn/start\",\"seq\":0,\"time\":1,\"data\":{\"turn\":1,\"pad\":\"").unwrap();
+        let block = vec![b'a'; 1 << 20];
+        for _ in 0..300 {
+            encoder.write_all(&block).unwrap();
+        }
+        encoder.write_all(b"\"}}\n{\"type\":\"turn/end\",\"seq\":1,\"time\":2,\"data\":{\"turn\":1}}\n").unwrap();
+        encoder.finish().unwrap();
+    }
+    assert!(std::fs::metadata(&path).unwrap().len() < 2 << 20, "the file itself is small");
+    for args in [["session", "verify"], ["session", "show"]] {
+        let (run, peak) = Run::measured(home.dsh().args(args).arg(&path));
+        assert!(peak < MEMORY_BOUND_KIB, "{args:?}: peak RSS {peak} KiB");
+        let said = format!("{}{}", run.stdout, run.stderr);
+        assert!(said.contains("longer than the 64 MiB a log line may hold"), "{args:?}: {said}");
+    }
 }

@@ -120,3 +120,48 @@ fn the_same_plugin_inspects_from_two_paths() {
         assert!(run.stdout.contains("fixture-scripted"));
     }
 }
+
+#[test]
+fn a_library_built_with_panic_abort_is_refused_with_the_reason() {
+    let library = dsh_e2e::panic_abort_library();
+    let run = inspect(library);
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("it was built with panic = \"abort\""), "{}", run.stderr);
+    let home = TestHome::new();
+    let dir = home.path().join("pkg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dsh_e2e::library_file_name("fixture-panic-abort");
+    std::fs::copy(library, dir.join(&file)).unwrap();
+    std::fs::write(
+        dir.join("dsh-plugin.toml"),
+        format!("name = \"fixture-panic-abort\"\nversion = \"0.1.0\"\nlibrary = \"{file}\"\n"),
+    )
+    .unwrap();
+    let add = home.run(&["plugin", "add", dir.to_str().unwrap()]);
+    assert_eq!(add.code, Some(1), "{}", add.stderr);
+    assert!(add.stderr.contains("panic = \"abort\""), "{}", add.stderr);
+    assert!(!home.path().join("profiles/web/plugins/fixture-panic-abort").exists());
+}
+
+#[test]
+fn a_library_whose_constructor_leaves_a_process_behind_cannot_hold_inspect() {
+    let home = TestHome::new();
+    let pid_file = home.path().join("forked.pid");
+    let run = Run::of(
+        home.dsh()
+            .env("DSH_FIXTURE_PID_FILE", &pid_file)
+            .args(["plugin", "inspect"])
+            .arg(artifacts().library("fixture-forking")),
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(run.stderr.contains("not a dsh plugin"), "{}", run.stderr);
+    assert!(dsh_e2e::wait_until(std::time::Duration::from_secs(10), || pid_file.exists()));
+    let pid: i32 = dsh_e2e::wait_until(std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|text| text.trim().parse::<i32>().is_ok())
+    })
+    .then(|| std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap())
+    .expect("the forked child wrote its pid");
+    // SAFETY: signal 0 only asks whether the process exists.
+    let gone = dsh_e2e::wait_until(std::time::Duration::from_secs(10), || unsafe { libc::kill(pid, 0) } != 0);
+    assert!(gone, "the process the library left behind was stopped with the inspection");
+}

@@ -223,7 +223,7 @@ fn check_reports_every_problem_with_file_row_and_key() {
          - {id: agent, config: {provider: deepseek-official, tools: []}}\n",
     );
     let run = home.run(&["config", "check", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(4));
     for expected in [
         "$DSH_HOME/p.yml: row \"llm-retry\": config.retryPolicy: llm-retry: retryPolicy belongs under each provider configuration",
         "$DSH_HOME/p.yml: row \"llm-retry-invariant\": config.mode: llm-retry-invariant: mode must be \"enforce\" or \"report\", got \"loud\"",
@@ -248,7 +248,7 @@ fn an_unbuilt_library_is_a_problem_of_check_and_waterfall() {
                 .env_remove("DSH_PLUGIN_PATH")
                 .args(["config", command]),
         );
-        assert_eq!(run.code, Some(1), "{command}");
+        assert_eq!(run.code, Some(4), "{command}");
         let expected = format!(
             "row \"llm-retry\": library {} not found (run cargo build --release --workspace)",
             lonely.join(library_file_name("llm-retry")).display()

@@ -1,11 +1,11 @@
 //! `relay-retry` through the real binary: swapped in and out with `dsh plugin add/remove` (same
 //! binary, no rebuild), its schedule, code rules and display, an unbounded tail, and Ctrl-C.
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
 use std::time::Duration;
 
-use dsh_e2e::turns::{route_patch, run_turn_in, Turn, SECRET};
-use dsh_e2e::{log_events, wait_until, MockProcess, TestHome};
+use dsh_e2e::turns::{route_patch, run_turn_in, spawn_dsh, Turn};
+use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, TestHome};
 
 /// A home whose `relay` profile has relay-retry installed and a user layer with `schedule` and
 /// `tail` (ms).
@@ -71,7 +71,7 @@ fn a_bare_star_fails_config_check_with_the_reason() {
     let home = relay_home("[10]", 10);
     home.write("profiles/relay/cordis.patch.yml", "- {id: relay-retry, config: {retryableCodes: ['*']}}\n");
     let run = home.run(&["config", "--profile", "relay", "check"]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(4));
     assert!(
         run.stderr.contains("row \"relay-retry\": config.retryableCodes: a bare \"*\" would retry every failure, including cancellations and configuration errors; list codes or prefixes such as \"HTTP_*\""),
         "{}",
@@ -137,19 +137,18 @@ fn ctrl_c_ends_an_unbounded_chain_cleanly() {
     let home = relay_home("[]", 20);
     let mock = MockProcess::start(&home, "- status: 503\n");
     let patch = route_patch(&home, &mock, "", "");
-    let child = home
-        .dsh()
-        .env("DEEPSEEK_API_KEY", SECRET)
-        .args(["run", "--profile", "relay", "--patch"])
-        .arg(&patch)
-        .arg("hi")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let log = || -> Option<PathBuf> {
-        Some(std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path().join("session.jsonl"))
-    };
+    let child = spawn_dsh(
+        &home,
+        [
+            OsStr::new("run"),
+            "--profile".as_ref(),
+            "relay".as_ref(),
+            "--patch".as_ref(),
+            patch.as_os_str(),
+            "hi".as_ref(),
+        ],
+    );
+    let log = || only_session_log(&home);
     let retried = wait_until(Duration::from_secs(20), || {
         log().is_some_and(|path| {
             std::fs::read_to_string(path).unwrap_or_default().matches("\"llm/retry-started\"").count() >= 3

@@ -68,7 +68,7 @@ fn a_corrupt_middle_line_is_refused_and_nothing_changes() {
         format!("{HEADER}{first}{{broken\n{}", event(1, "turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#));
     let log = home.write("s/session.jsonl", &text);
     let run = home.run(&["session", "repair", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(5));
     assert!(run.stderr.contains(&format!("line 3 (byte {})", HEADER.len() + first.len())), "{}", run.stderr);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
 }
@@ -115,7 +115,8 @@ fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix()
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("session.jsonl");
         std::fs::write(&path, &full[..cut]).unwrap();
-        let (_, repair) = SessionLog::open(&path, |_| Vec::new(), SyncPolicy::Durable, 5000, true).unwrap();
+        let lock = SessionLog::lock(&path).unwrap();
+        let (_, repair) = SessionLog::open(&path, lock, |_| Vec::new(), SyncPolicy::Durable, 5000, true).unwrap();
         let repaired = std::fs::read(&path).unwrap();
         assert!(repaired.starts_with(&full[..last_start]), "cut at {cut}: the committed prefix changed");
         match &repair.torn {
@@ -146,11 +147,63 @@ fn a_nul_run_in_the_middle_is_refused_with_its_line_and_offset() {
     );
     let log = home.write("s/session.jsonl", &text);
     let run = home.run(&["session", "repair", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(5));
     assert!(
         run.stderr.contains(&format!("line 3 (byte {}): a run of 512 NUL bytes", HEADER.len() + first.len())),
         "{}",
         run.stderr
     );
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "nothing after the damage is dropped");
+}
+
+#[test]
+fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_called_sound() {
+    let good = |seq: u64, time: u64, event_type: &str, data: &str| {
+        format!("{{\"type\":\"{event_type}\",\"seq\":{seq},\"time\":{time},\"data\":{data}}}\n")
+    };
+    let turn = |seqs: [u64; 2], times: [u64; 2]| {
+        format!(
+            "{HEADER}{}{}",
+            good(seqs[0], times[0], "turn/start", r#"{"turn":1}"#),
+            good(seqs[1], times[1], "turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#)
+        )
+    };
+    for (name, text, expected) in [
+        ("gap", turn([0, 2], [10, 11]), "seq 2 where 1 was expected"),
+        ("duplicate", turn([0, 0], [10, 11]), "seq 0 where 1 was expected"),
+        ("time back", turn([0, 1], [10, 9]), "time 9 goes back from 10"),
+        (
+            "unknown type",
+            format!("{HEADER}{}", good(0, 10, "future/event", "{}")),
+            "event type \"future/event\" is unknown and not marked ignorable",
+        ),
+        (
+            "header version",
+            "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n".to_owned(),
+            "session header version must be 0, got 1",
+        ),
+        (
+            "no delegation depth",
+            "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1}\n".to_owned(),
+            "session header delegationDepth must be a non-negative safe integer",
+        ),
+    ] {
+        let home = TestHome::new();
+        let log = home.write("sessions/s/session.jsonl", &text);
+        let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
+        assert_eq!(verify.code, Some(5), "{name}: {}", verify.stdout);
+        assert!(verify.stdout.contains(expected), "{name}: {}", verify.stdout);
+        let repair = home.run(&["session", "repair", log.to_str().unwrap()]);
+        assert_eq!(repair.code, Some(5), "{name}: {}{}", repair.stdout, repair.stderr);
+        assert!(
+            repair.stderr.contains(expected) && repair.stderr.contains("will not touch this log"),
+            "{name}: {}",
+            repair.stderr
+        );
+        assert!(!repair.stdout.contains("sound"), "{name}");
+        let run = home.run(&["run", "--profile", "demo", "--session", "s", "more"]);
+        assert_eq!(run.code, Some(5), "{name}: {}", run.stderr);
+        assert!(run.stderr.contains("refusing to write after it"), "{name}: {}", run.stderr);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "{name}: nothing was written");
+    }
 }

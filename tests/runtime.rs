@@ -335,6 +335,50 @@ fn a_retry_decision_the_host_cannot_carry_out_is_no_retry_for_its_row_and_nothin
 }
 
 #[test]
+fn a_record_spread_over_several_lines_is_written_as_one_line_even_without_the_invariant() {
+    let home = TestHome::new();
+    install_scripted(&home, "{answer: retry, recordFormat: pretty}");
+    home.write("profiles/web/cordis.patch.yml", "- {id: llm-retry-invariant, disabled: true}\n");
+    let mock = MockProcess::start(&home, "- status: 404\n- ok: fine\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let id = dsh_e2e::turns::session_id(&run);
+    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let record = text.lines().find(|line| line.contains("\"type\":\"llm/retry\"")).expect("the record is written");
+    assert!(
+        record.ends_with(
+            r#""data":{"retryId":"scripted-chain","retry":1,"delayMs":1.0,"row":"scripted","saw":"nothing"}}"#
+        ),
+        "{record}"
+    );
+    assert!(text.lines().skip(1).all(|line| serde_json::from_str::<Value>(line).is_ok()), "every line is one event");
+    let continued = Run::of(
+        home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch"]).arg(&patch).arg("more"),
+    );
+    assert_eq!(continued.code, Some(0), "the session can be continued: {}", continued.stderr);
+}
+
+#[test]
+fn a_record_that_is_not_json_is_never_written_even_without_the_invariant() {
+    let home = TestHome::new();
+    install_scripted(&home, "{answer: retry, recordFormat: broken}");
+    home.write("profiles/web/cordis.patch.yml", "- {id: llm-retry-invariant, disabled: true}\n");
+    let mock = MockProcess::start(&home, "- status: 404\n");
+    let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
+    assert_eq!(turn.run.code, Some(1));
+    assert!(
+        turn.run.stderr.contains("row \"scripted\": returned a retry decision the host cannot carry out: its llm/retry record is not valid JSON"),
+        "{}",
+        turn.run.stderr
+    );
+    assert!(turn.of_type("llm/retry").is_empty());
+    let repair = home.run(&["session", "repair", turn.log.to_str().unwrap()]);
+    assert_eq!(repair.code, Some(0), "{}", repair.stderr);
+}
+
+#[test]
 fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
     let home = TestHome::new();
     install_scripted(&home, "{answer: retry}");

@@ -2,6 +2,7 @@
 //! per part.
 
 mod architecture;
+mod concurrency;
 mod config_matrix;
 mod conformance_invariant;
 mod conformance_llm_retry;

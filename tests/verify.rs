@@ -69,7 +69,7 @@ fn every_invariant_vector_is_reported_with_its_seq_and_message() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(run.code, Some(1), "failing vectors make verify exit 1");
+    assert_eq!(run.code, Some(5), "failing vectors make verify exit 5");
 }
 
 #[test]
@@ -85,7 +85,7 @@ fn every_violation_is_printed_as_path_seq_message() {
         ),
     );
     let run = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(5));
     let path = log.display();
     assert_eq!(
         run.stdout,
@@ -115,7 +115,7 @@ fn a_corrupt_middle_line_is_reported_with_its_line_and_offset_and_later_events_a
     let log =
         home.write("corrupt.jsonl", &format!("{HEADER}{first}\0\0\0\0\0\n{}", event(1, "turn/start", r#"{"turn":2}"#)));
     let run = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(1));
+    assert_eq!(run.code, Some(5));
     let offset = HEADER.len() + first.len();
     assert!(
         run.stdout.contains(&format!("{}:line 3 (byte {offset}): a run of 5 NUL bytes", log.display())),

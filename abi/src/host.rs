@@ -15,7 +15,8 @@ pub trait HostContext {
     fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord>;
 
     /// The events of the current turn, or of the last turn when none is open, as JSON lines
-    /// (the whole envelope), oldest first.
+    /// (the whole envelope), oldest first — all but streamed chunks (`assistant/chunk`) and
+    /// failed attempts (`assistant/attempt`), whose text has no bound.
     fn last_turn_events(&self) -> RVec<RString>;
 
     /// The session header line (JSON).

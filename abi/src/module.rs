@@ -21,6 +21,13 @@ pub struct PluginModule {
     #[sabi(last_prefix_field)]
     pub instantiate:
         extern "C" fn(row_id: RStr<'_>, config_json: RStr<'_>) -> RResult<PluginInstanceObject, InstantiateError>,
+
+    /// Panics inside the export guard and returns the caught panic as an error: the proof that
+    /// the library unwinds. A library built with `panic = "abort"` aborts its process here
+    /// instead, which `dsh plugin inspect` sees in its child process. Absent from libraries
+    /// built before it was added.
+    #[sabi(missing_field(option))]
+    pub check_unwinding: extern "C" fn() -> RResult<(), PluginError>,
 }
 
 impl RootModule for PluginModuleRef {

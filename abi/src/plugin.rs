@@ -165,6 +165,14 @@ pub fn guard_manifest(manifest: fn() -> Manifest) -> RResult<Manifest, PluginErr
     guarded(|| Ok(manifest()))
 }
 
+/// Panics under the panic guard, so the host can tell a library that unwinds (this returns the
+/// caught panic) from one built with `panic = "abort"` (the process aborts). Used by
+/// [`export_plugin!`](crate::export_plugin).
+#[doc(hidden)]
+pub fn guard_unwinding() -> RResult<(), PluginError> {
+    guarded(|| -> Result<(), String> { std::panic::resume_unwind(Box::new("dsh: unwinding check")) })
+}
+
 /// Parses the row config and runs a plugin's constructor under the panic guard. Used by
 /// [`export_plugin!`](crate::export_plugin).
 #[doc(hidden)]
@@ -201,8 +209,16 @@ macro_rules! export_plugin {
         #[::abi_stable::export_root_module]
         pub fn dsh_plugin_root_module() -> $crate::PluginModuleRef {
             use ::abi_stable::prefix_type::PrefixTypeTrait;
-            $crate::PluginModule { manifest: dsh_plugin_manifest, instantiate: dsh_plugin_instantiate }
-                .leak_into_prefix()
+            $crate::PluginModule {
+                manifest: dsh_plugin_manifest,
+                instantiate: dsh_plugin_instantiate,
+                check_unwinding: dsh_plugin_check_unwinding,
+            }
+            .leak_into_prefix()
+        }
+
+        extern "C" fn dsh_plugin_check_unwinding() -> ::abi_stable::std_types::RResult<(), $crate::PluginError> {
+            $crate::plugin::guard_unwinding()
         }
 
         extern "C" fn dsh_plugin_manifest() -> ::abi_stable::std_types::RResult<$crate::Manifest, $crate::PluginError> {

@@ -8,6 +8,7 @@
 //! | [`session`] | the durable session log and the history index plugins query |
 //! | [`profile`] | `$DSH_HOME`, profiles, patch layers and their composition, the YAML module |
 //! | [`fsutil`] | atomic, durable file writes |
+//! | [`lock`] | one writer per session and per profile (OS locks) |
 //! | [`problem`] | configuration problems and where they are (file, row, key) |
 //! | [`bundled`] | what ships inside this build: bundled packages and profile templates |
 //! | [`llm`] | provider rows, provider-owned retry policies, the mock server |
@@ -20,6 +21,7 @@ pub mod cli;
 pub mod context;
 pub mod fsutil;
 pub mod llm;
+pub mod lock;
 pub mod plugin;
 pub mod problem;
 pub mod profile;

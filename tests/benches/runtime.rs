@@ -7,7 +7,9 @@
 //! - wait accuracy from the log of a real `dsh run` against a failing mock server
 //!   (`llm/retry-started.time − llm/retry.time − delayMs`);
 //! - a simulated 24 h always-mode chain: in-process provider, virtual (paused) clock, non-syncing
-//!   log, the real llm-retry and invariant cdylibs.
+//!   log, the real llm-retry and invariant cdylibs;
+//! - the memory of a real `dsh run` whose always-mode chain meets an endless stream for 60 s:
+//!   peak RSS over 50–60 s against the peak over 5–10 s (`DSH_BENCH_ENDLESS_SECS` shortens it).
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -291,6 +293,60 @@ fn simulated_day() {
     );
 }
 
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| line.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+}
+
+fn endless_stream_memory() {
+    let seconds: u64 = std::env::var("DSH_BENCH_ENDLESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- endless: \"lorem ipsum dolor sit amet \"\n");
+    let patch = home.write(
+        "route.yml",
+        &format!(
+            "- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: {}\n    model: m\n    retryPolicy: {{mode: always, backoff: {{initialDelayMs: 10, maxDelayMs: 100}}}}\n",
+            mock.base_url
+        ),
+    );
+    let mut child = home
+        .dsh()
+        .args(["run", "--patch"])
+        .arg(&patch)
+        .arg("hi")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut samples: Vec<(f64, u64)> = Vec::new();
+    while started.elapsed() < Duration::from_secs(seconds) {
+        if let Some(rss) = rss_kib(child.id()) {
+            samples.push((started.elapsed().as_secs_f64(), rss));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let window = |from: f64, to: f64| {
+        samples.iter().filter(|(at, _)| *at >= from && *at <= to).map(|(_, rss)| *rss).max().unwrap_or(0) as f64
+    };
+    let total = seconds as f64;
+    let (early, late) = (window(total / 12.0, total / 6.0), window(total * 5.0 / 6.0, total));
+    let attempts = std::fs::read_dir(home.path().join("sessions"))
+        .ok()
+        .and_then(|mut dir| dir.next())
+        .and_then(|entry| std::fs::read_to_string(entry.ok()?.path().join("session.jsonl")).ok())
+        .map_or(0, |log| log.matches("\"assistant/attempt\"").count());
+    println!(
+        "| memory of an always-mode chain against an endless stream ({attempts} attempts in {seconds} s): peak RSS over the last sixth vs over the second twelfth | within 20 % | {:.1} MB vs {:.1} MB ({:+.1} %) |",
+        late / 1024.0,
+        early / 1024.0,
+        (late / early - 1.0) * 100.0
+    );
+}
+
 fn main() {
     println!("| what | target | measured |");
     println!("|---|---|---|");
@@ -298,4 +354,5 @@ fn main() {
     durable_appends();
     wait_accuracy();
     simulated_day();
+    endless_stream_memory();
 }

@@ -75,30 +75,43 @@ pub fn artifacts() -> &'static Artifacts {
     })
 }
 
+/// Builds a fixture that is a workspace of its own (`tests/fixtures/<dir>`) in its own target
+/// directory, and returns its library.
+fn build_standalone_fixture(dir: &str, package: &str) -> PathBuf {
+    let root = workspace_root();
+    let fixture = root.join("tests/fixtures").join(dir);
+    let lock = fixture.join("Cargo.lock");
+    if !lock.exists() {
+        std::fs::copy(root.join("Cargo.lock"), &lock).expect("copy Cargo.lock for the fixture");
+    }
+    let target_dir = profile_dir().parent().expect("target dir").join(format!("fixture-{dir}"));
+    run_checked(
+        cargo()
+            .args(["build", "--quiet", "--manifest-path"])
+            .arg(fixture.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir),
+        &format!("cargo build of the {dir} fixture"),
+    );
+    target_dir.join("debug").join(library_file_name(package))
+}
+
 /// Builds the plugin whose interface copy has a different layout (see
 /// `tests/fixtures/abi-mismatch/Cargo.toml`) and returns its library.
 pub fn abi_mismatch_library() -> &'static Path {
     static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
     LIBRARY.get_or_init(|| {
         let root = workspace_root();
-        let fixture = root.join("tests/fixtures/abi-mismatch");
-        let changed = fixture.join("abi-changed");
-        copy_changed_interface(&root.join("abi"), &changed);
-        let lock = fixture.join("Cargo.lock");
-        if !lock.exists() {
-            std::fs::copy(root.join("Cargo.lock"), &lock).expect("copy Cargo.lock for the fixture");
-        }
-        let target_dir = profile_dir().parent().expect("target dir").join("fixture-abi-mismatch");
-        run_checked(
-            cargo()
-                .args(["build", "--quiet", "--manifest-path"])
-                .arg(fixture.join("Cargo.toml"))
-                .arg("--target-dir")
-                .arg(&target_dir),
-            "cargo build of the abi-mismatch fixture",
-        );
-        target_dir.join("debug").join(library_file_name("fixture-abi-mismatch"))
+        copy_changed_interface(&root.join("abi"), &root.join("tests/fixtures/abi-mismatch/abi-changed"));
+        build_standalone_fixture("abi-mismatch", "fixture-abi-mismatch")
     })
+}
+
+/// Builds the plugin built with `panic = "abort"` (see `tests/fixtures/panic-abort/Cargo.toml`)
+/// and returns its library.
+pub fn panic_abort_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| build_standalone_fixture("panic-abort", "fixture-panic-abort"))
 }
 
 /// Copies the interface crate and widens `Hooks` from u32 to u64. Files are only rewritten when
@@ -274,6 +287,12 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     files.sort();
     files
+}
+
+/// The log of the one session under `home` (the first one found), once it exists.
+pub fn only_session_log(home: &TestHome) -> Option<PathBuf> {
+    let dir = std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path();
+    Some(dir.join("session.jsonl")).filter(|log| log.exists())
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.

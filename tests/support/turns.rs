@@ -1,7 +1,9 @@
 //! Running turns through the real binary against a `dsh mock-server`, for the end-to-end tests
 //! of the runtime and the executors.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
 
 use serde_json::Value;
 
@@ -76,4 +78,15 @@ pub fn session_id(run: &Run) -> String {
         .and_then(|line| line.strip_prefix("session "))
         .unwrap_or_else(|| panic!("no session id:\n{}", run.stderr))
         .to_owned()
+}
+
+/// Starts `dsh ARGS` with the test key in the background, its stdout and stderr discarded.
+pub fn spawn_dsh<I: AsRef<OsStr>>(home: &TestHome, args: impl IntoIterator<Item = I>) -> Child {
+    home.dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dsh")
 }

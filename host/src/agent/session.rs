@@ -13,6 +13,7 @@ use super::cancel::Cancel;
 use super::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use super::view::TurnView;
 use crate::context::{epoch_ms, Services, SystemServices};
+use crate::lock::WriterLock;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::Profile;
@@ -21,12 +22,13 @@ use crate::session::repair::Repair;
 use crate::session::writer::SyncPolicy;
 
 /// Which log the agent runs over.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub enum Opening<'a> {
     /// A new session under this `sessions/` directory.
     New { sessions: &'a Path },
-    /// An existing log, repaired on open (a turn left open is closed as interrupted).
-    Existing { log: &'a Path },
+    /// An existing log, under its writer lock, repaired on open (a turn left open is closed as
+    /// interrupted).
+    Existing { log: &'a Path, lock: WriterLock },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,9 +74,9 @@ pub async fn start(
             )?;
             (log, None)
         }
-        Opening::Existing { log } => {
-            let (log, repair) =
-                SessionLog::open(log, |header| assembly.open_checkers(header), SyncPolicy::Durable, epoch_ms(), true)?;
+        Opening::Existing { log, lock } => {
+            let open_checkers = |header: &str| assembly.open_checkers(header);
+            let (log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
             (log, Some(repair))
         }
     };

@@ -64,6 +64,9 @@ pub struct Agent {
     pub view: Box<dyn TurnView>,
 }
 
+/// The most of a failed attempt's text its record keeps.
+pub const ATTEMPT_TEXT_LIMIT: usize = 64 * 1024;
+
 fn failure_json(failure: &Failure) -> Value {
     serde_json::to_value(failure).expect("failures serialise")
 }
@@ -213,10 +216,18 @@ impl Agent {
         }
     }
 
-    /// Records a failed attempt (`assistant/attempt`, ignorable) with the text it streamed.
+    /// Records a failed attempt (`assistant/attempt`, ignorable) with the text it streamed — at
+    /// most its first [`ATTEMPT_TEXT_LIMIT`] bytes, with `textBytes` saying how long it was.
     fn append_attempt(&mut self, turn: u64, step: u64, failure: &Failure, text: String) -> Result<(), AppendError> {
         let mut data = json!({"turn": turn, "step": step, "failure": failure_json(failure)});
-        if !text.is_empty() {
+        if text.len() > ATTEMPT_TEXT_LIMIT {
+            let mut cut = ATTEMPT_TEXT_LIMIT;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            data["text"] = Value::from(&text[..cut]);
+            data["textBytes"] = Value::from(text.len());
+        } else if !text.is_empty() {
             data["text"] = Value::from(text);
         }
         let now = self.now_ms();

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use dsh_abi::Hooks;
 use serde_json::Value;
 
-use super::Globals;
+use super::{Globals, EXIT_CONFIG};
 use crate::agent::assembly::{self as rows, LoadedPlugin};
 use crate::problem::Problem;
 use crate::profile::patch::{ordered_row, Composition};
@@ -71,7 +71,7 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
             let scope = if bundles_only { LayerScope::BundlesOnly } else { LayerScope::All };
             let patches = if bundles_only { &[][..] } else { &args.patches[..] };
             let (_, composition) = compose(&home, &args.profile, patches, scope)?;
-            print!("{}", render_dump(&composition, origins, json));
+            out_text!("{}", render_dump(&composition, origins, json))?;
             Ok(ExitCode::SUCCESS)
         }
         ConfigCommand::Check => check(&home, &args.profile, &args.patches),
@@ -119,13 +119,13 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result
         resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).collect();
     if problems.is_empty() {
         let names: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
-        println!(
+        out!(
             "profile {}: {} enabled rows valid ({} providers; plugins: {})",
             profile.name,
             composition.enabled_rows().len(),
             resolution.providers.len(),
             if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     for problem in &problems {
@@ -137,7 +137,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result
         problems.len(),
         if problems.len() == 1 { "" } else { "s" }
     );
-    Ok(ExitCode::FAILURE)
+    Ok(ExitCode::from(EXIT_CONFIG))
 }
 
 fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
@@ -149,20 +149,20 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Re
         for problem in problems {
             eprintln!("{problem}");
         }
-        return Ok(ExitCode::FAILURE);
+        return Ok(ExitCode::from(EXIT_CONFIG));
     }
     let listeners: Vec<&LoadedPlugin> =
         loaded.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::REQUEST_ERROR)).collect();
     let id_width = listeners.iter().map(|plugin| plugin.row.row_id.len()).max().unwrap_or(0);
     let package_width = listeners.iter().map(|plugin| plugin.row.package.len()).max().unwrap_or(0);
     for (index, plugin) in listeners.iter().enumerate() {
-        println!(
+        out!(
             "{}  {:id_width$}  {:package_width$}  {}",
             index + 1,
             plugin.row.row_id,
             plugin.row.package,
             plugin.library.path.display()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

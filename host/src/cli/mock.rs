@@ -39,7 +39,7 @@ pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
     })?;
     runtime()?.block_on(async {
         let server = MockServer::start(args.listen, script, MockLog { stderr: true, record: args.record }).await?;
-        println!("listening on http://{}", server.addr());
+        out!("listening on http://{}", server.addr())?;
         std::io::stdout().flush()?;
         tokio::signal::ctrl_c().await?;
         Ok(ExitCode::SUCCESS)

@@ -1,7 +1,27 @@
 //! The `dsh` command line: argument parsing (clap), logging set-up, dispatch and exit codes.
 //!
-//! Exit codes: 0 success; 1 the operation ran and failed; 2 usage error; 3 not found; 130
-//! interrupted by Ctrl-C.
+//! Exit codes, one per meaning: 0 success; 1 the operation ran and failed (a turn ended in error,
+//! a library was refused); 2 usage error (clap); 3 not found; 4 configuration problem; 5 log
+//! violations (`verify`) or damage `repair` must not touch; 6 busy (another process writes the
+//! session or profile); 130 interrupted by Ctrl-C. A closed stdout ends a command quietly.
+
+/// `println!` that hands back the write's result instead of panicking: a closed stdout
+/// (`dsh … | head -1`) becomes an error the command passes up, and `dsh` ends quietly.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` that hands back the write's result (see [`out!`]).
+macro_rules! out_text {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*).and_then(|()| stdout.flush())
+    }};
+}
 
 mod config;
 mod mock;
@@ -16,8 +36,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::lock::{Busy, LockError};
 use crate::profile::Home;
+use crate::session::log::OpenError;
 use crate::NotFound;
+
+/// A configuration problem (`check`, or a run refused for its config).
+pub const EXIT_CONFIG: u8 = 4;
+/// Log violations (`verify`) or damage `repair` must not touch.
+pub const EXIT_DAMAGED: u8 = 5;
+/// Another process writes the session or profile.
+pub const EXIT_BUSY: u8 = 6;
 
 #[derive(Debug, Parser)]
 #[command(name = "dsh", version, about = "An agent host whose model-request recovery lives in plugins")]
@@ -67,6 +96,7 @@ impl Globals {
 }
 
 pub fn main() -> ExitCode {
+    keep_large_buffers_off_the_heap();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let globals = Globals { home: cli.home, verbose: cli.verbose };
@@ -79,14 +109,45 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if stdout_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("dsh: {err:#}");
-            if err.downcast_ref::<NotFound>().is_some() {
-                ExitCode::from(3)
-            } else {
-                ExitCode::FAILURE
-            }
+            ExitCode::from(exit_code_of(&err))
         }
+    }
+}
+
+/// The exit code that says what kind of error ended a command.
+fn exit_code_of(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<NotFound>().is_some() {
+        3
+    } else if err.downcast_ref::<Busy>().is_some()
+        || matches!(err.downcast_ref::<LockError>(), Some(LockError::Busy(_)))
+    {
+        EXIT_BUSY
+    } else if matches!(err.downcast_ref::<OpenError>(), Some(OpenError::Corrupt { .. } | OpenError::Violation { .. })) {
+        EXIT_DAMAGED
+    } else {
+        1
+    }
+}
+
+/// Whether the error is a write to a stdout whose reader went away (`dsh … | head -1`).
+fn stdout_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|err| err.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Large buffers (a long streamed answer, a log batch) are given back to the system when freed.
+/// glibc otherwise raises its mmap threshold after the first large free and serves later large
+/// buffers from the heap, which fragments: an always-mode chain against endless streams would
+/// then grow by megabytes an hour.
+fn keep_large_buffers_off_the_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

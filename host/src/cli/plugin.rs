@@ -68,37 +68,43 @@ fn dsh_executable() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the dsh executable")
 }
 
+/// Takes the profile's writer lock, waiting for another process that is changing it.
+fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<crate::lock::WriterLock> {
+    Ok(Profile::lock(home, name, |busy| eprintln!("dsh: waiting: {busy}"))?)
+}
+
 fn add(globals: &Globals, profile_name: &str, specs: &[String]) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let dsh = dsh_executable()?;
-    let (mut profile, created) = Profile::open_or_create(&home, profile_name)?;
+    let _lock = lock_profile(&home, profile_name)?;
+    let (mut profile, created) = Profile::open_or_create(&home, profile_name, &_lock)?;
     let outcome = specs.iter().try_for_each(|spec| -> anyhow::Result<()> {
         let candidate = install::candidate(spec)?;
         let installed =
             install::install(&mut profile, candidate, &dsh).with_context(|| format!("cannot install {spec}"))?;
-        report_installed(&profile, &installed);
+        report_installed(&profile, &installed)?;
         Ok(())
     });
     if let Err(err) = outcome {
-        if created {
-            let _ = std::fs::remove_dir_all(&profile.dir);
-        }
+        created.undo();
         return Err(err);
     }
-    if created {
+    if !created.is_empty() {
         eprintln!("dsh: created profile {} at {}", profile.name, profile.dir.display());
     }
-    println!("Restart running dsh hosts of profile {} to apply.", profile.name);
+    out!("Restart running dsh hosts of profile {} to apply.", profile.name)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn report_installed(profile: &Profile, installed: &install::Installed) {
+fn report_installed(profile: &Profile, installed: &install::Installed) -> std::io::Result<()> {
     match &installed.library {
-        Some(library) => println!(
+        Some(library) => out!(
             "installed {} {} into profile {} ({library})",
-            installed.candidate_name, installed.version, profile.name
-        ),
-        None => println!("added bundle {} {} to profile {}", installed.candidate_name, installed.version, profile.name),
+            installed.candidate_name,
+            installed.version,
+            profile.name
+        )?,
+        None => out!("added bundle {} {} to profile {}", installed.candidate_name, installed.version, profile.name)?,
     }
     if installed.has_layer {
         let mut effects = Vec::new();
@@ -110,28 +116,30 @@ fn report_installed(profile: &Profile, installed: &install::Installed) {
         }
         let position =
             profile.manifest.bundles.iter().position(|bundle| *bundle == installed.candidate_name).map_or(0, |p| p + 1);
-        println!(
+        out!(
             "  bundle layer {} of {}{}",
             position,
             profile.manifest.bundles.len(),
             if effects.is_empty() { String::new() } else { format!(": {}", effects.join("; ")) }
-        );
+        )?;
     } else if installed.newly_installed {
-        println!(
+        out!(
             "  note: {} declares no bundle, so it is installed but has no rows; enable it with an insert row in {}",
             installed.candidate_name,
             profile.dir.join("cordis.patch.yml").display()
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn remove(globals: &Globals, profile_name: &str, names: &[String]) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
-    let mut profile = Profile::open(&home, profile_name)?;
+    let _lock = lock_profile(&home, profile_name)?;
+    let mut profile = Profile::existing(&home, profile_name)?;
     for name in install::remove(&mut profile, names)? {
-        println!("removed {name} from profile {}", profile.name);
+        out!("removed {name} from profile {}", profile.name)?;
     }
-    println!("Restart running dsh hosts of profile {} to apply.", profile.name);
+    out!("Restart running dsh hosts of profile {} to apply.", profile.name)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -158,22 +166,22 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
         }));
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&entries)?);
+        out!("{}", serde_json::to_string_pretty(&entries)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    out!(
         "profile {} ({} bundles: {})",
         profile.name,
         profile.manifest.bundles.len(),
         profile.manifest.bundles.join(", ")
-    );
+    )?;
     for entry in &entries {
         let text = |key: &str| entry[key].as_str().unwrap_or("-").to_owned();
         let bundle = match entry["bundle"].as_u64() {
             Some(position) => format!("bundle {position} of {}", profile.manifest.bundles.len()),
             None => "no bundle".to_owned(),
         };
-        println!("  {:24} {:10} {:16} {:12} {}", text("name"), text("version"), bundle, text("abi"), text("source"));
+        out!("  {:24} {:10} {:16} {:12} {}", text("name"), text("version"), bundle, text("abi"), text("source"))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -182,9 +190,9 @@ fn inspect_command(path: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
     match inspect::inspect_in_child(&dsh_executable()?, &path) {
         Ok(manifest) => {
             if json {
-                println!("{}", serde_json::to_string_pretty(&manifest)?);
+                out!("{}", serde_json::to_string_pretty(&manifest)?)?;
             } else {
-                print!("{}", render_manifest(&manifest));
+                out_text!("{}", render_manifest(&manifest))?;
             }
             Ok(ExitCode::SUCCESS)
         }

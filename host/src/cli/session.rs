@@ -9,12 +9,12 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::turns::{finish, handle_interrupts, print_repair, runtime, start};
-use super::Globals;
+use super::{Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
-use crate::plugin::PluginLibrary;
+use crate::plugin::{PluginLibrary, RowInstance};
 use crate::session::locate::{find_log, resolve_log};
 use crate::session::log::{OpenError, SessionLog};
 use crate::session::reader::LogReader;
@@ -102,7 +102,7 @@ fn resume(globals: &Globals, session: &str, profile: &str, patches: &[PathBuf]) 
         match agent_session::resume(&mut agent, &mut report).await? {
             Some(end) => Ok(finish(&agent, &end, false)),
             None => {
-                println!("nothing to resume: no listener found interrupted work in session {}", agent.log.id());
+                out!("nothing to resume: no listener found interrupted work in session {}", agent.log.id())?;
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -166,19 +166,19 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|s| json!({"id": s.id, "createdAt": s.created, "turns": s.turns, "lastEnd": s.last_end}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        out!("{}", serde_json::to_string_pretty(&value)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     for summary in &summaries {
         let created =
             httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(summary.created as u64));
-        println!(
+        out!(
             "{}  {created}  {} turn{}  {}",
             summary.id,
             summary.turns,
             if summary.turns == 1 { "" } else { "s" },
             summary.last_end
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -189,38 +189,56 @@ fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
         let mut reader = LogReader::open(&path)?;
         while let Some(next) = reader.next_event() {
             if let Ok(event) = next? {
-                println!("{}", event.line);
+                out!("{}", event.line)?;
             }
         }
         return Ok(ExitCode::SUCCESS);
     }
     for line in timeline::render(&path)? {
-        println!("{line}");
+        out!("{line}")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
     let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
-    match SessionLog::open(&path, |_| Vec::new(), SyncPolicy::Durable, epoch_ms(), true) {
+    let lock = SessionLog::lock(&path)?;
+    let invariant = bundled_invariant()?;
+    let open_checkers = |header: &str| open_checkers(&invariant, header);
+    match SessionLog::open(&path, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {
         Ok((_, report)) => {
             print_repair(&report);
-            if report.torn.is_none() && report.closers.is_empty() {
-                println!("{}: the log is sound; nothing to repair", path.display());
+            let repaired = report.torn.is_some() || !report.closers.is_empty();
+            if !report.warnings.is_empty() {
+                out!(
+                    "{}: {}the log still breaks {} rule{} that repair does not change (see dsh session verify)",
+                    path.display(),
+                    if repaired { "repaired the crash damage, but " } else { "no crash damage to repair, but " },
+                    report.warnings.len(),
+                    if report.warnings.len() == 1 { "" } else { "s" }
+                )?;
+                return Ok(ExitCode::from(EXIT_DAMAGED));
+            }
+            if repaired {
+                out!("{}: repaired", path.display())?;
             } else {
-                println!("{}: repaired", path.display());
+                out!("{}: the log is sound; nothing to repair", path.display())?;
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(err @ OpenError::Corrupt { .. }) => {
+        Err(err @ (OpenError::Corrupt { .. } | OpenError::Violation { .. })) => {
             eprintln!("dsh: {err}");
-            Ok(ExitCode::FAILURE)
+            eprintln!(
+                "dsh: repair only cuts a torn last line and closes an interrupted turn; it will not touch this log"
+            );
+            Ok(ExitCode::from(EXIT_DAMAGED))
         }
         Err(err) => Err(err.into()),
     }
 }
 
-fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Result<ExitCode> {
+/// The bundled `llm-retry-invariant`, the checker `verify` and `repair` run.
+fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     let library_path = catalog::find_bundled_library("llm-retry-invariant").map_err(|expected| {
         anyhow::anyhow!(
             "the llm-retry-invariant library {} was not found (run cargo build --release --workspace)",
@@ -231,7 +249,11 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
     let invariant = library
         .instantiate("llm-retry-invariant", &serde_json::Value::Null)
         .map_err(|err| anyhow::anyhow!("llm-retry-invariant: {err:?}"))?;
-    let checkers = [Arc::new(invariant)];
+    Ok([Arc::new(invariant)])
+}
+
+fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Result<ExitCode> {
+    let checkers = bundled_invariant()?;
     let sessions = globals.home()?.sessions_dir();
     let mut reports = Vec::new();
     let mut unreadable = false;
@@ -247,7 +269,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
     }
     if json {
         let value: Vec<_> = reports.iter().map(report_json).collect();
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        out!("{}", serde_json::to_string_pretty(&value)?)?;
     } else {
         for report in &reports {
             for note in &report.notes {
@@ -255,11 +277,11 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
             }
             for finding in &report.violations {
                 match (finding.seq, finding.at) {
-                    (Some(seq), _) => println!("{}:{seq}: {}", report.path.display(), finding.message),
+                    (Some(seq), _) => out!("{}:{seq}: {}", report.path.display(), finding.message)?,
                     (None, Some(at)) => {
-                        println!("{}:line {} (byte {}): {}", report.path.display(), at.line, at.offset, finding.message)
+                        out!("{}:line {} (byte {}): {}", report.path.display(), at.line, at.offset, finding.message)?
                     }
-                    (None, None) => println!("{}: {}", report.path.display(), finding.message),
+                    (None, None) => out!("{}: {}", report.path.display(), finding.message)?,
                 }
             }
         }
@@ -274,7 +296,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
             if violations == 1 { "" } else { "s" }
         );
     }
-    Ok(if violations > 0 || unreadable { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if violations > 0 || unreadable { ExitCode::from(EXIT_DAMAGED) } else { ExitCode::SUCCESS })
 }
 
 fn report_json(report: &Report) -> serde_json::Value {

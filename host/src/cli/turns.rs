@@ -9,33 +9,73 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::config::compose;
-use super::Globals;
+use super::{Globals, EXIT_CONFIG};
 use crate::agent::session::{self, Opening, StartError};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
 use crate::agent::Cancel;
 use crate::profile::{Home, LayerScope};
+use crate::session::log::SessionLog;
 use crate::session::repair::Repair;
 
-/// Shows a turn on the terminal: text on stdout, retries on stderr.
+/// Shows a turn on the terminal: text on stdout, retries on stderr. A stdout whose reader went
+/// away (`dsh run … | head -1`) is left alone from then on; the turn still runs to its end.
 pub(crate) struct TerminalView {
     json: bool,
     live: bool,
+    /// Provider text is neutralised before it reaches a terminal.
+    stdout_terminal: bool,
+    stdout_closed: bool,
     bar: Option<ProgressBar>,
     text_open: bool,
 }
 
 impl TerminalView {
     pub(crate) fn new(json: bool) -> Self {
-        TerminalView { json, live: std::io::stderr().is_terminal(), bar: None, text_open: false }
+        TerminalView {
+            json,
+            live: std::io::stderr().is_terminal(),
+            stdout_terminal: std::io::stdout().is_terminal(),
+            stdout_closed: false,
+            bar: None,
+            text_open: false,
+        }
+    }
+
+    /// Writes to stdout unless its reader went away.
+    fn write_out(&mut self, text: &str) {
+        if self.stdout_closed {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        if stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+            self.stdout_closed = true;
+        }
     }
 
     fn end_text_line(&mut self) {
         if self.text_open {
-            println!();
+            self.write_out("\n");
             self.text_open = false;
         }
     }
+}
+
+/// Provider text as a terminal may show it: control characters (escape sequences, carriage
+/// returns, bells) become visible symbols instead of acting on the terminal.
+pub(crate) fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| match c {
+            c if !acts(c) => c,
+            '\u{7f}' => '\u{2421}',
+            c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{FFFD}'),
+            _ => '\u{FFFD}',
+        })
+        .collect()
 }
 
 /// `4s` for whole seconds (rounded up), `0.5s` below one second.
@@ -56,8 +96,8 @@ fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {
 impl TurnView for TerminalView {
     fn text(&mut self, delta: &str) {
         if !self.json {
-            print!("{delta}");
-            let _ = std::io::stdout().flush();
+            let shown = if self.stdout_terminal { neutralised(delta) } else { std::borrow::Cow::Borrowed(delta) };
+            self.write_out(&shown);
             self.text_open = true;
         }
     }
@@ -70,7 +110,7 @@ impl TurnView for TerminalView {
             bar.set_message(retry_line(notice, notice.delay));
             self.bar = Some(bar);
         } else {
-            eprintln!("{} ({}: {})", retry_line(notice, notice.delay), notice.code, notice.message);
+            eprintln!("{} ({}: {})", retry_line(notice, notice.delay), notice.code, neutralised(&notice.message));
         }
     }
 
@@ -141,11 +181,12 @@ pub(crate) async fn start(
     existing: Option<&std::path::Path>,
     json: bool,
 ) -> anyhow::Result<Result<Agent, ExitCode>> {
+    let lock = existing.map(SessionLog::lock).transpose()?;
     let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
     let sessions = home.sessions_dir();
-    let opening = match existing {
-        Some(log) => Opening::Existing { log },
-        None => Opening::New { sessions: &sessions },
+    let opening = match (existing, lock) {
+        (Some(log), Some(lock)) => Opening::Existing { log, lock },
+        _ => Opening::New { sessions: &sessions },
     };
     let view = Box::new(TerminalView::new(json));
     let started = match session::start(&profile, &composition, opening, view, globals.verbose()).await {
@@ -154,8 +195,9 @@ pub(crate) async fn start(
             for problem in problems {
                 eprintln!("{problem}");
             }
-            return Ok(Err(ExitCode::FAILURE));
+            return Ok(Err(ExitCode::from(EXIT_CONFIG)));
         }
+        Err(StartError::Open(err)) => return Err(err.into()),
         Err(err) => return Err(err.into()),
     };
     if let Some(repair) = &started.repair {
@@ -175,7 +217,7 @@ pub(crate) async fn start(
 /// Prints how the turn ended and returns the exit code.
 pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
     if !json && !matches!(end, TurnEnd::Aborted) {
-        println!();
+        let _ = writeln!(std::io::stdout());
     }
     let code = match end {
         TurnEnd::Completed => ExitCode::SUCCESS,
@@ -184,7 +226,7 @@ pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         TurnEnd::Error(failure) => {
-            eprintln!("dsh: the turn ended with an error: {}: {}", failure.code, failure.message);
+            eprintln!("dsh: the turn ended with an error: {}: {}", failure.code, neutralised(&failure.message));
             ExitCode::FAILURE
         }
         TurnEnd::Aborted => {
@@ -213,5 +255,12 @@ mod tests {
         assert_eq!(retry_line(&notice, Duration::from_millis(450)), "Retrying model request (2/5) · 0.5s");
         let unbounded = RetryNotice { of: None, retry: 7, ..notice };
         assert_eq!(retry_line(&unbounded, Duration::from_secs(20)), "Retrying model request (7/∞) · 20s");
+    }
+
+    #[test]
+    fn control_sequences_are_shown_not_obeyed() {
+        assert_eq!(neutralised("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(neutralised("\u{1b}[2Jgone\rback\u{7}"), "\u{241b}[2Jgone\u{240d}back\u{2407}");
+        assert_eq!(neutralised("c1 \u{9b}"), "c1 \u{FFFD}");
     }
 }

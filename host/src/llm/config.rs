@@ -13,6 +13,9 @@ use crate::problem::nest;
 
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
+/// The whole attempt — connecting, waiting, streaming — ends by then: 30 minutes, longer than any
+/// answer a model streams, shorter than forever (keep-alive comments cannot extend it).
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 1_800_000;
 
 /// Where a route's requests go.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,12 +39,24 @@ pub struct ProviderConfig {
     pub headers: Vec<(String, String)>,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
+    /// The deadline of a whole attempt.
+    pub request_timeout: Duration,
     pub retry_policy: RetryPolicy,
 }
 
-const OPENAI_KEYS: [&str; 8] =
-    ["provider", "baseUrl", "model", "apiKeyEnv", "headers", "connectTimeoutMs", "idleTimeoutMs", "retryPolicy"];
-const MOCK_KEYS: [&str; 6] = ["provider", "model", "script", "connectTimeoutMs", "idleTimeoutMs", "retryPolicy"];
+const OPENAI_KEYS: [&str; 9] = [
+    "provider",
+    "baseUrl",
+    "model",
+    "apiKeyEnv",
+    "headers",
+    "connectTimeoutMs",
+    "idleTimeoutMs",
+    "requestTimeoutMs",
+    "retryPolicy",
+];
+const MOCK_KEYS: [&str; 7] =
+    ["provider", "model", "script", "connectTimeoutMs", "idleTimeoutMs", "requestTimeoutMs", "retryPolicy"];
 
 /// A built-in row's config as an object (`null`, no config, is an empty one); anything else is
 /// the error `must be a mapping`.
@@ -106,6 +121,7 @@ fn common(
     let model = required_string(object, "model", errors);
     let connect_timeout = timeout(object, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, errors);
     let idle_timeout = timeout(object, "idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS, errors);
+    let request_timeout = timeout(object, "requestTimeoutMs", DEFAULT_REQUEST_TIMEOUT_MS, errors);
     let retry_policy = policy::resolve(object.get("retryPolicy")).unwrap_or_else(|found| {
         errors.extend(nest("retryPolicy", found));
         policy::default_policy()
@@ -119,6 +135,7 @@ fn common(
         headers: Vec::new(),
         connect_timeout,
         idle_timeout,
+        request_timeout,
         retry_policy,
     }
 }

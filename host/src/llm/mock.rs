@@ -12,6 +12,8 @@
 //! - stall: 5000              # the 200 headers, then nothing for N ms
 //! - endless: "lorem "        # 200, this text as chunks forever (never [DONE])
 //! - invalidUtf8: true        # 200, a frame whose bytes are not UTF-8
+//! - keepAlive: 200           # 200, then a `: ping` comment every N ms, forever
+//! - frames: ['{"choices":[…]}', "[DONE]"]   # 200, each item sent as one `data:` frame
 //! ```
 //!
 //! Every item may add `delayMs: N` (wait before answering), `headers: {name: value}`, and
@@ -44,6 +46,8 @@ pub enum MockAction {
     Stall(u64),
     Endless(String),
     InvalidUtf8,
+    KeepAlive(u64),
+    Frames(Vec<String>),
 }
 
 /// One scripted response.
@@ -56,8 +60,19 @@ pub struct MockStep {
     pub chunk_bytes: usize,
 }
 
-const ACTIONS: [&str; 9] =
-    ["ok", "status", "reset", "truncate", "malformed", "empty", "stall", "endless", "invalidUtf8"];
+const ACTIONS: [&str; 11] = [
+    "ok",
+    "status",
+    "reset",
+    "truncate",
+    "malformed",
+    "empty",
+    "stall",
+    "endless",
+    "invalidUtf8",
+    "keepAlive",
+    "frames",
+];
 const OPTIONS: [&str; 4] = ["delayMs", "headers", "body", "chunkBytes"];
 
 /// Parses a script; errors are `[N].key message` (items numbered from 1), every problem found.
@@ -138,6 +153,16 @@ fn parse_step(number: usize, item: &Value, errors: &mut Vec<ConfigError>) -> Opt
             MockAction::Empty
         }
         "stall" => MockAction::Stall(whole_number(value, &format!("[{number}].stall"), MILLISECONDS, errors)),
+        "keepAlive" => {
+            MockAction::KeepAlive(whole_number(value, &format!("[{number}].keepAlive"), MILLISECONDS, errors).max(1))
+        }
+        "frames" => match value.as_array().map(|frames| frames.iter().map(Value::as_str).collect::<Option<Vec<_>>>()) {
+            Some(Some(frames)) => MockAction::Frames(frames.into_iter().map(str::to_owned).collect()),
+            _ => {
+                errors.push(ConfigError::new(format!("[{number}].frames"), "must be a list of strings"));
+                MockAction::Frames(Vec::new())
+            }
+        },
         _ => {
             let status = value.as_u64().filter(|status| (100..=599).contains(status)).unwrap_or_else(|| {
                 errors.push(ConfigError::new(
@@ -398,6 +423,20 @@ impl Shared {
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
                 out.stream.shutdown().await
             }
+            MockAction::KeepAlive(ms) => {
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
+                while out.send(b": ping\n\n").await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(*ms)).await;
+                }
+                Ok(())
+            }
+            MockAction::Frames(frames) => {
+                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
+                for frame in frames {
+                    out.send(format!("data: {frame}\n\n").as_bytes()).await?;
+                }
+                out.stream.shutdown().await
+            }
         }
     }
 
@@ -463,6 +502,8 @@ fn describe(action: &MockAction) -> String {
         MockAction::Stall(ms) => format!("200 stall {ms}ms"),
         MockAction::Endless(_) => "200 endless".to_owned(),
         MockAction::InvalidUtf8 => "200 invalid UTF-8".to_owned(),
+        MockAction::KeepAlive(ms) => format!("200 keep-alive every {ms}ms"),
+        MockAction::Frames(frames) => format!("200 {} frames", frames.len()),
     }
 }
 
@@ -512,10 +553,10 @@ mod tests {
             shown,
             [
                 "[1]: has several actions (ok, reset); give exactly one",
-                "[2]: must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
+                "[2]: must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames",
                 "[3].stall: must be a non-negative integer number of milliseconds",
                 "[4]: unknown key \"teapot\"",
-                "[4]: must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8",
+                "[4]: must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames",
             ]
         );
     }

@@ -1,11 +1,16 @@
 //! The `llm-openai` adapter: OpenAI-compatible chat completions streamed over SSE, with every
 //! failure classified into a provider-neutral code.
 //!
-//! The API key is read from the named environment variable at request time and never logged.
-//! Connect and idle timeouts bound every wait; error bodies are read up to a limit.
+//! The API key is read from the named environment variable at request time and never logged:
+//! its value (and a `baseUrl`'s credentials) is redacted from every failure and from the streamed
+//! text, whatever the provider echoes ([`super::redact`]). Connect and idle timeouts bound every
+//! wait, and `requestTimeoutMs` bounds the whole attempt (keep-alive comments cannot extend it);
+//! error bodies are read up to a limit.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use tokio::time::{timeout_at, Instant};
 
 use abi_stable::std_types::{ROption, RString};
 use dsh_abi::Failure;
@@ -16,6 +21,7 @@ use serde_json::{json, Value};
 
 use super::classify;
 use super::config::ProviderConfig;
+use super::redact::{Secrets, StreamRedactor};
 use super::retry_after;
 use super::sse::{SseDecoder, SseItem};
 
@@ -116,13 +122,62 @@ pub fn environment_keys() -> KeyLookup {
     Arc::new(|variable| std::env::var(variable).ok())
 }
 
+/// Streamed text on its way out: redacted, then handed on and kept.
+struct StreamText {
+    redactor: StreamRedactor,
+    text: String,
+}
+
+impl StreamText {
+    fn push(&mut self, delta: &str, on_text: &mut dyn FnMut(&str)) {
+        let safe = self.redactor.feed(delta);
+        if !safe.is_empty() {
+            on_text(&safe);
+            self.text.push_str(&safe);
+        }
+    }
+
+    /// Hands on what the redactor still holds (the stream is complete).
+    fn flush(&mut self, on_text: &mut dyn FnMut(&str)) {
+        let rest = self.redactor.finish();
+        if !rest.is_empty() {
+            on_text(&rest);
+            self.text.push_str(&rest);
+        }
+    }
+}
+
+/// How a completed stream ended, from its last `finish_reason`. A reason that is not a normal
+/// ending becomes a failure with a known code; its raw text only ever goes into the message.
+fn finish_of(reason: Option<&str>) -> Result<Finish, Box<Failure>> {
+    match reason {
+        None | Some("stop") | Some("tool_calls") | Some("function_call") => Ok(Finish::Stop),
+        Some("length") => Ok(Finish::Length),
+        Some("insufficient_system_resource") => Err(Box::new(Failure::new(
+            "SERVER",
+            "the model stopped: insufficient_system_resource (the provider ran out of capacity)",
+        ))),
+        Some(other) => {
+            let shown: String =
+                crate::one_line(other, 80).chars().map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect();
+            Err(Box::new(Failure::new(
+                "UNKNOWN",
+                format!("the model stopped with finish_reason {}", dsh_abi::js::to_string(&shown)),
+            )))
+        }
+    }
+}
+
 /// One provider route's HTTP client.
 pub struct OpenAiAdapter {
     client: reqwest::Client,
-    url: String,
+    url: reqwest::Url,
+    /// The URL as messages show it: without its credentials.
+    shown_url: String,
     api_key_env: Option<String>,
     keys: KeyLookup,
     idle_timeout: Duration,
+    request_timeout: Duration,
 }
 
 /// An error and its causes, `: `-joined (reqwest's own message alone says little).
@@ -159,12 +214,18 @@ impl OpenAiAdapter {
             .user_agent(concat!("dsh/", env!("CARGO_PKG_VERSION")))
             .default_headers(headers)
             .build()?;
+        let url = reqwest::Url::parse(&format!("{}/chat/completions", base_url.trim_end_matches('/')))?;
+        let mut shown = url.clone();
+        let _ = shown.set_username("");
+        let _ = shown.set_password(None);
         Ok(OpenAiAdapter {
             client,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            url,
+            shown_url: shown.to_string(),
             api_key_env: config.api_key_env.clone(),
             keys,
             idle_timeout: config.idle_timeout,
+            request_timeout: config.request_timeout,
         })
     }
 
@@ -174,22 +235,42 @@ impl OpenAiAdapter {
         request: &ChatRequest,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, AttemptFailure> {
-        let mut partial = String::new();
-        let result = self.stream_inner(request, &mut partial, on_text).await;
-        result.map_err(|failure| AttemptFailure { failure, partial_text: partial })
+        let mut secrets = Secrets::default();
+        secrets.add_url_credentials(&self.url);
+        let mut text = StreamText { redactor: StreamRedactor::new(secrets.clone()), text: String::new() };
+        let result = self.stream_inner(request, &mut secrets, &mut text, on_text).await;
+        result.map_err(|failure| {
+            let mut partial_text = std::mem::take(&mut text.text);
+            partial_text.push_str(&text.redactor.finish());
+            AttemptFailure { failure: secrets.redact_failure(failure), partial_text }
+        })
     }
 
     async fn stream_inner(
         &self,
         request: &ChatRequest,
-        text: &mut String,
+        secrets: &mut Secrets,
+        text: &mut StreamText,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, Failure> {
-        let mut send = self.client.post(&self.url).body(request.body());
+        let url = &self.shown_url;
+        let deadline = Instant::now() + self.request_timeout;
+        let overdue = || {
+            Failure::new(
+                "TIMEOUT",
+                format!(
+                    "the request to {url} did not finish within {}ms (requestTimeoutMs)",
+                    self.request_timeout.as_millis()
+                ),
+            )
+        };
+        let mut send = self.client.post(self.url.clone()).body(request.body());
         if let Some(variable) = &self.api_key_env {
             let key = (self.keys)(variable).filter(|key| !key.is_empty()).ok_or_else(|| {
                 Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set"))
             })?;
+            secrets.add(&key);
+            text.redactor = StreamRedactor::new(secrets.clone());
             let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
                 Failure::new("INVALID_CREDENTIAL", format!("the API key in {variable} is not a valid header value"))
             })?;
@@ -197,21 +278,19 @@ impl OpenAiAdapter {
             send = send.header(AUTHORIZATION, value);
         }
         let send = send.send();
-        let response = match tokio::time::timeout(self.idle_timeout, send).await {
+        let response = match timeout_at(deadline.min(Instant::now() + self.idle_timeout), send).await {
+            Err(_) if Instant::now() >= deadline => return Err(overdue()),
             Err(_) => {
                 return Err(Failure::new(
                     "TIMEOUT",
-                    format!("no response from {} within {}ms", self.url, self.idle_timeout.as_millis()),
+                    format!("no response from {url} within {}ms", self.idle_timeout.as_millis()),
                 ))
             }
             Ok(Err(err)) if err.is_timeout() => {
-                return Err(Failure::new(
-                    "TIMEOUT",
-                    format!("request to {} timed out: {}", self.url, error_chain(&err)),
-                ))
+                return Err(Failure::new("TIMEOUT", format!("request to {url} timed out: {}", error_chain(&err))))
             }
             Ok(Err(err)) => {
-                return Err(Failure::new("TRANSPORT", format!("request to {} failed: {}", self.url, error_chain(&err))))
+                return Err(Failure::new("TRANSPORT", format!("request to {url} failed: {}", error_chain(&err))))
             }
             Ok(Ok(response)) => response,
         };
@@ -229,13 +308,13 @@ impl OpenAiAdapter {
                 SystemTime::now(),
             );
             let content_type = header("content-type");
-            let body = self.read_error_body(response).await;
+            let body = self.read_error_body(response, deadline).await;
             let (detail, readable) = classify::describe_body(content_type.as_deref(), &body);
             let readable =
                 if readable.is_empty() { status.canonical_reason().unwrap_or("no body").to_owned() } else { readable };
             let mut failure = Failure::new(
                 classify::http_failure_code(status.as_u16(), &detail),
-                format!("HTTP {} from {}: {readable}", status.as_u16(), self.url),
+                format!("HTTP {} from {url}: {readable}", status.as_u16()),
             );
             failure.status = ROption::RSome(u32::from(status.as_u16()));
             failure.provider_retry_after_ms = hint.into();
@@ -245,32 +324,30 @@ impl OpenAiAdapter {
         let mut body = response.bytes_stream();
         let mut decoder = SseDecoder::default();
         let mut items = Vec::new();
-        let mut reasoning = String::new();
+        let mut reasoning = StreamText { redactor: StreamRedactor::new(secrets.clone()), text: String::new() };
         let mut usage = None;
         let mut finish = None;
         let mut tool_calls = false;
         let mut received = 0usize;
         loop {
-            let next = match tokio::time::timeout(self.idle_timeout, body.next()).await {
+            let next = match timeout_at(deadline.min(Instant::now() + self.idle_timeout), body.next()).await {
+                Err(_) if Instant::now() >= deadline => return Err(overdue()),
                 Err(_) => {
                     return Err(Failure::new(
                         "TIMEOUT",
-                        format!("the stream from {} sent nothing for {}ms", self.url, self.idle_timeout.as_millis()),
+                        format!("the stream from {url} sent nothing for {}ms", self.idle_timeout.as_millis()),
                     ))
                 }
                 Ok(next) => next,
             };
             let bytes = match next {
                 None => {
-                    return Err(Failure::new(
-                        "STREAM_CLOSED",
-                        format!("the stream from {} ended without [DONE]", self.url),
-                    ))
+                    return Err(Failure::new("STREAM_CLOSED", format!("the stream from {url} ended without [DONE]")))
                 }
                 Some(Err(err)) => {
                     return Err(Failure::new(
                         "TRANSPORT",
-                        format!("reading the stream from {} failed: {}", self.url, error_chain(&err)),
+                        format!("reading the stream from {url} failed: {}", error_chain(&err)),
                     ))
                 }
                 Some(Ok(bytes)) => bytes,
@@ -279,50 +356,50 @@ impl OpenAiAdapter {
             if received > STREAM_LIMIT {
                 return Err(Failure::new(
                     "UNKNOWN",
-                    format!("the stream from {} sent more than {} MiB without finishing", self.url, STREAM_LIMIT >> 20),
+                    format!("the stream from {url} sent more than {} MiB without finishing", STREAM_LIMIT >> 20),
                 ));
             }
             decoder.feed(&bytes, &mut items).map_err(|err| {
-                Failure::new("MALFORMED_RESPONSE", format!("the stream from {} is not valid SSE: {err}", self.url))
+                Failure::new("MALFORMED_RESPONSE", format!("the stream from {url} is not valid SSE: {err}"))
             })?;
             for item in items.drain(..) {
                 let SseItem::Data(payload) = item else { continue };
                 if payload == "[DONE]" {
-                    if text.is_empty() && reasoning.is_empty() && !tool_calls {
+                    text.flush(on_text);
+                    reasoning.flush(&mut |_| {});
+                    if text.text.is_empty() && reasoning.text.is_empty() && !tool_calls {
                         return Err(Failure::new(
                             "EMPTY_RESPONSE",
                             "model returned a completed response with no content".to_owned(),
                         ));
                     }
-                    let finish = match finish.as_deref() {
-                        None | Some("stop") | Some("tool_calls") => Finish::Stop,
-                        Some("length") => Finish::Length,
-                        Some(other) => {
-                            return Err(Failure::new(other.to_uppercase(), format!("model stopped: {other}")))
-                        }
-                    };
-                    return Ok(Completion { text: std::mem::take(text), reasoning, usage, finish });
+                    let finish = finish_of(finish.as_deref()).map_err(|failure| *failure)?;
+                    return Ok(Completion {
+                        text: std::mem::take(&mut text.text),
+                        reasoning: reasoning.text,
+                        usage,
+                        finish,
+                    });
                 }
                 let chunk: Chunk = serde_json::from_str(&payload).map_err(|_| {
                     let shown: String = payload.chars().take(120).collect();
-                    Failure::new("MALFORMED_RESPONSE", format!("malformed SSE payload from {}: {shown}", self.url))
+                    Failure::new("MALFORMED_RESPONSE", format!("malformed SSE payload from {url}: {shown}"))
                 })?;
                 if let Some(error) = chunk.error {
                     let (detail, readable) =
                         classify::describe_body(None, json!({"error": error}).to_string().as_bytes());
                     return Err(Failure::new(
                         classify::http_failure_code(500, &detail),
-                        format!("error in the stream from {}: {readable}", self.url),
+                        format!("error in the stream from {url}: {readable}"),
                     ));
                 }
                 for choice in chunk.choices {
                     if let Some(delta) = choice.delta {
                         if let Some(content) = delta.content.filter(|content| !content.is_empty()) {
-                            on_text(&content);
-                            text.push_str(&content);
+                            text.push(&content, on_text);
                         }
                         if let Some(thinking) = delta.reasoning_content {
-                            reasoning.push_str(&thinking);
+                            reasoning.push(&thinking, &mut |_| {});
                         }
                         tool_calls |= delta.tool_calls.is_some();
                     }
@@ -340,11 +417,11 @@ impl OpenAiAdapter {
         }
     }
 
-    async fn read_error_body(&self, response: reqwest::Response) -> Vec<u8> {
+    async fn read_error_body(&self, response: reqwest::Response, deadline: Instant) -> Vec<u8> {
         let mut body = Vec::new();
         let mut stream = response.bytes_stream();
         while body.len() < ERROR_BODY_LIMIT {
-            match tokio::time::timeout(self.idle_timeout, stream.next()).await {
+            match timeout_at(deadline.min(Instant::now() + self.idle_timeout), stream.next()).await {
                 Ok(Some(Ok(bytes))) => body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]),
                 _ => break,
             }

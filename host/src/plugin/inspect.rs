@@ -3,10 +3,17 @@
 //! Opening an unknown library runs its constructors in the opening process; a broken one can
 //! crash it. So the host re-executes itself (`dsh plugin probe PATH`, hidden) to open the library,
 //! and reads the child's one-line JSON report. A child that dies of a signal, hangs, or prints
-//! nonsense is reported as such; the parent never crashes.
+//! nonsense is reported as such; the parent never crashes. The child writes into files, not
+//! pipes, and runs in its own process group, so nothing it starts (a library whose constructor
+//! forks a child that keeps stdout open) can make the parent wait past its timeout: at the end
+//! the whole group is killed.
+//!
+//! The child also makes the library panic inside its export guard: a library built with
+//! `panic = "abort"` aborts the child there, and is refused — in the host, its first panic would
+//! abort the whole process.
 
-use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
+use std::io::{Read, Seek, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,7 +63,12 @@ impl From<&Manifest> for ManifestInfo {
 #[serde(rename_all = "camelCase")]
 enum ProbeReport {
     Loaded(ManifestInfo),
-    Refused { message: String, missing: bool },
+    Refused {
+        message: String,
+        missing: bool,
+    },
+    /// Printed just before the unwinding check: a child that dies after it aborted there.
+    CheckingUnwinding,
 }
 
 /// Why inspection failed.
@@ -73,48 +85,62 @@ pub enum InspectError {
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Runs in the child (`dsh plugin probe PATH`): opens the library and prints the report.
+fn report(report: &ProbeReport) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", serde_json::to_string(report).expect("reports serialise"));
+    let _ = out.flush();
+}
+
+/// Runs in the child (`dsh plugin probe PATH`): opens the library, makes it panic inside its
+/// export guard, and prints the report.
 pub fn probe(path: &Path) -> bool {
-    let report = match PluginLibrary::load(path) {
-        Ok(library) => ProbeReport::Loaded(ManifestInfo::from(&library.manifest)),
+    let library = match PluginLibrary::load(path) {
+        Ok(library) => library,
         Err(err) => {
-            ProbeReport::Refused { missing: matches!(err, LoadError::Missing { .. }), message: err.to_string() }
+            report(&ProbeReport::Refused {
+                missing: matches!(err, LoadError::Missing { .. }),
+                message: err.to_string(),
+            });
+            return false;
         }
     };
-    let loaded = matches!(report, ProbeReport::Loaded(_));
-    println!("{}", serde_json::to_string(&report).expect("reports serialise"));
-    loaded
+    if let Some(check_unwinding) = library.module.check_unwinding() {
+        report(&ProbeReport::CheckingUnwinding);
+        if let abi_stable::std_types::ROk(()) = check_unwinding() {
+            report(&ProbeReport::Refused {
+                missing: false,
+                message: format!("{}: its unwinding check did not panic; it is not a sound dsh plugin", path.display()),
+            });
+            return false;
+        }
+    }
+    report(&ProbeReport::Loaded(ManifestInfo::from(&library.manifest)));
+    true
 }
 
 /// Opens `path` in a child process running `dsh_executable` and returns its manifest.
 pub fn inspect_in_child(dsh_executable: &Path, path: &Path) -> Result<ManifestInfo, InspectError> {
     let child_failed = |what: String| InspectError::ChildFailed { path: path.display().to_string(), what };
+    let capture = || tempfile::tempfile().map_err(|err| child_failed(format!("cannot make a capture file: {err}")));
+    let (mut stdout, mut stderr) = (capture()?, capture()?);
+    let as_stdio = |file: &std::fs::File| {
+        file.try_clone().map(std::process::Stdio::from).map_err(|err| child_failed(format!("cannot capture: {err}")))
+    };
     let mut child = Command::new(dsh_executable)
         .args(["plugin", "probe"])
         .arg(path)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(as_stdio(&stdout)?)
+        .stderr(as_stdio(&stderr)?)
+        .process_group(0)
         .spawn()
         .map_err(|err| child_failed(format!("cannot start the inspecting process: {err}")))?;
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    let mut stderr = child.stderr.take().expect("stderr is piped");
-    let stdout_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let stderr_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if started.elapsed() > PROBE_TIMEOUT => {
-                let _ = child.kill();
+                kill_group(child.id());
                 let _ = child.wait();
                 return Err(child_failed(format!(
                     "the library did not finish loading within {}s; the inspecting process was killed",
@@ -125,23 +151,47 @@ pub fn inspect_in_child(dsh_executable: &Path, path: &Path) -> Result<ManifestIn
             Err(err) => return Err(child_failed(format!("cannot wait for the inspecting process: {err}"))),
         }
     };
-    let stdout = stdout_reader.join().unwrap_or_default();
-    let stderr = stderr_reader.join().unwrap_or_default();
+    kill_group(child.id());
+    let read = |file: &mut std::fs::File| {
+        let mut text = String::new();
+        let _ = file.rewind().and_then(|()| file.read_to_string(&mut text));
+        text
+    };
+    let (stdout, stderr) = (read(&mut stdout), read(&mut stderr));
+    let last_report = stdout.lines().rev().find_map(|line| serde_json::from_str::<ProbeReport>(line).ok());
     if let Some(signal) = status.signal() {
+        if matches!(last_report, Some(ProbeReport::CheckingUnwinding)) {
+            return Err(InspectError::Refused(format!(
+                "{}: the library aborts its process when it panics ({}): it was built with panic = \"abort\"; \
+                 rebuild it with panic = \"unwind\" (remove `panic = \"abort\"` from its Cargo profile), \
+                 or its first panic would end the host",
+                path.display(),
+                signal_name(signal)
+            )));
+        }
         return Err(child_failed(format!(
             "loading the library crashed the inspecting process ({}){}",
             signal_name(signal),
             last_line_note(&stderr)
         )));
     }
-    match serde_json::from_str::<ProbeReport>(stdout.lines().last().unwrap_or_default()) {
-        Ok(ProbeReport::Loaded(manifest)) => Ok(manifest),
-        Ok(ProbeReport::Refused { message, missing: true }) => Err(InspectError::Missing(message)),
-        Ok(ProbeReport::Refused { message, missing: false }) => Err(InspectError::Refused(message)),
-        Err(_) => Err(child_failed(format!(
+    match last_report {
+        Some(ProbeReport::Loaded(manifest)) => Ok(manifest),
+        Some(ProbeReport::Refused { message, missing: true }) => Err(InspectError::Missing(message)),
+        Some(ProbeReport::Refused { message, missing: false }) => Err(InspectError::Refused(message)),
+        Some(ProbeReport::CheckingUnwinding) | None => Err(child_failed(format!(
             "the inspecting process exited with {status} without a report{}",
             last_line_note(&stderr)
         ))),
+    }
+}
+
+/// Kills the probe's process group: the child and anything its library started.
+fn kill_group(child: u32) {
+    // SAFETY: a negative pid signals the process group the child leads (it was spawned with
+    // process_group(0)); the group holds only the probe and what it started.
+    unsafe {
+        libc::kill(-(child as libc::pid_t), libc::SIGKILL);
     }
 }
 

@@ -20,7 +20,7 @@ use super::catalog;
 use super::inspect::{self, ManifestInfo};
 use crate::fsutil;
 use crate::profile::patch::Layer;
-use crate::profile::{InstalledPackage, Profile};
+use crate::profile::{is_package_name, InstalledPackage, Profile};
 use crate::NotFound;
 
 /// A package's manifest file, `dsh-plugin.toml`.
@@ -232,6 +232,12 @@ fn layer_effects(name: &str, layer: &str) -> anyhow::Result<(Vec<String>, Vec<St
 /// Installs `candidate` into `profile` (checking its library in a child process with
 /// `dsh_executable`). On error nothing in the profile has changed.
 pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Path) -> anyhow::Result<Installed> {
+    if !is_package_name(&candidate.name) {
+        bail!(
+            "the package is named {}: a package name must be one path component of letters, digits, '.', '_' and '-'",
+            dsh_abi::js::to_string(&candidate.name)
+        );
+    }
     let (inserts, disables) = match &candidate.layer {
         Some(layer) => layer_effects(&candidate.name, layer)?,
         None => (Vec::new(), Vec::new()),
@@ -366,6 +372,12 @@ fn swap_back(profile: &Profile, name: &str, old: Option<PathBuf>) {
 pub fn remove(profile: &mut Profile, names: &[String]) -> anyhow::Result<Vec<String>> {
     let mut manifest = profile.manifest.clone();
     for name in names {
+        if !is_package_name(name) {
+            bail!(
+                "{} is not a package name (one path component of letters, digits, '.', '_' and '-')",
+                dsh_abi::js::to_string(name)
+            );
+        }
         let installed = manifest.packages.remove(name).is_some();
         let listed = manifest.bundles.iter().any(|bundle| bundle == name);
         manifest.bundles.retain(|bundle| bundle != name);

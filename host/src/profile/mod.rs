@@ -15,8 +15,12 @@ use serde_json::Value;
 
 use crate::bundled;
 use crate::fsutil;
+use crate::lock::{LockError, WriterLock};
 use crate::NotFound;
 use patch::{Composition, Layer};
+
+/// How long a profile change waits for another process changing the same profile.
+pub const PROFILE_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The dsh home: `--home`, else a non-blank `$DSH_HOME` (`~` expanded), else `~/.dsh`.
 #[derive(Debug, Clone)]
@@ -62,6 +66,12 @@ impl Home {
         self.root.join("sessions")
     }
 
+    /// Where the writer locks of profiles live (never deleted, so every writer locks the same
+    /// file).
+    pub fn locks_dir(&self) -> PathBuf {
+        self.root.join("locks")
+    }
+
     /// The home-level user layer, which outranks every profile layer.
     pub fn patch_path(&self) -> PathBuf {
         self.root.join("cordis.patch.yml")
@@ -98,7 +108,42 @@ pub struct InstalledPackage {
     pub sha256: String,
 }
 
+/// Whether `name` can name a package: one path component of `[A-Za-z0-9._-]`, not `.` or `..`.
+pub fn is_package_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 impl ProfileManifest {
+    /// Every package and bundle name is one path component, and every library lies in its
+    /// package's folder (`plugins/<name>/<file>`): nothing in a `profile.yml` can point outside
+    /// the profile.
+    pub fn validate(&self) -> Result<(), String> {
+        for name in self.packages.keys().chain(&self.bundles) {
+            if !is_package_name(name) {
+                return Err(format!(
+                    "package name {} must be one path component of letters, digits, '.', '_' and '-'",
+                    json_quote(name)
+                ));
+            }
+        }
+        for (name, package) in &self.packages {
+            let parts: Vec<&str> = package.library.split('/').collect();
+            let inside =
+                matches!(parts.as_slice(), ["plugins", folder, file] if folder == name && is_package_name(file));
+            if !inside {
+                return Err(format!(
+                    "package {}: library {} must be plugins/{name}/<file>",
+                    json_quote(name),
+                    json_quote(&package.library)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn to_yaml(&self) -> String {
         let value = serde_json::to_value(self).expect("the manifest serialises");
         format!(
@@ -124,6 +169,26 @@ const USER_LAYER: &str = "\
 
 /// The bundle list a profile gets when it has no template (`dsh plugin --profile NEW add …`).
 pub const DEFAULT_BUNDLES: [&str; 1] = ["dsh-base"];
+
+/// What creating a profile made, newest last: a command that fails removes exactly these, and
+/// never a folder or file that was there before.
+#[derive(Debug, Default)]
+pub struct Created {
+    pub paths: Vec<PathBuf>,
+}
+
+impl Created {
+    /// Removes what was created: files, then folders that are empty again.
+    pub fn undo(self) {
+        for path in self.paths.iter().rev() {
+            let _ = if path.is_dir() { std::fs::remove_dir(path) } else { std::fs::remove_file(path) };
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+}
 
 /// A profile directory and its manifest.
 #[derive(Debug, Clone)]
@@ -155,7 +220,21 @@ impl Profile {
         Ok(home.root().join("profiles").join(name))
     }
 
-    /// Opens profile `name`, creating it first when a template of that name ships with dsh.
+    /// Takes the one-writer lock of profile `name`, waiting up to [`PROFILE_LOCK_PATIENCE`] for
+    /// another process that is changing it (`waiting` is told once, with the holder).
+    pub fn lock(home: &Home, name: &str, waiting: impl FnOnce(&crate::lock::Busy)) -> Result<WriterLock, LockError> {
+        Self::validate_name(name).map_err(|err| LockError::Io {
+            path: home.locks_dir(),
+            reason: std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()),
+        })?;
+        let locks = home.locks_dir();
+        std::fs::create_dir_all(&locks).map_err(|reason| LockError::Io { path: locks.clone(), reason })?;
+        let path = locks.join(format!("profile-{name}.lock"));
+        WriterLock::acquire_waiting(&path, &format!("profile {name}"), PROFILE_LOCK_PATIENCE, waiting)
+    }
+
+    /// Opens profile `name`, creating it first (under its lock) when a template of that name ships
+    /// with dsh.
     pub fn open(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
         if !dir.join("profile.yml").is_file() {
@@ -166,40 +245,63 @@ impl Profile {
                 ))
                 .into());
             };
-            Self::create(&dir, &template_bundles(template))?;
+            let _lock = Self::lock(home, name, |busy| eprintln!("dsh: waiting: {busy}"))?;
+            if !dir.join("profile.yml").is_file() {
+                Self::create(&dir, &template_bundles(template))?;
+            }
         }
         Self::load(name, dir)
     }
 
-    /// Opens profile `name`, creating it (from its template, else with the base bundle) if needed.
-    /// Returns whether it was created.
-    pub fn open_or_create(home: &Home, name: &str) -> anyhow::Result<(Profile, bool)> {
+    /// Opens profile `name`, which must exist (no template is instantiated).
+    pub fn existing(home: &Home, name: &str) -> anyhow::Result<Profile> {
+        let dir = Self::dir_of(home, name)?;
+        if !dir.join("profile.yml").is_file() {
+            return Err(NotFound(format!("profile {} does not exist", json_quote(name))).into());
+        }
+        Self::load(name, dir)
+    }
+
+    /// Opens profile `name` under its writer `_lock`, creating it (from its template, else with
+    /// the base bundle) if needed. Returns what was created, so a command that fails can remove
+    /// exactly that.
+    pub fn open_or_create(home: &Home, name: &str, _lock: &WriterLock) -> anyhow::Result<(Profile, Created)> {
         let dir = Self::dir_of(home, name)?;
         if dir.join("profile.yml").is_file() {
-            return Ok((Self::load(name, dir)?, false));
+            return Ok((Self::load(name, dir)?, Created::default()));
         }
         let bundles: Vec<String> = match bundled::template(name) {
             Some(template) => template_bundles(template),
             None => DEFAULT_BUNDLES.iter().map(|bundle| (*bundle).to_owned()).collect(),
         };
-        Self::create(&dir, &bundles)?;
-        Ok((Self::load(name, dir)?, true))
+        let created = Self::create(&dir, &bundles)?;
+        Ok((Self::load(name, dir)?, created))
     }
 
-    fn create(dir: &Path, bundles: &[String]) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir.join("plugins"))
-            .with_context(|| format!("cannot create profile {}", dir.display()))?;
+    /// Creates whatever of the profile's folders and files is missing; never overwrites one.
+    fn create(dir: &Path, bundles: &[String]) -> anyhow::Result<Created> {
+        let mut created = Created::default();
+        for folder in [dir.to_owned(), dir.join("plugins")] {
+            if !folder.is_dir() {
+                std::fs::create_dir_all(&folder)
+                    .with_context(|| format!("cannot create profile folder {}", folder.display()))?;
+                created.paths.push(folder);
+            }
+        }
         let manifest = ProfileManifest { bundles: bundles.to_vec(), packages: BTreeMap::new() };
         for (file, contents) in [
-            ("profile.yml", manifest.to_yaml()),
             ("cordis.yml", ROOT_CONFIG.to_owned()),
             ("cordis.patch.yml", USER_LAYER.to_owned()),
+            ("profile.yml", manifest.to_yaml()),
         ] {
             let path = dir.join(file);
-            fsutil::create_atomic(&path, contents.as_bytes())
-                .with_context(|| format!("cannot create {}", path.display()))?;
+            if fsutil::create_atomic(&path, contents.as_bytes())
+                .with_context(|| format!("cannot create {}", path.display()))?
+            {
+                created.paths.push(path);
+            }
         }
-        Ok(())
+        Ok(created)
     }
 
     fn load(name: &str, dir: PathBuf) -> anyhow::Result<Profile> {
@@ -208,6 +310,7 @@ impl Profile {
         let manifest: ProfileManifest = yaml::from_str::<Option<ProfileManifest>>(&text)
             .with_context(|| format!("invalid {}", path.display()))?
             .unwrap_or_default();
+        manifest.validate().map_err(|problem| anyhow::anyhow!("invalid {}: {problem}", path.display()))?;
         Ok(Profile { name: name.to_owned(), dir, manifest })
     }
 
@@ -344,6 +447,34 @@ mod tests {
     }
 
     #[test]
+    fn undoing_a_creation_leaves_what_was_there_before() {
+        let (_dir, home) = home();
+        let dir = home.root().join("profiles/mine");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cordis.patch.yml"), "- {id: agent, disabled: true}\n").unwrap();
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        let lock = Profile::lock(&home, "mine", |_| {}).unwrap();
+        let (_, created) = Profile::open_or_create(&home, "mine", &lock).unwrap();
+        created.undo();
+        let mut left: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["cordis.patch.yml", "notes.txt"]);
+        assert_eq!(std::fs::read_to_string(dir.join("cordis.patch.yml")).unwrap(), "- {id: agent, disabled: true}\n");
+    }
+
+    #[test]
+    fn a_manifest_cannot_point_outside_the_profile() {
+        let bad = |manifest: &str| yaml::from_str::<ProfileManifest>(manifest).unwrap().validate().unwrap_err();
+        assert!(bad("packages: {'../../victim': {version: '1', source: s, library: plugins/x/l.so, sha256: a}}\n")
+            .contains("one path component"));
+        assert!(bad("packages: {x: {version: '1', source: s, library: ../../l.so, sha256: a}}\n")
+            .contains("must be plugins/x/<file>"));
+        assert!(bad("bundles: [..]\n").contains("one path component"));
+        assert!(is_package_name("relay-retry") && is_package_name("my_plugin.v2"));
+    }
+
+    #[test]
     fn profile_names_are_validated() {
         for bad in ["", ".", "..", "a/b", "a\\b"] {
             assert!(Profile::validate_name(bad).is_err(), "{bad:?}");
@@ -354,21 +485,22 @@ mod tests {
     #[test]
     fn the_manifest_round_trips() {
         let (_dir, home) = home();
-        let (mut profile, created) = Profile::open_or_create(&home, "work").unwrap();
-        assert!(created);
+        let lock = Profile::lock(&home, "work", |_| {}).unwrap();
+        let (mut profile, created) = Profile::open_or_create(&home, "work", &lock).unwrap();
+        assert!(!created.is_empty());
         assert_eq!(profile.manifest.bundles, ["dsh-base"]);
         profile.manifest.packages.insert(
             "relay-retry".into(),
             InstalledPackage {
                 version: "0.1.0".into(),
                 source: "bundled".into(),
-                library: "plugins/x.so".into(),
+                library: "plugins/relay-retry/x.so".into(),
                 sha256: "ab".into(),
             },
         );
         profile.save().unwrap();
-        let (reopened, created) = Profile::open_or_create(&home, "work").unwrap();
-        assert!(!created);
+        let (reopened, created) = Profile::open_or_create(&home, "work", &lock).unwrap();
+        assert!(created.is_empty());
         assert_eq!(reopened.manifest, profile.manifest);
     }
 

@@ -10,7 +10,7 @@ use abi_stable::std_types::{RResult, RStr};
 use dsh_abi::{js, CheckerObject, EventRef, Verdict};
 
 use super::reader::EventView;
-use super::structure::StructureRules;
+use super::structure::{Rule, StructureRules};
 use super::vocabulary;
 
 /// A checker plugin's per-session state, with the row that owns it.
@@ -42,8 +42,9 @@ impl<'a> From<&EventView<'a>> for GateEvent<'a> {
 }
 
 impl GateEvent<'_> {
-    /// Ignorable events of unknown types only count for seq and time.
-    fn interpreted(&self) -> bool {
+    /// Checkers see the events of the vocabulary, and required events of unknown types (which
+    /// the rules refuse); ignorable events of unknown types only count for seq and time.
+    fn for_checkers(&self) -> bool {
         !self.ignorable || vocabulary::is_known(self.event_type)
     }
 }
@@ -51,8 +52,8 @@ impl GateEvent<'_> {
 /// Who found something wrong with an event, and how much it matters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finder {
-    /// The session structure rules.
-    Rules,
+    /// The session rules; [`Rule::Integrity`] makes a log unwritable.
+    Rules(Rule),
     /// A checker that refuses the event (`enforce` mode).
     Refused { row: String },
     /// A checker that only reports it (`report` mode).
@@ -70,13 +71,13 @@ pub struct Finding {
 impl Finding {
     /// Whether the event must not be appended.
     pub fn blocks(&self) -> bool {
-        matches!(self.finder, Finder::Rules | Finder::Refused { .. })
+        matches!(self.finder, Finder::Rules(_) | Finder::Refused { .. })
     }
 
     /// The finding with the row that made it, for logs and messages.
     pub fn describe(&self) -> String {
         match &self.finder {
-            Finder::Rules => self.message.clone(),
+            Finder::Rules(_) => self.message.clone(),
             Finder::Refused { row } | Finder::Reported { row } => format!("{} (row \"{row}\")", self.message),
             Finder::CheckerFailed { row } => {
                 format!("row \"{row}\": its checker failed and leaves the session: {}", self.message)
@@ -144,10 +145,10 @@ fn check(
 ) {
     let position = rules.next_seq();
     let before = found.len();
-    rules.check(event.seq, event.time, event.event_type, event.data, event.interpreted(), &mut |message| {
-        found.push(Finding { finder: Finder::Rules, message })
+    rules.check(event.seq, event.time, event.event_type, event.data, event.ignorable, &mut |rule, message| {
+        found.push(Finding { finder: Finder::Rules(rule), message })
     });
-    if !event.interpreted() || (admission == Admission::Append && found.len() > before) {
+    if !event.for_checkers() || (admission == Admission::Append && found.len() > before) {
         return;
     }
     let view = EventRef {
@@ -237,7 +238,7 @@ mod tests {
         let (counting, calls) = row("counting", Ok(Verdict::Accept));
         let mut gate = Gate::new(vec![counting]);
         let refused = gate.admit(&event(5.0)).unwrap_err();
-        assert_eq!(refused.finder, Finder::Rules);
+        assert_eq!(refused.finder, Finder::Rules(Rule::Integrity));
         assert_eq!(calls.load(Ordering::SeqCst), 0);
         assert_eq!(gate.rules().next_seq(), 0);
         gate.admit(&event(0.0)).unwrap();

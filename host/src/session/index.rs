@@ -1,6 +1,8 @@
 //! The history index plugins query during a call: the last `llm/retry` of every chain (turn,
 //! step, provider, policyKey), answered in constant time, plus the session header and the events
-//! of the current (or last) turn. It is fed every event as it is read or appended.
+//! of the current (or last) turn — all but streamed chunks and failed attempts, whose text has no
+//! bound (an always-mode chain against an endless stream would otherwise grow without end). It
+//! is fed every event as it is read or appended.
 
 use std::hash::BuildHasher;
 
@@ -64,7 +66,8 @@ impl HistoryIndex {
         &self.header
     }
 
-    /// The events from the last `turn/start` on, as JSON lines.
+    /// The events from the last `turn/start` on, as JSON lines, without streamed chunks and
+    /// failed attempts.
     pub fn last_turn_events(&self) -> &[String] {
         &self.turn_events
     }
@@ -84,7 +87,9 @@ impl HistoryIndex {
         if event_type == "turn/start" {
             self.turn_events.clear();
         }
-        self.turn_events.push(line.to_owned());
+        if !matches!(event_type, "assistant/chunk" | "assistant/attempt") {
+            self.turn_events.push(line.to_owned());
+        }
         if event_type == "llm/retry" {
             self.index_retry(data);
         }

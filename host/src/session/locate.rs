@@ -1,8 +1,10 @@
-//! Where session logs are: `sessions/<id>/session.jsonl` under the home (or DeepSeek Harness's
-//! compressed `session.jsonl.zstd`), found by session id or by path.
+//! Where session logs are — `sessions/<id>/session.jsonl` under the home (or DeepSeek Harness's
+//! compressed `session.jsonl.zstd`), found by session id or by path — and who writes them.
 
 use std::path::{Path, PathBuf};
 
+use super::reader::Damage;
+use crate::lock::live_holder;
 use crate::NotFound;
 
 pub const LOG_FILE: &str = "session.jsonl";
@@ -12,6 +14,13 @@ pub const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
 /// `session.jsonl.zstd`.
 pub fn find_log(dir: &Path) -> Option<PathBuf> {
     [LOG_FILE, COMPRESSED_LOG_FILE].iter().map(|file| dir.join(file)).find(|path| path.is_file())
+}
+
+/// The file whose OS lock says who writes the log at `log` (see [`crate::lock`]).
+pub fn lock_path(log: &Path) -> PathBuf {
+    let mut name = log.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    log.with_file_name(name)
 }
 
 /// A log named by path (a file, or a session directory) or by session id under `sessions`.
@@ -29,4 +38,13 @@ pub fn resolve_log(sessions: &Path, name: &str) -> Result<PathBuf, NotFound> {
         }
     }
     Err(NotFound(format!("{name}: no such log file, and no session of that id under {}", sessions.display())))
+}
+
+/// How a reader names a torn last line: the line a live writer is still writing, or a crash
+/// artefact.
+pub fn torn_note(log: &Path, damage: &Damage) -> String {
+    match live_holder(&lock_path(log)) {
+        Some(pid) => format!("{}: the last line is still being written by process {pid}", damage.position()),
+        None => damage.to_string(),
+    }
 }

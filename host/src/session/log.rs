@@ -21,14 +21,15 @@ use tokio::time::Instant;
 
 use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
-use super::locate::LOG_FILE;
+use super::locate::{lock_path, LOG_FILE};
 use super::reader::{is_compressed, Damage, LogReader, Position, ReadError};
 use super::repair::{self, Repair};
 use super::state::{SessionState, SurfaceMessage};
-use super::structure::StructureRules;
+use super::structure::{header_violations, Rule, StructureRules};
 use super::vocabulary;
 use super::writer::{Echo, LogWriter, SyncPolicy, WriteFailed};
 use crate::fsutil;
+use crate::lock::{LockError, WriterLock};
 
 /// An event to append.
 #[derive(Debug, Clone)]
@@ -75,7 +76,9 @@ pub enum OpenError {
     Read { path: PathBuf, reason: ReadError },
     #[error("{}: line {} (byte {}): {reason}; refusing to write after it (repair or move the file by hand; later events were not dropped)", path.display(), at.line, at.offset)]
     Corrupt { path: PathBuf, at: Position, reason: String },
-    #[error("{}: compressed logs (DeepSeek Harness session.jsonl.zstd) are read-only", path.display())]
+    #[error("{}: line {} (byte {}): {message}; refusing to write after it (dsh session repair does not change what was written: fix or move the file by hand)", path.display(), at.line, at.offset)]
+    Violation { path: PathBuf, at: Position, message: String },
+    #[error("{}: compressed logs (DeepSeek Harness session.jsonl.zstd) are read-only; `dsh session import` makes a plain copy", path.display())]
     Compressed { path: PathBuf },
     #[error("{}: {reason}", path.display())]
     Io { path: PathBuf, reason: io::Error },
@@ -88,9 +91,20 @@ pub struct SessionLog {
     writer: LogWriter,
     gate: Gate,
     state: SessionState,
+    _lock: WriterLock,
 }
 
 impl SessionLog {
+    /// Takes the one-writer lock of the log at `path` (`session.jsonl.lock` beside it), or says
+    /// which process holds it.
+    pub fn lock(path: &Path) -> Result<WriterLock, LockError> {
+        let session = path
+            .parent()
+            .and_then(Path::file_name)
+            .map_or_else(|| path.display().to_string(), |dir| dir.to_string_lossy().into_owned());
+        WriterLock::try_acquire(&lock_path(path), &format!("session {session}"))
+    }
+
     /// Creates `sessions/<id>/session.jsonl` with its header line, durably and atomically: the
     /// file appears complete with its header or not at all (the new directory entries are synced
     /// too). `open_checkers` opens the checkers for the header.
@@ -104,6 +118,7 @@ impl SessionLog {
         let dir = sessions.join(id);
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(LOG_FILE);
+        let lock = SessionLog::lock(&path).map_err(io::Error::other)?;
         let header_line = js::to_string(header);
         if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
@@ -111,13 +126,12 @@ impl SessionLog {
         fsutil::sync_dir(sessions)?;
         let file = OpenOptions::new().read(true).append(true).open(&path)?;
         let checkers = open_checkers(&header_line);
-        Ok(SessionLog::assemble(id, path, file, header_line, checkers, policy))
+        Ok(SessionLog::assemble(id, (path, file, lock), header_line, checkers, policy))
     }
 
     fn assemble(
         id: &str,
-        path: PathBuf,
-        file: File,
+        (path, file, lock): (PathBuf, File, WriterLock),
         header: String,
         checkers: Vec<RowChecker>,
         policy: SyncPolicy,
@@ -128,13 +142,17 @@ impl SessionLog {
             header,
             writer: LogWriter::new(path, file, policy),
             gate: Gate::new(checkers),
+            _lock: lock,
         }
     }
 
-    /// Opens an existing log for appending, repairing a crash first (see the module doc). With
+    /// Opens an existing log for appending under its writer `lock` ([`SessionLog::lock`]),
+    /// repairing a crash first (see the module doc). A log that breaks an integrity rule (a seq
+    /// gap, time going back, an unknown required event, a bad header) is refused. With
     /// `close_open_turn`, a turn left open is closed as `interrupted`.
     pub fn open(
         path: &Path,
+        lock: WriterLock,
         open_checkers: impl FnOnce(&str) -> Vec<RowChecker>,
         policy: SyncPolicy,
         now_ms: u64,
@@ -148,13 +166,16 @@ impl SessionLog {
         }
         let mut reader = LogReader::open(path).map_err(|reason| OpenError::Read { path: path.to_owned(), reason })?;
         let header = reader.header().to_owned();
+        if let Some(message) = header_violations(&header).into_iter().next() {
+            return Err(OpenError::Violation { path: path.to_owned(), at: Position { line: 1, offset: 0 }, message });
+        }
         let id = serde_json::from_str::<Value>(&header)
             .ok()
             .and_then(|value| value.get("id")?.as_str().map(str::to_owned))
             .unwrap_or_default();
         let file = OpenOptions::new().read(true).append(true).open(path).map_err(io_error)?;
         let checkers = open_checkers(&header);
-        let mut log = SessionLog::assemble(&id, path.to_owned(), file, header, checkers, policy);
+        let mut log = SessionLog::assemble(&id, (path.to_owned(), file, lock), header, checkers, policy);
         let mut repair = Repair::default();
         let mut torn = None;
         let mut found = Vec::new();
@@ -162,6 +183,12 @@ impl SessionLog {
             match next.map_err(|error| OpenError::Read { path: path.to_owned(), reason: error.into() })? {
                 Ok(event) => {
                     log.gate.observe(&GateEvent::from(&event), &mut found);
+                    if let Some(broken) =
+                        found.iter().position(|finding| finding.finder == Finder::Rules(Rule::Integrity))
+                    {
+                        let message = found.swap_remove(broken).message;
+                        return Err(OpenError::Violation { path: path.to_owned(), at: event.at, message });
+                    }
                     let seq = event.seq.map_or_else(|| "?".to_owned(), js::number);
                     repair.warnings.extend(found.drain(..).map(|finding| format!("seq {seq}: {}", finding.describe())));
                     log.state.take_in(event.event_type, event.line, event.data);

@@ -30,6 +30,10 @@ pub fn is_compressed(start: &[u8]) -> bool {
 }
 const BUFFER_BYTES: usize = 256 * 1024;
 
+/// The longest line a log may hold: 64 MiB, as long as the longest stream the adapter reads. A
+/// longer line is damage (it is skipped without being held in memory), in plain and zstd logs.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
 /// Where in the file a line starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
@@ -46,6 +50,14 @@ pub enum Damage {
     Torn { at: Position, len: usize },
     /// An unparseable line that is not the last one.
     Corrupt { at: Position, reason: String },
+}
+
+impl Damage {
+    /// `line N (byte B)`, where the damaged line starts.
+    pub fn position(&self) -> String {
+        let (Damage::Torn { at, .. } | Damage::Corrupt { at, .. }) = self;
+        format!("line {} (byte {})", at.line, at.offset)
+    }
 }
 
 impl std::fmt::Display for Damage {
@@ -128,6 +140,8 @@ pub struct LogReader {
     buffer: Vec<u8>,
     /// Physical line number of the line in `buffer`.
     line: u64,
+    /// The line in `buffer` went past [`MAX_LINE_BYTES`]; its length, all of it.
+    overlong: Option<u64>,
     /// Byte offset where the next line starts.
     offset: u64,
     pending: VecDeque<Synthetic>,
@@ -154,6 +168,7 @@ impl LogReader {
             input,
             buffer: Vec::with_capacity(4096),
             line: 0,
+            overlong: None,
             offset: 0,
             pending: VecDeque::new(),
             current: None,
@@ -181,9 +196,36 @@ impl LogReader {
         &self.header
     }
 
+    /// Reads one line into `buffer`, keeping at most [`MAX_LINE_BYTES`] of it; returns the
+    /// bytes the line took in the input.
     fn read_line(&mut self) -> io::Result<usize> {
         self.buffer.clear();
-        let read = self.input.read_until(b'\n', &mut self.buffer)?;
+        self.overlong = None;
+        let mut read = 0usize;
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(available) => available,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
+            if available.is_empty() {
+                break;
+            }
+            let (taken, done) = match memchr::memchr(b'\n', available) {
+                Some(newline) => (newline + 1, true),
+                None => (available.len(), false),
+            };
+            let room = MAX_LINE_BYTES.saturating_sub(self.buffer.len());
+            self.buffer.extend_from_slice(&available[..taken.min(room)]);
+            self.input.consume(taken);
+            read += taken;
+            if done {
+                break;
+            }
+        }
+        if read > MAX_LINE_BYTES {
+            self.overlong = Some(read as u64);
+        }
         if read > 0 {
             self.line += 1;
             self.offset += read as u64;
@@ -202,8 +244,14 @@ impl LogReader {
             Ok(0) => return None,
             Ok(_) => {}
         }
-        let at = Position { line: self.line, offset: self.offset - self.buffer.len() as u64 };
         let len = self.buffer.len();
+        if let Some(bytes) = self.overlong {
+            let at = Position { line: self.line, offset: self.offset - bytes };
+            let reason =
+                format!("a line of {bytes} bytes, longer than the {} MiB a log line may hold", MAX_LINE_BYTES >> 20);
+            return Some(Ok(Err(Damage::Corrupt { at, reason })));
+        }
+        let at = Position { line: self.line, offset: self.offset - len as u64 };
         let complete = self.buffer.last() == Some(&b'\n');
         let parsed =
             std::str::from_utf8(&self.buffer).map_err(|_| "the line is not UTF-8".to_owned()).and_then(|text| {

@@ -1,7 +1,16 @@
 //! The session structure rules, checked on every event (when a log is read, on append, and by
-//! `dsh session verify`):
+//! `dsh session verify`).
 //!
-//! - `seq` is contiguous from 0 and `time` never goes backwards;
+//! Integrity rules — what DeepSeek Harness's loader refuses a log for, and what dsh will not write
+//! after:
+//!
+//! - the header is `{"type":"session","version":0,"id":…,"createdAt":…,"delegationDepth":…}`;
+//! - `seq` is contiguous from 0 and `time` is a whole number of milliseconds that never goes
+//!   backwards;
+//! - every event type is known, or marked `"ignorable":true`.
+//!
+//! Structure rules:
+//!
 //! - `turn/start` only when no turn is open, numbered next; `turn/end` only for the open turn,
 //!   with no step open;
 //! - `step/start` inside the open turn with no step open, numbered next within the turn;
@@ -16,8 +25,48 @@ use std::collections::HashSet;
 
 use dsh_abi::events::tool_call_ids;
 use dsh_abi::js;
+use dsh_abi::js_value::JsValue;
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::vocabulary;
+
+/// Which kind of rule an event breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// The log is not a readable sequence of known events: refused for writing.
+    Integrity,
+    /// Turns, steps and tool calls do not balance.
+    Structure,
+}
+
+/// What is wrong with a header line (integrity rules); empty when it is sound.
+pub fn header_violations(header: &str) -> Vec<String> {
+    let value = JsValue::parse(header);
+    let Some(fields) = value.as_ref().filter(|value| matches!(value, JsValue::Object(_))).and_then(JsValue::fields)
+    else {
+        return vec!["the header is not a JSON object".to_owned()];
+    };
+    let mut found = Vec::new();
+    if fields.get("type").as_str() != Some("session") {
+        found.push("the first line is not a session header ({\"type\":\"session\",…})".to_owned());
+    }
+    let version = fields.get("version");
+    if !version.strict_equals(&JsValue::Number(0.0)) {
+        found.push(format!("session header version must be 0, got {}", version.display()));
+    }
+    if fields.get("id").as_str().is_none() {
+        found.push("session header id must be a string".to_owned());
+    }
+    let non_negative = |key: &str| fields.get(key).safe_integer().is_some_and(|n| n >= 0.0);
+    if !non_negative("createdAt") {
+        found.push("session header createdAt must be a non-negative safe integer".to_owned());
+    }
+    if !non_negative("delegationDepth") {
+        found.push("session header delegationDepth must be a non-negative safe integer".to_owned());
+    }
+    found
+}
 
 #[derive(Debug, Default, Clone)]
 pub struct StructureRules {
@@ -87,39 +136,50 @@ impl StructureRules {
         self.pending_calls.iter().map(String::as_str)
     }
 
-    /// Checks one event and takes it in; every broken rule is reported to `violations`.
-    /// `interpret` is false for ignorable events of unknown types: they only count for seq and
-    /// time.
+    /// Checks one event and takes it in; every broken rule is reported to `violations`. An
+    /// ignorable event of an unknown type only counts for seq and time.
     pub fn check(
         &mut self,
         seq: Option<f64>,
         time: Option<f64>,
         event_type: &str,
         data: &str,
-        interpret: bool,
-        violations: &mut dyn FnMut(String),
+        ignorable: bool,
+        violations: &mut dyn FnMut(Rule, String),
     ) {
+        let mut integrity = |message: String| violations(Rule::Integrity, message);
         match seq {
             Some(seq) if seq == self.next_seq => self.next_seq += 1.0,
-            Some(seq) => {
-                violations(format!("seq {} where {} was expected", js::number(seq), js::number(self.next_seq)));
+            Some(seq) if js::is_safe_integer(seq) && seq >= 0.0 => {
+                integrity(format!("seq {} where {} was expected", js::number(seq), js::number(self.next_seq)));
                 self.next_seq = seq + 1.0;
             }
-            None => {
-                violations(format!("{event_type} has no numeric seq (expected {})", js::number(self.next_seq)));
+            Some(_) | None => {
+                integrity(format!("{event_type} has no whole-number seq (expected {})", js::number(self.next_seq)));
                 self.next_seq += 1.0;
             }
         }
         match (time, self.last_time) {
+            (Some(time), _) if !js::is_safe_integer(time) => {
+                integrity(format!("{event_type} time {} is not a whole number of milliseconds", js::number(time)));
+            }
             (Some(time), Some(last)) if time < last => {
-                violations(format!("time {} goes back from {}", js::number(time), js::number(last)));
+                integrity(format!("time {} goes back from {}", js::number(time), js::number(last)));
             }
             (Some(time), _) => self.last_time = Some(time),
-            (None, _) => violations(format!("{event_type} has no numeric time")),
+            (None, _) => integrity(format!("{event_type} has no numeric time")),
         }
-        if !interpret {
+        let known = vocabulary::is_known(event_type);
+        if !known && !ignorable {
+            integrity(format!(
+                "event type {} is unknown and not marked ignorable (a log written by a newer harness?)",
+                js::to_string(event_type)
+            ));
+        }
+        if !known {
             return;
         }
+        let violations = &mut |message: String| violations(Rule::Structure, message);
         match event_type {
             "turn/start" => self.turn_start(data, violations),
             "turn/end" => self.turn_end(data, violations),
@@ -265,7 +325,7 @@ mod tests {
         let mut rules = StructureRules::default();
         let mut found = Vec::new();
         for (seq, (event_type, data)) in events.iter().enumerate() {
-            rules.check(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, true, &mut |message| {
+            rules.check(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, false, &mut |_, message| {
                 found.push((seq, message))
             });
         }
@@ -334,9 +394,49 @@ mod tests {
         let mut rules = StructureRules::default();
         let mut found = Vec::new();
         for (seq, time) in [(0.0, 10.0), (2.0, 9.0), (3.0, 11.0)] {
-            rules.check(Some(seq), Some(time), "x", "{}", true, &mut |message| found.push(message));
+            rules.check(Some(seq), Some(time), "x", "{}", true, &mut |rule, message| found.push((rule, message)));
         }
-        assert_eq!(found, ["seq 2 where 1 was expected", "time 9 goes back from 10"]);
+        assert_eq!(
+            found,
+            [
+                (Rule::Integrity, "seq 2 where 1 was expected".to_owned()),
+                (Rule::Integrity, "time 9 goes back from 10".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_required_event_and_a_fractional_time_break_integrity() {
+        let mut rules = StructureRules::default();
+        let mut found = Vec::new();
+        let mut report = |rule: Rule, message: String| found.push((rule, message));
+        rules.check(Some(0.0), Some(1.0), "future/thing", "{}", false, &mut report);
+        rules.check(Some(1.0), Some(2.0), "future/other", "{}", true, &mut report);
+        rules.check(Some(2.0), Some(2.5), "compaction/start", "{}", false, &mut report);
+        assert_eq!(
+            found,
+            [
+                (
+                    Rule::Integrity,
+                    "event type \"future/thing\" is unknown and not marked ignorable (a log written by a newer harness?)"
+                        .to_owned()
+                ),
+                (Rule::Integrity, "compaction/start time 2.5 is not a whole number of milliseconds".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_header_must_say_version_0_and_its_delegation_depth() {
+        assert!(header_violations(r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}"#)
+            .is_empty());
+        assert_eq!(
+            header_violations(r#"{"type":"session","version":1,"id":"s","createdAt":1}"#),
+            [
+                "session header version must be 0, got 1",
+                "session header delegationDepth must be a non-negative safe integer"
+            ]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use dsh_abi::js;
 use serde_json::Value;
 
+use super::locate::torn_note;
 use super::reader::{Damage, LogReader, ReadError};
 use super::vocabulary::message_text;
 
@@ -58,7 +59,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
         let event = match next? {
             Ok(event) => event,
             Err(damage @ Damage::Torn { .. }) => {
-                lines.push(format!("  (note: {damage})"));
+                lines.push(format!("  (note: {})", torn_note(path, &damage)));
                 continue;
             }
             Err(damage) => {

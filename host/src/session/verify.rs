@@ -5,8 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use super::gate::{Finder, Gate, GateEvent, RowChecker};
+use super::locate::torn_note;
 use super::read_ahead::ReadAhead;
 use super::reader::{Damage, LogReader, Position, ReadError};
+use super::structure::header_violations;
 
 /// One broken rule: at an event (`seq`) or at a damaged line (`at`).
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +33,12 @@ pub struct Report {
 pub fn verify_log(path: &Path, open_checkers: impl FnOnce(&str) -> Vec<RowChecker>) -> Result<Report, ReadError> {
     let reader = LogReader::open(path)?;
     let mut report = Report { path: path.to_owned(), events: 0, violations: Vec::new(), notes: Vec::new() };
+    let header = Some(Position { line: 1, offset: 0 });
+    report.violations.extend(header_violations(reader.header()).into_iter().map(|message| Finding {
+        seq: None,
+        at: header,
+        message,
+    }));
     let mut gate = Gate::new(open_checkers(reader.header()));
     let mut reader = ReadAhead::start(reader)?;
     let mut found = Vec::new();
@@ -38,7 +46,7 @@ pub fn verify_log(path: &Path, open_checkers: impl FnOnce(&str) -> Vec<RowChecke
         let event = match next? {
             Ok(event) => event,
             Err(damage @ Damage::Torn { .. }) => {
-                report.notes.push(damage.to_string());
+                report.notes.push(torn_note(path, &damage));
                 continue;
             }
             Err(Damage::Corrupt { at, reason }) => {

@@ -3,9 +3,8 @@
 
 use serde_json::Value;
 
-/// Event types of the session vocabulary. An ignorable event of another type only counts for seq
-/// and time; a required one of another type is a violation.
-pub const KNOWN_EVENT_TYPES: [&str; 14] = [
+/// Event types dsh reads and writes itself; the structure rules concern these.
+pub const DSH_EVENT_TYPES: [&str; 14] = [
     "turn/start",
     "turn/end",
     "step/start",
@@ -22,11 +21,53 @@ pub const KNOWN_EVENT_TYPES: [&str; 14] = [
     "llm/retry-started",
 ];
 
+/// The rest of DeepSeek Harness 0.1.0-rc.8's vocabulary: events its logs hold that dsh passes
+/// over. A type in neither list is refused unless the event is marked `"ignorable":true`, as the
+/// reference refuses it (a log written by a newer harness).
+pub const HARNESS_EVENT_TYPES: [&str; 35] = [
+    "agent-preset/selected",
+    "agent/inbox/spliced",
+    "approval/asked",
+    "approval/decided",
+    "approval/policy",
+    "command/done",
+    "command/run",
+    "compaction/end",
+    "compaction/prune",
+    "compaction/start",
+    "compaction/summary",
+    "feedback/record",
+    "goal/change",
+    "hook/invoked",
+    "hook/result",
+    "permission/preset",
+    "plan/mode",
+    "sandbox/mode",
+    "schedule/change",
+    "session/end-seed",
+    "session/title",
+    "session/title-llm-request",
+    "subagent/descriptor",
+    "team/member",
+    "team/message/delivered",
+    "team/message/queued",
+    "team/task",
+    "todo/write",
+    "tool-workflow/agent-end",
+    "tool-workflow/agent-start",
+    "tool-workflow/run-end",
+    "tool-workflow/run-start",
+    "tool/code-dispatch",
+    "tool/code-dispatch-start",
+    "web/deepseek-search-llm-request",
+];
+
 /// Surface (model-visible) event types; every other event is log-only.
 pub const SURFACE_EVENT_TYPES: [&str; 3] = ["user/message", "assistant/message", "tool/result"];
 
+/// Whether a type is in the vocabulary (ours or DeepSeek Harness's).
 pub fn is_known(event_type: &str) -> bool {
-    KNOWN_EVENT_TYPES.contains(&event_type)
+    DSH_EVENT_TYPES.contains(&event_type) || HARNESS_EVENT_TYPES.contains(&event_type)
 }
 
 pub fn is_surface(event_type: &str) -> bool {

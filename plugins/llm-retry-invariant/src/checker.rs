@@ -378,10 +378,25 @@ impl RetryChecker {
                     }),
                 }
             }
-            _ => match retry_id.as_deref().and_then(|text| self.ids.find(text)) {
-                Some(id) => self.chain_of_id[id as usize],
+            (provider, None) => match retry_id.as_deref().map(|text| self.ids.find(text)) {
+                Some(Some(id)) => self.chain_of_id[id as usize],
+                Some(None) => {
+                    // No usable policy key: a chain of its own, found by its retry id alone.
+                    let provider = self.names.intern(provider.as_deref().unwrap_or_default());
+                    let no_key = self.names.intern("");
+                    self.new_chain(Chain {
+                        turn,
+                        step,
+                        provider,
+                        policy_key: no_key,
+                        retry_id: NO_ID,
+                        last_retry: 0,
+                        started_prefix: 0,
+                    })
+                }
                 None => return,
             },
+            (None, Some(_)) => return,
         };
         self.chains[index as usize].last_retry += 1;
         let unowned = self.chains[index as usize].retry_id == NO_ID;

@@ -1,0 +1,288 @@
+//! Several `dsh` processes at once on one session or one profile: one writer at a time (OS locks),
+//! a second writer refused at once with exit 6, naming the session or profile and the holder,
+//! touching nothing; readers never take a lock; a lock dies with its process; no acknowledged
+//! event lost, no continuation sent twice, no file lost.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_e2e::turns::{route_patch, session_id, SECRET};
+use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
+
+/// A finished quick turn's session id.
+fn session_with_one_turn(home: &TestHome) -> String {
+    let mock = MockProcess::start(home, "- ok: first answer\n");
+    let patch = route_patch(home, &mock, "", "");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("one"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    session_id(&run)
+}
+
+fn log_of(home: &TestHome, id: &str) -> PathBuf {
+    home.path().join("sessions").join(id).join("session.jsonl")
+}
+
+/// Starts `dsh ARGS` with the test key; stdout lines are collected as they come.
+fn start(home: &TestHome, args: &[&str]) -> (Child, Arc<Mutex<Vec<String>>>) {
+    let mut child = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dsh");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let stdout = child.stdout.take().expect("piped");
+    let collected = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            collected.lock().unwrap().push(line);
+        }
+    });
+    (child, lines)
+}
+
+/// Waits until the log holds `needle` (the writer got that far).
+fn wait_for_log(log: &Path, needle: &str) {
+    let found =
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains(needle));
+    assert!(found, "{} never held {needle}", log.display());
+}
+
+fn assert_busy(run: &Run, what: &str, holder: u32) {
+    assert_eq!(run.code, Some(6), "{}", run.stderr);
+    let expected = format!("{what} is busy: process {holder} is writing it");
+    assert!(run.stderr.contains(&expected), "expected {expected:?} in {}", run.stderr);
+}
+
+#[test]
+fn two_runs_on_one_session_the_second_is_refused_and_touches_nothing() {
+    let home = TestHome::new();
+    let id = session_with_one_turn(&home);
+    let log = log_of(&home, &id);
+    let slow = MockProcess::start(&home, "- ok: a slow second answer\n  delayMs: 3000\n");
+    let patch = route_patch(&home, &slow, "", "");
+    let patch = patch.to_str().unwrap();
+    let (first, _) = start(&home, &["run", "--session", &id, "--patch", patch, "two"]);
+    wait_for_log(&log, "\"text\":\"two\"");
+    let before = std::fs::read(&log).unwrap();
+    let second =
+        Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch", patch, "three"]));
+    assert_busy(&second, &format!("session {id}"), first.id());
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the refused run wrote nothing");
+    let output = first.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = log_events(&log);
+    let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>(), "no duplicate or missing seq");
+    assert_eq!(events.iter().filter(|event| event["type"] == "turn/start").count(), 2);
+    assert!(!events.iter().any(|event| event["data"]["reason"]["kind"] == "interrupted"));
+    assert_eq!(home.run(&["session", "verify", &id]).code, Some(0));
+}
+
+#[test]
+fn repair_during_a_run_is_refused_and_no_acknowledged_event_is_lost() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(
+        &home,
+        "- status: 503\n- status: 503\n- ok: \"a streamed answer, slowly\"\n  chunkBytes: 8\n  delayMs: 200\n",
+    );
+    let patch = route_patch(
+        &home,
+        &mock,
+        "{mode: normal, maxRetries: 5, backoff: {initialDelayMs: 300, maxDelayMs: 300, jitterRatio: 0}}",
+        "",
+    );
+    let (run, acknowledged) = start(&home, &["run", "--json", "--patch", patch.to_str().unwrap(), "hi"]);
+    let sessions = home.path().join("sessions");
+    let new_log = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|dir| dir.path().join("session.jsonl"));
+    assert!(wait_until(Duration::from_secs(20), || new_log().is_some_and(|log| log.exists())));
+    let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
+    let mut refused = 0;
+    while !std::fs::read_to_string(log_of(&home, &id)).unwrap_or_default().contains("\"turn/end\"") {
+        let repair = home.run(&["session", "repair", &id]);
+        match repair.code {
+            Some(6) => {
+                assert!(repair.stderr.contains(&format!("session {id} is busy: process {} is writing it", run.id())));
+                refused += 1;
+            }
+            Some(0) => break,
+            other => panic!("repair exited with {other:?}: {}", repair.stderr),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = run.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(refused > 3, "repair was refused {refused} times while the run wrote");
+    let written = std::fs::read_to_string(log_of(&home, &id)).unwrap();
+    let lines: Vec<&str> = written.lines().skip(1).collect();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(!acknowledged.is_empty());
+    for line in &acknowledged {
+        assert!(lines.contains(&line.as_str()), "an acknowledged event was lost: {line}");
+    }
+    assert_eq!(home.run(&["session", "repair", &id]).code, Some(0), "free once the run is over");
+    assert_eq!(home.run(&["session", "verify", &id]).code, Some(0));
+}
+
+/// A session whose second turn is waiting out a one-minute retry in a running `dsh run`.
+fn a_run_waiting_on_a_retry(home: &TestHome) -> (String, PathBuf, Child, MockProcess) {
+    let id = session_with_one_turn(home);
+    let log = log_of(home, &id);
+    let failing = MockProcess::start(home, "- status: 503\n");
+    let patch = route_patch(
+        home,
+        &failing,
+        "{mode: normal, maxRetries: 5, backoff: {initialDelayMs: 60000, maxDelayMs: 60000, jitterRatio: 0}}",
+        "",
+    );
+    let (run, _) = start(home, &["run", "--session", &id, "--patch", patch.to_str().unwrap(), "two"]);
+    wait_for_log(&log, "\"llm/retry\"");
+    (id, log, run, failing)
+}
+
+#[test]
+fn a_lock_dies_with_its_process() {
+    let home = TestHome::new();
+    let (id, _, mut run, _mock) = a_run_waiting_on_a_retry(&home);
+    assert_eq!(home.run(&["session", "repair", &id]).code, Some(6));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let repair = home.run(&["session", "repair", &id]);
+    assert_eq!(repair.code, Some(0), "{}", repair.stderr);
+    assert!(repair.stderr.contains("closed the interrupted turn"), "{}", repair.stderr);
+}
+
+#[test]
+fn readers_take_no_lock_and_see_a_live_log() {
+    let home = TestHome::new();
+    let (id, log, mut run, _mock) = a_run_waiting_on_a_retry(&home);
+    for args in [["session", "show", &id], ["session", "verify", &id], ["session", "list", "--json"]] {
+        let read = home.run(&args);
+        assert_eq!(read.code, Some(0), "{args:?}: {}", read.stderr);
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, b"{\"type\":\"assistant/chunk\",\"se"))
+        .unwrap();
+    let verify = home.run(&["session", "verify", &id]);
+    assert_eq!(verify.code, Some(0), "{}", verify.stderr);
+    assert!(
+        verify.stderr.contains(&format!("the last line is still being written by process {}", run.id())),
+        "{}",
+        verify.stderr
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
+#[test]
+fn two_resumes_at_once_send_one_continuation() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "--profile", "fb", "add", "dsh-retry"]).code, Some(0));
+    home.write(
+        "profiles/fb/cordis.patch.yml",
+        "- id: model-error-retry\n  name: dsh-retry\n  config: {initialDelayMs: 60000, maxDelayMs: 60000}\n",
+    );
+    let failing = MockProcess::start(&home, "- truncate: \"half\"\n");
+    let patch = route_patch(&home, &failing, "", "");
+    let (mut run, _) = start(&home, &["run", "--profile", "fb", "--patch", patch.to_str().unwrap(), "hi"]);
+    let sessions = home.path().join("sessions");
+    let scheduled = wait_until(Duration::from_secs(20), || {
+        std::fs::read_dir(&sessions).ok().and_then(|mut dir| dir.next()).is_some_and(|entry| {
+            std::fs::read_to_string(entry.unwrap().path().join("session.jsonl"))
+                .unwrap_or_default()
+                .contains("dsh-retry/v1")
+        })
+    });
+    assert!(scheduled);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
+    let answering = MockProcess::start(&home, "- ok: continued\n  delayMs: 1500\n");
+    let patch = route_patch(&home, &answering, "", "");
+    let patch = patch.to_str().unwrap();
+    let resume = ["session", "resume", id.as_str(), "--profile", "fb", "--patch", patch];
+    let (first, _) = start(&home, &resume);
+    wait_for_log(&log_of(&home, &id), "\"reason\":\"resume\"");
+    let second = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(resume));
+    let first_pid = first.id();
+    let first = first.wait_with_output().unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let winner = String::from_utf8_lossy(&first.stderr).into_owned();
+    let loser = second;
+    assert!(winner.contains("Continuing pending retry 1 after a restart."), "{winner}");
+    assert_busy(&loser, &format!("session {id}"), first_pid);
+    assert_eq!(answering.request_bodies().len(), 1, "the continuation was sent once");
+    let continuations = log_events(&log_of(&home, &id))
+        .iter()
+        .filter(|event| event["type"] == "user/message" && event["data"]["source"]["kind"] == "plugin")
+        .count();
+    assert_eq!(continuations, 1);
+}
+
+#[test]
+fn two_plugin_adds_at_once_both_land() {
+    for round in 0..3 {
+        let home = TestHome::new();
+        assert_eq!(home.run(&["config", "dump"]).code, Some(0), "the web profile exists");
+        let adds: Vec<std::thread::JoinHandle<Run>> = ["relay-retry", "dsh-retry"]
+            .into_iter()
+            .map(|package| {
+                let mut command = home.dsh();
+                command.args(["plugin", "--profile", "web", "add", package]);
+                std::thread::spawn(move || Run::of(&mut command))
+            })
+            .collect();
+        for add in adds {
+            let add = add.join().unwrap();
+            assert_eq!(add.code, Some(0), "round {round}: {}", add.stderr);
+        }
+        let manifest = std::fs::read_to_string(home.path().join("profiles/web/profile.yml")).unwrap();
+        for package in ["relay-retry", "dsh-retry"] {
+            assert!(manifest.contains(&format!("{package}:")), "round {round}: {package} was lost:\n{manifest}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_add_on_a_hand_made_profile_folder_removes_only_what_it_made() {
+    let home = TestHome::new();
+    home.write("profiles/mine/cordis.patch.yml", "- {id: agent, disabled: true}\n");
+    home.write("profiles/mine/notes.txt", "my notes");
+    let add = home.run(&["plugin", "--profile", "mine", "add", "relay-retyr"]);
+    assert_eq!(add.code, Some(3), "{}", add.stderr);
+    assert!(add.stderr.contains("unknown package \"relay-retyr\""), "{}", add.stderr);
+    let mut left: Vec<String> = std::fs::read_dir(home.path().join("profiles/mine"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["cordis.patch.yml", "notes.txt"]);
+    assert_eq!(std::fs::read_to_string(home.path().join("profiles/mine/notes.txt")).unwrap(), "my notes");
+}
+
+#[test]
+fn a_package_name_that_leaves_the_profile_is_refused() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["config", "dump"]).code, Some(0));
+    let victim = home.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "keep").unwrap();
+    home.write(
+        "profiles/web/profile.yml",
+        "bundles: [dsh-base]\npackages:\n  ../../victim: {version: '1', source: bundled, library: plugins/x/l.so, sha256: ab}\n",
+    );
+    let remove = home.run(&["plugin", "--profile", "web", "remove", "../../victim"]);
+    assert_ne!(remove.code, Some(0));
+    assert!(remove.stderr.contains("one path component"), "{}", remove.stderr);
+    assert!(victim.join("keep.txt").exists(), "nothing outside the profile is deleted");
+    let run = home.run(&["config", "check"]);
+    assert!(run.stderr.contains("package name \"../../victim\" must be one path component"), "{}", run.stderr);
+}
