@@ -57,7 +57,7 @@ fn an_override_of_a_missing_id_warns_on_stderr_with_the_file_name() {
     let second = home.write("second.yml", "[{id: x, config: {a: 2}}, {id: missing, config: {}}]\n");
     let (rows, run) = dump_json(&home, &["--patch", first.to_str().unwrap(), "--patch", second.to_str().unwrap()]);
     assert_eq!(rows.last().unwrap(), &json!({"id": "x", "name": "pkg-x", "config": {"a": 2}}));
-    assert_eq!(run.stderr.trim(), "dsh: [$DSH_HOME/second.yml] patch: entry \"missing\" not found");
+    assert_eq!(run.stderr.trim(), "dsh: [$DSH_HOME/second.yml] patch: entry \"missing\" not found (patch entry 2)");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod concurrency;
 mod config_matrix;
 mod conformance_invariant;
 mod conformance_llm_retry;
+mod conformance_yaml;
 mod fallback;
 mod hostile;
 mod inspect;

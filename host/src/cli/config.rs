@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::{Globals, EXIT_CONFIG};
 use crate::agent::assembly::{self as rows, LoadedPlugin};
 use crate::problem::Problem;
-use crate::profile::patch::{ordered_row, Composition};
+use crate::profile::patch::Composition;
 use crate::profile::{yaml, Home, LayerScope, Profile};
 
 #[derive(Debug, Args)]
@@ -80,7 +80,7 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
-    let rows: Vec<Value> = composition.rows.iter().map(ordered_row).collect();
+    let rows: Vec<Value> = composition.rows.clone();
     if json {
         return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON"));
     }

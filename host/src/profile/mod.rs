@@ -11,13 +11,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::bundled;
 use crate::fsutil;
 use crate::lock::{LockError, WriterLock};
 use crate::NotFound;
-use patch::{Composition, Layer};
+use patch::{Composition, Layer, LayerKind};
 
 /// How long a profile change waits for another process changing the same profile.
 pub const PROFILE_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -330,7 +329,7 @@ impl Profile {
         if self.manifest.packages.contains_key(bundle) {
             let path = self.dir.join("plugins").join(bundle).join("cordis.patch.yml");
             if path.is_file() {
-                return Ok(Layer::read(bundle, &path, &home.display(&path))?);
+                return Ok(Layer::read(LayerKind::Overlay, bundle, &path, &home.display(&path))?);
             }
             bail!(
                 "profile bundle {} declares no bundle layer ({} is missing)",
@@ -363,36 +362,27 @@ impl Profile {
         if scope == LayerScope::BundlesOnly {
             return Ok(layers);
         }
-        for optional in [self.dir.join("cordis.patch.yml"), home.patch_path()] {
+        for (optional, kind) in
+            [(self.dir.join("cordis.patch.yml"), LayerKind::Overlay), (home.patch_path(), LayerKind::Patches)]
+        {
             if optional.exists() {
                 let label = home.display(&optional);
-                layers.push(Layer::read(&label, &optional, &label)?);
+                layers.push(Layer::read(kind, &label, &optional, &label)?);
             }
         }
         for path in patches {
             let label = home.display(path);
-            layers.push(Layer::read(&label, path, &label)?);
+            layers.push(Layer::read(LayerKind::Overlay, &label, path, &label)?);
         }
         Ok(layers)
     }
 
-    /// The root row list the layers are applied to (`cordis.yml`; empty when absent).
-    fn base_rows(&self, home: &Home) -> anyhow::Result<Vec<Value>> {
-        let path = self.dir.join("cordis.yml");
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            return Ok(Vec::new());
-        };
-        let file = home.display(&path);
-        match yaml::parse(&text).map_err(|err| anyhow::anyhow!("failed to parse config {file}: {err}"))? {
-            Some(Value::Array(rows)) => Ok(rows),
-            _ => bail!("config {file} must be a top-level YAML array of entries (`[]` is the empty list)"),
-        }
-    }
-
-    /// Composes the profile: its base rows with every layer in order.
+    /// Composes the profile: every layer in order over an empty root list. Like DeepSeek
+    /// Harness, dsh never reads rows from `cordis.yml` (it is written as `[]`): the whole profile
+    /// is patch layers.
     pub fn compose(&self, home: &Home, patches: &[PathBuf], scope: LayerScope) -> anyhow::Result<Composition> {
         let layers = self.layers(home, patches, scope)?;
-        Ok(patch::compose(self.base_rows(home)?, "cordis.yml", &layers))
+        Ok(patch::compose(Vec::new(), "cordis.yml", &layers))
     }
 }
 

@@ -27,38 +27,64 @@ pub struct Layer {
     pub entries: Vec<Map<String, Value>>,
 }
 
+/// What a layer is called in errors, as DeepSeek Harness calls it: the home-wide user layer is
+/// a list of `patches`, every other layer an `overlay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerKind {
+    Overlay,
+    Patches,
+}
+
+impl LayerKind {
+    fn noun(self) -> &'static str {
+        match self {
+            LayerKind::Overlay => "overlay",
+            LayerKind::Patches => "patches",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayerError {
-    #[error("failed to read overlay {file}: {reason}")]
-    Read { file: String, reason: String },
-    #[error("failed to parse overlay {file}: {reason}")]
-    Parse { file: String, reason: String },
-    #[error("overlay {file} must be a top-level YAML array of loader patch entries (`[]` is the empty layer)")]
-    NotAnArray { file: String },
-    #[error("overlay entry {index} in {file} must be a mapping (a loader patch entry)")]
-    NotAMapping { file: String, index: usize },
-    #[error("overlay entry {index} in {file}: `insert` must be a list of rows (mappings)")]
-    BadInsert { file: String, index: usize },
+    #[error("failed to read {noun} {file}: {reason}")]
+    Read { noun: &'static str, file: String, reason: String },
+    #[error("failed to parse {noun} {file}: {reason}")]
+    Parse { noun: &'static str, file: String, reason: String },
+    #[error("{noun} {file} must be a top-level YAML array of loader patch entries (`[]` is the empty layer)")]
+    NotAnArray { noun: &'static str, file: String },
+    #[error("{noun} entry {index} in {file} must be a mapping (a loader patch entry)")]
+    NotAMapping { noun: &'static str, file: String, index: usize },
+    #[error("{noun} entry {index} in {file}: `insert` must be a list of rows (mappings)")]
+    BadInsert { noun: &'static str, file: String, index: usize },
 }
 
 impl Layer {
-    /// Parses a layer's text; `file` names it in errors.
+    /// Parses an overlay's text; `file` names it in errors.
     pub fn parse(label: &str, file: &str, text: &str) -> Result<Layer, LayerError> {
-        let value =
-            yaml::parse(text).map_err(|err| LayerError::Parse { file: file.to_owned(), reason: err.to_string() })?;
+        Layer::parse_as(LayerKind::Overlay, label, file, text)
+    }
+
+    /// Parses a layer's text, named in errors as a `kind`.
+    pub fn parse_as(kind: LayerKind, label: &str, file: &str, text: &str) -> Result<Layer, LayerError> {
+        let noun = kind.noun();
+        let value = yaml::parse(text).map_err(|err| LayerError::Parse {
+            noun,
+            file: file.to_owned(),
+            reason: err.to_string(),
+        })?;
         let Some(Value::Array(items)) = value else {
-            return Err(LayerError::NotAnArray { file: file.to_owned() });
+            return Err(LayerError::NotAnArray { noun, file: file.to_owned() });
         };
         let mut entries = Vec::with_capacity(items.len());
         for (position, item) in items.into_iter().enumerate() {
             let index = position + 1;
             let Value::Object(entry) = item else {
-                return Err(LayerError::NotAMapping { file: file.to_owned(), index });
+                return Err(LayerError::NotAMapping { noun, file: file.to_owned(), index });
             };
             if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
                 let rows_ok = insert.as_array().is_some_and(|rows| rows.iter().all(Value::is_object));
                 if !rows_ok {
-                    return Err(LayerError::BadInsert { file: file.to_owned(), index });
+                    return Err(LayerError::BadInsert { noun, file: file.to_owned(), index });
                 }
             }
             entries.push(entry);
@@ -67,10 +93,35 @@ impl Layer {
     }
 
     /// Reads and parses a layer file; a missing file is an error (the caller named it).
-    pub fn read(label: &str, path: &Path, file: &str) -> Result<Layer, LayerError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| LayerError::Read { file: file.to_owned(), reason: err.to_string() })?;
-        Layer::parse(label, file, &text)
+    pub fn read(kind: LayerKind, label: &str, path: &Path, file: &str) -> Result<Layer, LayerError> {
+        let text = std::fs::read_to_string(path).map_err(|err| LayerError::Read {
+            noun: kind.noun(),
+            file: file.to_owned(),
+            reason: err.to_string(),
+        })?;
+        Layer::parse_as(kind, label, file, &text)
+    }
+}
+
+/// A skipped patch entry: the layer, the entry's place in it (from 1) and the reference's
+/// message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub layer: String,
+    pub entry: usize,
+    pub message: String,
+}
+
+impl Warning {
+    /// `[<layer>] <message>`, as DeepSeek Harness prints it.
+    pub fn reference_text(&self) -> String {
+        format!("[{}] {}", self.layer, self.message)
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}] {} (patch entry {})", self.layer, self.message, self.entry)
     }
 }
 
@@ -99,8 +150,8 @@ pub struct Composition {
     pub rows: Vec<Value>,
     /// Aligned with `rows`.
     pub provenance: Vec<Provenance>,
-    /// Skipped entries, each `[<layer>] <message>`.
-    pub warnings: Vec<String>,
+    /// Skipped entries.
+    pub warnings: Vec<Warning>,
     /// For each row id: the layer that last set its `config` (else the one that inserted it).
     config_layers: HashMap<String, String>,
 }
@@ -159,20 +210,28 @@ enum Slot {
 struct Composer {
     rows: Vec<Value>,
     index: HashMap<String, Slot>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
     config_layers: HashMap<String, String>,
+    /// The entry being applied: (layer, its place from 1).
+    at: (String, usize),
 }
 
 /// Composes `layers` over `base` (the profile's `cordis.yml`, labelled `base_label`).
 pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composition {
-    let mut composer =
-        Composer { rows: base.clone(), index: HashMap::new(), warnings: Vec::new(), config_layers: HashMap::new() };
+    let mut composer = Composer {
+        rows: base.clone(),
+        index: HashMap::new(),
+        warnings: Vec::new(),
+        config_layers: HashMap::new(),
+        at: (String::new(), 0),
+    };
     composer.index_rows_from(&base, &[], 0, base_label);
     let mut provenance: Vec<Provenance> =
         composer.rows.iter().map(|_| Provenance { origin: base_label.to_owned(), patched_by: Vec::new() }).collect();
     for layer in layers {
         let before = composer.rows.clone();
-        for entry in &layer.entries {
+        for (position, entry) in layer.entries.iter().enumerate() {
+            composer.at = (layer.label.clone(), position + 1);
             composer.apply(entry, &layer.label);
         }
         for (position, row) in composer.rows.iter().enumerate() {
@@ -192,7 +251,8 @@ fn id_key(id: &Value) -> String {
 
 impl Composer {
     fn warn(&mut self, layer: &str, message: String) {
-        self.warnings.push(format!("[{layer}] {message}"));
+        debug_assert_eq!(layer, self.at.0);
+        self.warnings.push(Warning { layer: layer.to_owned(), entry: self.at.1, message });
     }
 
     /// Indexes `rows` (which sit at `parent` + `first` + their position) and the children of
@@ -307,7 +367,9 @@ impl Composer {
             Some(Slot::Attached(path)) => {
                 let path = path.clone();
                 if overrides.iter().any(|(name, _)| *name == "config") {
-                    self.detach_below(&path);
+                    if self.row_mut(&path).is_some_and(|row| row.get("group").is_some_and(truthy)) {
+                        self.detach_below(&path);
+                    }
                     if let Value::String(id) = id {
                         self.config_layers.insert(id.clone(), layer.to_owned());
                     }
@@ -369,33 +431,6 @@ fn push_children(group: &mut Map<String, Value>, rows: &[Value]) -> usize {
     first
 }
 
-/// A row with its keys in dump order: `id, name, <other keys alphabetically>, config`; the rows of
-/// a group's list are ordered the same way.
-pub fn ordered_row(row: &Value) -> Value {
-    let Value::Object(fields) = row else { return row.clone() };
-    let is_group = fields.get("group").is_some_and(truthy);
-    let mut ordered = Map::with_capacity(fields.len());
-    for key in ["id", "name"] {
-        if let Some(value) = fields.get(key) {
-            ordered.insert(key.to_owned(), value.clone());
-        }
-    }
-    let mut others: Vec<&String> =
-        fields.keys().filter(|key| !matches!(key.as_str(), "id" | "name" | "config")).collect();
-    others.sort();
-    for key in others {
-        ordered.insert(key.clone(), fields[key].clone());
-    }
-    if let Some(config) = fields.get("config") {
-        let config = match config {
-            Value::Array(children) if is_group => Value::Array(children.iter().map(ordered_row).collect()),
-            other => other.clone(),
-        };
-        ordered.insert("config".to_owned(), config);
-    }
-    Value::Object(ordered)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,7 +442,7 @@ mod tests {
 
     fn rows_of(layers: &[Layer]) -> (Vec<Value>, Vec<String>) {
         let composition = compose(Vec::new(), "cordis.yml", layers);
-        (composition.rows, composition.warnings)
+        (composition.rows, composition.warnings.iter().map(Warning::reference_text).collect())
     }
 
     #[test]
@@ -450,6 +485,19 @@ mod tests {
         assert_eq!(
             warnings,
             vec!["[one] patch: name mismatch for \"llm-retry\" (expected \"llm-retry\", got \"other\"), skipping"]
+        );
+    }
+
+    #[test]
+    fn a_warning_names_its_layer_and_entry() {
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[layer("user.yml", "[{insert: [{id: a, name: p}]}, {name: forgot-the-id}]")],
+        );
+        assert_eq!(
+            composition.warnings[0].to_string(),
+            "[user.yml] patch: id is required for non-insert patches (patch entry 2)"
         );
     }
 
@@ -567,15 +615,6 @@ mod tests {
         assert_eq!(parse("- insert: [x]\n"), "overlay entry 1 in user.yml: `insert` must be a list of rows (mappings)");
     }
 
-    #[test]
-    fn dump_order_is_id_name_sorted_keys_then_config() {
-        let row = json!({"config": {"z": 1, "a": 2}, "disabled": true, "name": "n", "group": false, "id": "i"});
-        assert_eq!(
-            serde_json::to_string(&ordered_row(&row)).unwrap(),
-            r#"{"id":"i","name":"n","disabled":true,"group":false,"config":{"z":1,"a":2}}"#
-        );
-    }
-
     mod properties {
         use super::*;
         use proptest::prelude::*;
@@ -627,7 +666,7 @@ mod tests {
                 let plain = compose(Vec::new(), "cordis.yml", &stack);
                 let patched = compose(Vec::new(), "cordis.yml", &extended);
                 prop_assert_eq!(&plain.rows, &patched.rows);
-                prop_assert_eq!(patched.warnings.last().unwrap(), "[extra] patch: entry \"never-inserted\" not found");
+                prop_assert_eq!(patched.warnings.last().unwrap().reference_text(), "[extra] patch: entry \"never-inserted\" not found");
             }
 
             #[test]
