@@ -135,3 +135,20 @@ fn a_crate_directory_is_built_installed_and_removed_restoring_the_dump() {
     let after = home.run(&["config", "dump", "--origins"]);
     assert_eq!(after.stdout, before.stdout);
 }
+
+#[test]
+fn re_adding_a_package_that_dropped_its_bundle_drops_its_bundle_entry() {
+    let home = TestHome::new();
+    let library = artifacts().library("fixture-scripted");
+    let with_layer = package_dir(&home, "fixture-scripted", &library, Some(SCRIPTED_LAYER));
+    assert_eq!(home.run(&["plugin", "add", with_layer.to_str().unwrap()]).code, Some(0));
+    std::fs::remove_file(with_layer.join("cordis.patch.yml")).unwrap();
+    let without = package_dir(&home, "fixture-scripted", &library, None);
+    let run = home.run(&["plugin", "add", without.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stdout.contains("dropped the bundle entry of fixture-scripted"), "{}", run.stdout);
+    let manifest = std::fs::read_to_string(home.path().join("profiles/web/profile.yml")).unwrap();
+    assert!(!manifest.contains("- fixture-scripted"), "{manifest}");
+    let dump = home.run(&["config", "dump"]);
+    assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+}

@@ -147,6 +147,60 @@ fn invalid_yaml_names_line_and_column() {
 }
 
 #[test]
+fn a_duplicated_mapping_key_is_refused_with_file_and_line() {
+    for config in ["{1: first, \"1\": second}", "{true: a, \"true\": b}", "{~: a, \"null\": b}", "{1.5: a, \"1.5\": b}"]
+    {
+        let run = refused(Some(&format!("- id: llm-retry-invariant\n  config: {config}\n")));
+        assert_eq!(run.code, Some(1), "{config}");
+        assert!(
+            run.stderr.contains("failed to parse overlay $DSH_HOME/bad.yml: line 2, column ")
+                && run.stderr.contains("duplicated mapping key"),
+            "{config}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn a_byte_order_mark_before_a_list_is_ignored() {
+    let home = TestHome::new();
+    let patch = home
+        .write("bom.yml", "\u{feff}- {id: llm-retry, disabled: true}\n- {id: llm-retry-invariant, disabled: true}\n");
+    let (rows, run) = dump_json(&home, &["--patch", patch.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(rows.iter().filter(|row| row["disabled"] == true).count(), 2);
+}
+
+#[test]
+fn the_home_layer_is_named_patches_in_errors_as_the_reference_names_it() {
+    let home = TestHome::new();
+    home.write("cordis.patch.yml", "id: agent\n");
+    let run = home.run(&["config", "dump"]);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr
+            .contains("patches $DSH_HOME/cordis.patch.yml must be a top-level YAML array of loader patch entries"),
+        "{}",
+        run.stderr
+    );
+    home.write("cordis.patch.yml", "- [\n");
+    let run = home.run(&["config", "dump"]);
+    assert!(run.stderr.contains("failed to parse patches $DSH_HOME/cordis.patch.yml: "), "{}", run.stderr);
+}
+
+#[test]
+fn what_cordis_yml_holds_is_never_composed() {
+    let home = TestHome::new();
+    let (before, _) = dump_json(&home, &[]);
+    for contents in ["# only a comment\n", "- {id: stray, name: llm-retry}\n", "{not: [a list\n"] {
+        home.write("profiles/web/cordis.yml", contents);
+        let (rows, run) = dump_json(&home, &[]);
+        assert_eq!(run.code, Some(0), "{contents}: {}", run.stderr);
+        assert_eq!(rows, before, "{contents}");
+    }
+}
+
+#[test]
 fn an_unknown_profile_does_not_exist() {
     let run = TestHome::new().run(&["config", "--profile", "work", "dump"]);
     assert_eq!(run.code, Some(3));

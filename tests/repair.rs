@@ -54,6 +54,14 @@ fn a_torn_tail_is_cut_and_kept_and_the_open_turn_is_closed() {
     let closers: Vec<&str> = events[4..].iter().map(|event| event["type"].as_str().unwrap()).collect();
     assert_eq!(closers, ["tool/result", "step/end", "turn/end"]);
     assert_eq!(events[4]["data"]["error"]["code"], "TOOL_OUTCOME_UNKNOWN");
+    let message = &events[4]["data"]["message"];
+    assert_eq!(message["id"], "interrupted-tool-result-c1-4", "the reference's id for a synthetic result");
+    assert_eq!(
+        (&message["role"], &message["source"]),
+        (&"user".into(), &serde_json::json!({"kind": "tool", "callId": "c1"}))
+    );
+    assert_eq!(message["content"][0]["type"], "tool-result");
+    assert_eq!(message["content"][0]["toolCallId"], "c1");
     assert_eq!(events[6]["data"]["reason"]["kind"], "interrupted");
     assert_eq!(home.run(&["session", "verify", log.to_str().unwrap()]).code, Some(0));
     let again = home.run(&["session", "repair", log.to_str().unwrap()]);

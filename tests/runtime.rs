@@ -111,6 +111,11 @@ fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
     assert_eq!(turn.of_type("step/start").len(), 1, "a retry re-issues the same step");
 }
 
+/// The system message every request of the base agent row starts with.
+fn system_message() -> Value {
+    serde_json::json!({"role": "system", "content": "You are an AI agent powered by DeepSeek Harness."})
+}
+
 #[test]
 fn the_retried_request_is_rebuilt_from_surface_history_only() {
     let home = TestHome::new();
@@ -121,7 +126,7 @@ fn the_retried_request_is_rebuilt_from_surface_history_only() {
     assert_eq!(bodies.len(), 2);
     assert_eq!(bodies[0], bodies[1], "the retried request equals the first");
     let body: Value = serde_json::from_str(&bodies[0]).unwrap();
-    assert_eq!(body["messages"], serde_json::json!([{"role": "user", "content": "tell me"}]));
+    assert_eq!(body["messages"], serde_json::json!([system_message(), {"role": "user", "content": "tell me"}]));
     assert_eq!(body["stream"], true);
 }
 
@@ -261,7 +266,7 @@ fn a_continued_session_sends_the_whole_conversation() {
     let body: Value = serde_json::from_str(&mock.request_bodies()[1]).unwrap();
     assert_eq!(
         body["messages"],
-        serde_json::json!([{"role": "user", "content": "one"}, {"role": "assistant", "content": "first answer"}, {"role": "user", "content": "two"}])
+        serde_json::json!([system_message(), {"role": "user", "content": "one"}, {"role": "assistant", "content": "first answer"}, {"role": "user", "content": "two"}])
     );
     let events = log_events(&first.log);
     assert_eq!(

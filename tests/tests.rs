@@ -10,6 +10,8 @@ mod conformance_yaml;
 mod fallback;
 mod hostile;
 mod inspect;
+mod interop;
+mod move_over;
 mod plugin_packages;
 mod profiles;
 mod relay;

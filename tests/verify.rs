@@ -136,3 +136,135 @@ fn a_session_is_found_by_id_under_the_home() {
     assert_eq!(missing.code, Some(3));
     assert!(missing.stderr.contains("nope: no such log file, and no session of that id"), "{}", missing.stderr);
 }
+
+/// A log of one turn and step routed to `mock`, then each `(llm/retry, llm/retry-started)` pair.
+fn retry_log(turn_start: &str, step_start: &str, provider: &str, records: &[(&str, &str)]) -> String {
+    let header = format!(r#"{{"header":{{"config":{{"provider":{provider},"model":"m"}}}}}}"#);
+    let mut text = format!(
+        "{HEADER}{}{}{}",
+        event(0, "turn/start", turn_start),
+        event(1, "step/start", step_start),
+        event(2, "request/header", &header)
+    );
+    for (index, (record, started)) in records.iter().enumerate() {
+        text.push_str(&event(3 + 2 * index as u64, "llm/retry", record));
+        text.push_str(&event(4 + 2 * index as u64, "llm/retry-started", started));
+    }
+    text
+}
+
+/// [`retry_log`] in turn 1, step 1, routed to `mock`.
+fn in_step_one(records: &[(&str, &str)]) -> String {
+    retry_log(r#"{"turn":1}"#, r#"{"turn":1,"step":1}"#, "\"mock\"", records)
+}
+
+const RECORD: &str = r#"{"retryId":"c","turn":1,"step":1,"provider":"mock","mode":"normal","policyKey":"k","retry":1,"maxRetries":2,"delayMs":1,"failure":{"message":"m","code":"SERVER"}}"#;
+const STARTED: &str = r#"{"retryId":"c","turn":1,"step":1,"retry":1}"#;
+
+/// `dsh session verify` over one log: its exit code and the lines it printed (paths cut off).
+fn verify_one(home: &TestHome, name: &str, text: &str) -> (Option<i32>, Vec<String>) {
+    let log = home.write(name, text);
+    let run = home.run(&["session", "verify", log.to_str().unwrap()]);
+    let prefix = format!("{}:", log.display());
+    let lines = run.stdout.lines().map(|line| line.strip_prefix(&prefix).unwrap_or(line).to_owned()).collect();
+    (run.code, lines)
+}
+
+#[test]
+fn numbers_are_read_exactly_so_values_that_only_round_to_valid_ones_are_refused() {
+    let home = TestHome::new();
+    for (name, from, to, expected) in [
+        (
+            "delay",
+            "\"delayMs\":1",
+            "\"delayMs\":2147483647.0000002",
+            "3: llm/retry delayMs must be a finite number within 0..2147483647",
+        ),
+        (
+            "max-retries",
+            "\"maxRetries\":2",
+            "\"maxRetries\":4503599627370495.5",
+            "3: llm/retry retry 1 must not exceed a positive safe maxRetries 4503599627370495.5",
+        ),
+        (
+            "status",
+            "\"code\":\"SERVER\"",
+            "\"code\":\"SERVER\",\"status\":99.99999999999999",
+            "3: llm/retry failure.status must be an integer from 100 through 599 when present",
+        ),
+        (
+            "retry",
+            "\"retry\":1,",
+            "\"retry\":0.9999999999999999,",
+            "3: llm/retry retry must be a positive safe integer",
+        ),
+    ] {
+        let record = RECORD.replace(from, to);
+        let (code, lines) = verify_one(&home, &format!("{name}.jsonl"), &in_step_one(&[(&record, STARTED)]));
+        assert_eq!((code, lines), (Some(5), vec![expected.to_owned()]), "{name}");
+    }
+}
+
+#[test]
+fn lone_surrogate_escapes_are_kept_and_compared_as_javascript_does() {
+    let home = TestHome::new();
+    let message = RECORD.replace("\"message\":\"m\"", r#""message":"busy \ud83d""#);
+    let id = RECORD.replace("\"retryId\":\"c\"", r#""retryId":"r\ud83d""#);
+    let second = id.replace("\"retry\":1,", "\"retry\":2,");
+    let started = |retry: u32| format!(r#"{{"retryId":"r\ud83d","turn":1,"step":1,"retry":{retry}}}"#);
+    let text = in_step_one(&[(&message, STARTED)]);
+    assert_eq!(verify_one(&home, "message.jsonl", &text), (Some(0), vec![]));
+    let text = in_step_one(&[(&id, &started(1)), (&second, &started(2))]);
+    assert_eq!(verify_one(&home, "id.jsonl", &text), (Some(0), vec![]));
+    let other = started(1).replace(r"\ud83d", r"\ud83e");
+    let text = in_step_one(&[(&id, &other)]);
+    assert_eq!(
+        verify_one(&home, "other.jsonl", &text),
+        (Some(5), vec!["4: llm/retry-started pairs no prior scheduled attempt".to_owned()])
+    );
+}
+
+#[test]
+fn missing_and_null_values_print_as_the_reference_prints_them() {
+    let home = TestHome::new();
+    let no_turn = RECORD.replace("\"turn\":1,", "");
+    let started = STARTED.replace("\"turn\":1,", "");
+    let text = retry_log("{}", r#"{"step":1}"#, "\"mock\"", &[(&no_turn, &started)]);
+    let (_, lines) = verify_one(&home, "no-turn.jsonl", &text);
+    assert!(!lines.iter().any(|line| line.contains("llm/retry")), "undefined equals undefined: {lines:?}");
+    assert!(lines.iter().all(|line| !line.contains("null")), "{lines:?}");
+    let text = retry_log(r#"{"turn":1}"#, r#"{"turn":1}"#, "\"mock\"", &[(RECORD, STARTED)]);
+    let (_, lines) = verify_one(&home, "no-step.jsonl", &text);
+    assert!(
+        lines.contains(&"3: llm/retry names turn 1/step 1, but the open step is 1/undefined".to_owned()),
+        "{lines:?}"
+    );
+    let text = retry_log(r#"{"turn":1}"#, r#"{"turn":1,"step":1}"#, "null", &[(RECORD, STARTED)]);
+    assert_eq!(
+        verify_one(&home, "null-provider.jsonl", &text),
+        (Some(5), vec!["3: llm/retry provider mock does not match the failed request provider null".to_owned()])
+    );
+}
+
+#[test]
+fn one_corrupted_record_is_one_line() {
+    let home = TestHome::new();
+    let started = |retry: u32| STARTED.replace("\"retry\":1", &format!("\"retry\":{retry}"));
+    let (second, third) =
+        (RECORD.replace("\"retry\":1,", "\"retry\":2,"), RECORD.replace("\"retry\":1,", "\"retry\":3,"));
+    let third = third.replace("\"maxRetries\":2", "\"maxRetries\":5");
+    for (name, corrupted) in [
+        ("retry-id", second.replace("\"retryId\":\"c\"", "\"retryId\":\"\"")),
+        ("turn", second.replace("\"turn\":1", "\"turn\":7")),
+        ("provider", second.replace("\"provider\":\"mock\"", "\"provider\":\"other\"")),
+        ("policy-key", second.replace("\"policyKey\":\"k\"", "\"policyKey\":\"\"")),
+        ("failure", second.replace("\"code\":\"SERVER\"", "\"code\":5")),
+        ("delay", second.replace("\"delayMs\":1", "\"delayMs\":-1")),
+    ] {
+        let text = in_step_one(&[(RECORD, &started(1)), (&corrupted, &started(2)), (&third, &started(3))]);
+        let (code, lines) = verify_one(&home, &format!("{name}.jsonl"), &text);
+        assert_eq!(code, Some(5), "{name}");
+        assert_eq!(lines.len(), 1, "{name}: {lines:?}");
+        assert!(lines[0].starts_with("5: "), "{name}: {lines:?}");
+    }
+}

@@ -1,7 +1,8 @@
 //! Configuration problems: the one type every validator's findings become — built-in rows and
 //! plugins alike — with where each one is (file, row, key path) and one way to print it:
 //! `profiles/web/cordis.patch.yml: row "relay-retry": config.schedule[2]: must be a non-negative
-//! integer, got -5`.
+//! integer, got -5`, and on a second line, for a setting carried over from DeepSeek Harness, where
+//! it lives now.
 
 use std::fmt;
 
@@ -17,17 +18,26 @@ pub struct Problem {
     /// The key path, e.g. `config.retryPolicy.backoff.jitterRatio`.
     pub key: Option<String>,
     pub message: String,
+    /// Where the setting lives now, for settings carried over from DeepSeek Harness.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 impl Problem {
     /// A problem that belongs to no file or row.
     pub fn general(message: impl Into<String>) -> Self {
-        Problem { file: None, row: None, key: None, message: message.into() }
+        Problem { file: None, row: None, key: None, message: message.into(), hint: None }
     }
 
     /// A problem with a row as a whole (its package, its library, its place).
     pub fn row(file: Option<&str>, row: &str, message: impl Into<String>) -> Self {
-        Problem { file: file.map(str::to_owned), row: Some(row.to_owned()), key: None, message: message.into() }
+        Problem {
+            file: file.map(str::to_owned),
+            row: Some(row.to_owned()),
+            key: None,
+            message: message.into(),
+            hint: None,
+        }
     }
 
     /// A validator's finding about a row's config: `error.path` is relative to the config (`""`
@@ -38,12 +48,25 @@ impl Problem {
             row: Some(row.to_owned()),
             key: Some(config_key(error.path.as_str())),
             message: error.message.to_string(),
+            hint: None,
         }
+    }
+
+    /// Adds where the setting lives now.
+    pub fn with_hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
     }
 
     /// A finding about a key of a file that is not a row (a mock script).
     pub fn in_file(file: &str, key: &str, message: impl Into<String>) -> Self {
-        Problem { file: Some(file.to_owned()), row: None, key: Some(key.to_owned()), message: message.into() }
+        Problem {
+            file: Some(file.to_owned()),
+            row: None,
+            key: Some(key.to_owned()),
+            message: message.into(),
+            hint: None,
+        }
     }
 }
 
@@ -67,7 +90,11 @@ impl fmt::Display for Problem {
         if let Some(key) = self.key.as_deref().filter(|key| !key.is_empty()) {
             write!(f, "{key}: ")?;
         }
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
     }
 }
 

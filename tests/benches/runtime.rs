@@ -53,7 +53,11 @@ fn adapter(base_url: &str) -> OpenAiAdapter {
 }
 
 fn request() -> ChatRequest {
-    ChatRequest { model: "m".into(), messages: vec![ChatMessage { role: "user", content: "hi".into() }] }
+    ChatRequest {
+        model: "m".into(),
+        messages: vec![ChatMessage { role: "user", content: "hi".into() }],
+        session_id: None,
+    }
 }
 
 async fn first_token_and_throughput() {
@@ -74,7 +78,7 @@ async fn first_token_and_throughput() {
         ours.push((first.unwrap() - started).as_secs_f64() * 1e3);
     }
     let url = format!("{}/chat/completions", short.base_url());
-    let body = request().body();
+    let body = client.body(&request());
     let mut curl = Vec::new();
     for _ in 0..50 {
         let output = tokio::process::Command::new("curl")
@@ -251,6 +255,7 @@ fn simulated_day() {
             model: "m".into(),
             client: Box::new(FailingUntil { until: start + Duration::from_secs(24 * 3600) }),
             policy,
+            wire: Default::default(),
         };
         let assembly = Assembly {
             agent: AgentConfig { row_id: "agent".into(), provider: "relay".into(), model: None, system: None },

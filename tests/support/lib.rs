@@ -211,6 +211,24 @@ impl Default for TestHome {
     }
 }
 
+/// With `DSH_E2E_KEEP_LOGS=DIR`, every session log a test home held is copied into `DIR` when
+/// the home goes away (as `<test>--<session>.jsonl`), for `compat/reference-loader.sh`.
+impl Drop for TestHome {
+    fn drop(&mut self) {
+        let Some(keep) = std::env::var_os("DSH_E2E_KEEP_LOGS") else { return };
+        let keep = PathBuf::from(keep);
+        let test = std::thread::current().name().unwrap_or("test").replace("::", "-");
+        let Ok(sessions) = std::fs::read_dir(self.path().join("sessions")) else { return };
+        for session in sessions.flatten() {
+            let log = session.path().join("session.jsonl");
+            if log.is_file() {
+                let name = format!("{test}--{}.jsonl", session.file_name().to_string_lossy());
+                let _ = std::fs::create_dir_all(&keep).and_then(|()| std::fs::copy(&log, keep.join(name)));
+            }
+        }
+    }
+}
+
 /// A `dsh mock-server` child process serving a script on 127.0.0.1; killed when dropped.
 pub struct MockProcess {
     child: std::process::Child,

@@ -19,10 +19,10 @@ use crate::llm::mock::{MockLog, MockServer};
 use crate::llm::openai::OpenAiAdapter;
 use crate::plugin::catalog::{self, RowPackage};
 use crate::plugin::loader::{InstantiateFailure, PluginLibrary};
-use crate::plugin::RowInstance;
+use crate::plugin::{migration, RowInstance};
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
-use crate::profile::Profile;
+use crate::profile::{Home, Profile};
 use crate::session::gate::RowChecker;
 
 /// An enabled row served by a plugin library.
@@ -201,9 +201,10 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlug
             match library.instantiate(&row.row_id, &row.config) {
                 Ok(instance) => Some(instance),
                 Err(InstantiateFailure::Config(errors)) => {
-                    problems.extend(
-                        errors.iter().map(|error| Problem::config(Some(&row.config_layer), &row.row_id, error)),
-                    );
+                    problems.extend(errors.iter().map(|error| {
+                        Problem::config(Some(&row.config_layer), &row.row_id, error)
+                            .with_hint(migration::config_hint(&row.package, error.path.as_str()))
+                    }));
                     continue;
                 }
                 Err(InstantiateFailure::Failed(message)) => {
@@ -237,6 +238,7 @@ impl Assembly {
     /// Resolves, loads and instantiates every enabled row; starts the mock servers of `llm-mock`
     /// routes. `Err` lists every problem.
     pub async fn build(
+        home: &Home,
         profile: &Profile,
         composition: &Composition,
         verbose_mock: bool,
@@ -268,14 +270,21 @@ impl Assembly {
                     url
                 }
             };
-            let adapter = OpenAiAdapter::new(&provider, &base_url).map_err(|err| {
+            let mut adapter = OpenAiAdapter::new(&provider, &base_url).map_err(|err| {
                 vec![Problem::row(None, &provider.row_id, format!("cannot build the HTTP client: {err}"))]
             })?;
+            if provider.wire.attribution {
+                match home.anonymous_user_id() {
+                    Ok(user_id) => adapter = adapter.with_user_id(user_id),
+                    Err(err) => tracing::warn!("cannot keep the anonymous user id in the dsh home: {err}"),
+                }
+            }
             let route = Route {
                 provider: provider.provider.clone(),
                 model: provider.model.clone(),
                 client: Box::new(adapter),
                 policy: provider.retry_policy,
+                wire: provider.wire,
             };
             routes.insert(provider.provider, route);
         }

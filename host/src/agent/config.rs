@@ -1,5 +1,5 @@
 //! The `agent` row: which provider route the agent's turns use, and optionally a model override
-//! and a system prompt.
+//! and a system prompt (DeepSeek Harness's default one when unset; `""` sends none).
 
 use dsh_abi::ConfigError;
 use serde_json::{Map, Value};
@@ -13,8 +13,12 @@ pub struct AgentConfig {
     pub provider: String,
     /// Overrides the route's model.
     pub model: Option<String>,
+    /// The system message of every request; `None` sends none.
     pub system: Option<String>,
 }
+
+/// The system prompt when the row sets none: DeepSeek Harness's, word for word.
+pub const DEFAULT_SYSTEM: &str = "You are an AI agent powered by DeepSeek Harness.";
 
 const AGENT_KEYS: [&str; 3] = ["provider", "model", "system"];
 
@@ -34,7 +38,15 @@ pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<Conf
         }
     };
     let model = optional("model");
-    let system = optional("system");
+    let system = match object.get("system") {
+        None => Some(DEFAULT_SYSTEM.to_owned()),
+        Some(Value::String(text)) if text.is_empty() => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(_) => {
+            errors.push(ConfigError::new("system", "must be a string (\"\" sends no system message)"));
+            None
+        }
+    };
     if errors.is_empty() {
         Ok(AgentConfig { row_id: row_id.to_owned(), provider, model, system })
     } else {
@@ -52,6 +64,15 @@ mod tests {
         let agent = parse_agent("agent", &json!({"provider": "deepseek-official"})).unwrap();
         assert_eq!(agent.provider, "deepseek-official");
         assert_eq!(agent.model, None);
+        assert_eq!(agent.system.as_deref(), Some(DEFAULT_SYSTEM));
+    }
+
+    #[test]
+    fn an_empty_system_prompt_sends_none() {
+        let agent = parse_agent("agent", &json!({"provider": "p", "system": ""})).unwrap();
+        assert_eq!(agent.system, None);
+        let errors = parse_agent("agent", &json!({"provider": "p", "system": 1})).unwrap_err();
+        assert_eq!(errors[0].message, "must be a string (\"\" sends no system message)");
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! One provider route, ready to send: its name, model, client and resolved retry policy.
+//! One provider route, ready to send: its name, model, client, request options and resolved
+//! retry policy.
 
 use dsh_abi::RetryPolicy;
 
+use crate::llm::wire::WireOptions;
 use crate::llm::ModelClient;
 
 pub struct Route {
@@ -9,4 +11,6 @@ pub struct Route {
     pub model: String,
     pub client: Box<dyn ModelClient>,
     pub policy: RetryPolicy,
+    /// What its requests send besides the conversation (recorded in `request/header`).
+    pub wire: WireOptions,
 }

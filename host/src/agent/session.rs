@@ -16,7 +16,7 @@ use crate::context::{epoch_ms, Services, SystemServices};
 use crate::lock::WriterLock;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
-use crate::profile::Profile;
+use crate::profile::{Home, Profile};
 use crate::session::log::{AppendError, OpenError, SessionLog};
 use crate::session::repair::Repair;
 use crate::session::writer::SyncPolicy;
@@ -49,13 +49,14 @@ pub struct Started {
 
 /// Assembles `composition` and opens the session log.
 pub async fn start(
+    home: &Home,
     profile: &Profile,
     composition: &Composition,
     opening: Opening<'_>,
     view: Box<dyn TurnView>,
     verbose_mock: bool,
 ) -> Result<Started, StartError> {
-    let assembly = Assembly::build(profile, composition, verbose_mock).await.map_err(StartError::Config)?;
+    let assembly = Assembly::build(home, profile, composition, verbose_mock).await.map_err(StartError::Config)?;
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let (log, repair) = match opening {
         Opening::New { sessions } => {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use abi_stable::std_types::ROption;
 use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, SessionStartSource};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::assembly::Assembly;
 use super::cancel::Cancel;
@@ -123,7 +123,26 @@ impl Agent {
         messages.extend(
             self.log.surface().iter().map(|message| ChatMessage { role: message.role, content: message.text.clone() }),
         );
-        ChatRequest { model: self.model().to_owned(), messages }
+        ChatRequest { model: self.model().to_owned(), messages, session_id: Some(self.log.id().to_owned()) }
+    }
+
+    /// What `request/header` records of the requests this turn sends: `{config: {provider,
+    /// model, maxTokens?, reasoningEffort?}, adapterDefaults?, system?}`, as the reference does.
+    fn request_header(&self) -> Value {
+        let route = self.route();
+        let mut config = Map::new();
+        config.insert("provider".into(), Value::from(route.provider.as_str()));
+        config.insert("model".into(), Value::from(self.model()));
+        let adapter_defaults = route.wire.extend_header_config(&mut config);
+        let mut header = Map::new();
+        header.insert("config".into(), Value::Object(config));
+        if let Some(defaults) = adapter_defaults {
+            header.insert("adapterDefaults".into(), defaults);
+        }
+        if let Some(system) = &self.agent().system {
+            header.insert("system".into(), Value::from(system.as_str()));
+        }
+        Value::Object(header)
     }
 
     /// Runs one turn for `input`. `Err` only when the log can no longer be written (or the host
@@ -137,11 +156,7 @@ impl Agent {
             "id": input.id, "role": "user", "content": [{"type": "text", "text": input.text}], "source": input.source,
         });
         self.append("user/message", &message)?;
-        let mut config = json!({"provider": self.route().provider, "model": self.model()});
-        if let Some(system) = &self.agent().system {
-            config["system"] = Value::from(system.as_str());
-        }
-        let header = json!({"config": config});
+        let header = self.request_header();
         let unchanged = self
             .log
             .last_request_header()
@@ -175,8 +190,9 @@ impl Agent {
                         content.push(json!({"type": "reasoning", "text": completion.reasoning}));
                     }
                     content.push(json!({"type": "text", "text": completion.text}));
-                    let mut data =
-                        json!({"turn": turn, "step": step, "message": {"role": "assistant", "content": content}});
+                    let source = json!({"kind": "model", "provider": self.route().provider, "model": self.model()});
+                    let message = json!({"role": "assistant", "content": content, "source": source, "id": self.services.new_id()});
+                    let mut data = json!({"turn": turn, "step": step, "message": message});
                     if let Some(usage) = completion.usage {
                         data["usage"] = usage;
                     }

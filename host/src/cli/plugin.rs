@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::Globals;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
-use crate::plugin::install;
+use crate::plugin::{install, migration};
 use crate::profile::Profile;
 use crate::NotFound;
 
@@ -79,6 +79,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String]) -> anyhow::Resul
     let _lock = lock_profile(&home, profile_name)?;
     let (mut profile, created) = Profile::open_or_create(&home, profile_name, &_lock)?;
     let outcome = specs.iter().try_for_each(|spec| -> anyhow::Result<()> {
+        let Some(spec) = moved_over(spec)? else { return Ok(()) };
         let candidate = install::candidate(spec)?;
         let installed =
             install::install(&mut profile, candidate, &dsh).with_context(|| format!("cannot install {spec}"))?;
@@ -96,6 +97,39 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String]) -> anyhow::Resul
     Ok(ExitCode::SUCCESS)
 }
 
+/// What to install for `spec` when it names a DeepSeek Harness package: its bundled replacement
+/// (said on stdout), or nothing when the base bundle already runs it. Other specs pass through.
+fn moved_over(spec: &str) -> anyhow::Result<Option<&str>> {
+    match migration::replacement(spec) {
+        Some(replacement) if replacement.in_base_bundle => {
+            out!(
+                "{spec} is DeepSeek Harness's {name}: dsh's own {name} runs from the base bundle dsh-base, so there is \
+                 nothing to install (its settings are each provider row's retryPolicy)",
+                name = replacement.bundled
+            )?;
+            Ok(None)
+        }
+        Some(replacement) => {
+            out!("{spec} is replaced by dsh's bundled {name}: installing {name}", name = replacement.bundled)?;
+            Ok(Some(replacement.bundled))
+        }
+        None if migration::looks_like_a_reference_package(spec) => {
+            let bundled: Vec<&str> = crate::bundled::BUNDLED_PACKAGES
+                .iter()
+                .filter(|package| package.has_library)
+                .map(|package| package.name)
+                .collect();
+            Err(NotFound(format!(
+                "{spec} is a DeepSeek Harness (npm) package, which dsh cannot load: dsh installs bundled packages ({}) \
+                 or the path of a Rust plugin crate or package directory",
+                bundled.join(", ")
+            ))
+            .into())
+        }
+        None => Ok(Some(spec)),
+    }
+}
+
 fn report_installed(profile: &Profile, installed: &install::Installed) -> std::io::Result<()> {
     match &installed.library {
         Some(library) => out!(
@@ -105,6 +139,12 @@ fn report_installed(profile: &Profile, installed: &install::Installed) -> std::i
             profile.name
         )?,
         None => out!("added bundle {} {} to profile {}", installed.candidate_name, installed.version, profile.name)?,
+    }
+    for name in &installed.bundles_restored {
+        out!("  restored the bundle entry of {name}, which has a bundle layer")?;
+    }
+    for name in &installed.bundles_dropped {
+        out!("  dropped the bundle entry of {name}, which declares no bundle layer")?;
     }
     if installed.has_layer {
         let mut effects = Vec::new();

@@ -1,5 +1,5 @@
 //! `dsh session …`: list sessions, show one as a timeline, verify logs against the structure rules
-//! and the retry-record invariant, and repair a crashed log.
+//! and the retry-record invariant, repair a crashed log, import a DeepSeek Harness log.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,6 +21,7 @@ use crate::session::reader::LogReader;
 use crate::session::timeline;
 use crate::session::verify::{self, Report};
 use crate::session::writer::SyncPolicy;
+use crate::NotFound;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
@@ -61,6 +62,12 @@ enum SessionCommand {
         #[arg(long = "patch", value_name = "FILE")]
         patches: Vec<PathBuf>,
     },
+    /// Copy a DeepSeek Harness log (session.jsonl or session.jsonl.zstd) into the home as a plain
+    /// log, after verifying it, so `dsh run --session ID` continues it. The source is not changed.
+    Import {
+        #[arg(value_name = "PATH")]
+        path: PathBuf,
+    },
     /// Check whole logs (ours, and DeepSeek Harness session.jsonl / session.jsonl.zstd files)
     /// against the session structure rules and the llm-retry invariant; every violation is
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
@@ -77,6 +84,7 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         SessionCommand::Verify { logs, json } => verify_command(globals, &logs, json),
         SessionCommand::List { json } => list(globals, json),
+        SessionCommand::Import { path } => import(globals, &path),
         SessionCommand::Show { log, json } => show(globals, &log, json),
         SessionCommand::Repair { log } => repair(globals, &log),
         SessionCommand::Resume { session, profile, patches } => resume(globals, &session, &profile, &patches),
@@ -252,6 +260,56 @@ fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     Ok([Arc::new(invariant)])
 }
 
+fn import(globals: &Globals, path: &Path) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    let source = match path.is_dir() {
+        true => {
+            find_log(path).ok_or_else(|| NotFound(format!("{}: no session.jsonl in this directory", path.display())))?
+        }
+        false if path.is_file() => path.to_owned(),
+        false => return Err(NotFound(format!("{}: no such file", path.display())).into()),
+    };
+    let checkers = bundled_invariant()?;
+    let report = verify::verify_log(&source, |header| open_checkers(&checkers, header))?;
+    if !report.violations.is_empty() {
+        print_violations(&report)?;
+        eprintln!(
+            "dsh: not imported: {} breaks {} rule{} (see above)",
+            source.display(),
+            report.violations.len(),
+            if report.violations.len() == 1 { "" } else { "s" }
+        );
+        return Ok(ExitCode::from(EXIT_DAMAGED));
+    }
+    let imported = crate::session::import::import(&source, &home.sessions_dir())?;
+    if let Some(torn) = &imported.torn {
+        eprintln!("dsh: left out the torn last line at {torn} (a crash artefact); {} is unchanged", source.display());
+    }
+    out!(
+        "imported {} as session {} ({} events) into {}",
+        source.display(),
+        imported.session_id,
+        imported.events,
+        home.display(&imported.log)
+    )?;
+    out!("continue it with: dsh run --session {} \"…\"", imported.session_id)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a report's violations as `PATH:SEQ: message` (or `PATH:line N (byte B): message`).
+fn print_violations(report: &Report) -> std::io::Result<()> {
+    for finding in &report.violations {
+        match (finding.seq, finding.at) {
+            (Some(seq), _) => out!("{}:{seq}: {}", report.path.display(), finding.message)?,
+            (None, Some(at)) => {
+                out!("{}:line {} (byte {}): {}", report.path.display(), at.line, at.offset, finding.message)?
+            }
+            (None, None) => out!("{}: {}", report.path.display(), finding.message)?,
+        }
+    }
+    Ok(())
+}
+
 fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let checkers = bundled_invariant()?;
     let sessions = globals.home()?.sessions_dir();
@@ -275,15 +333,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
             for note in &report.notes {
                 eprintln!("{}: note: {note}", report.path.display());
             }
-            for finding in &report.violations {
-                match (finding.seq, finding.at) {
-                    (Some(seq), _) => out!("{}:{seq}: {}", report.path.display(), finding.message)?,
-                    (None, Some(at)) => {
-                        out!("{}:line {} (byte {}): {}", report.path.display(), at.line, at.offset, finding.message)?
-                    }
-                    (None, None) => out!("{}: {}", report.path.display(), finding.message)?,
-                }
-            }
+            print_violations(report)?;
         }
     }
     let violations: usize = reports.iter().map(|report| report.violations.len()).sum();

@@ -189,7 +189,7 @@ pub(crate) async fn start(
         _ => Opening::New { sessions: &sessions },
     };
     let view = Box::new(TerminalView::new(json));
-    let started = match session::start(&profile, &composition, opening, view, globals.verbose()).await {
+    let started = match session::start(home, &profile, &composition, opening, view, globals.verbose()).await {
         Ok(started) => started,
         Err(StartError::Config(problems)) => {
             for problem in problems {

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::mock::{self, MockStep};
 use super::policy;
+use super::wire::{self, WireOptions, WIRE_KEYS};
 use crate::problem::nest;
 
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
@@ -42,21 +43,21 @@ pub struct ProviderConfig {
     /// The deadline of a whole attempt.
     pub request_timeout: Duration,
     pub retry_policy: RetryPolicy,
+    /// Thinking, effort, output limit and usage reporting (see [`wire`]).
+    pub wire: WireOptions,
 }
 
-const OPENAI_KEYS: [&str; 9] = [
-    "provider",
-    "baseUrl",
-    "model",
-    "apiKeyEnv",
-    "headers",
-    "connectTimeoutMs",
-    "idleTimeoutMs",
-    "requestTimeoutMs",
-    "retryPolicy",
-];
-const MOCK_KEYS: [&str; 7] =
-    ["provider", "model", "script", "connectTimeoutMs", "idleTimeoutMs", "requestTimeoutMs", "retryPolicy"];
+/// The keys every provider row takes (besides [`WIRE_KEYS`]).
+const ROUTE_KEYS: [&str; 6] =
+    ["provider", "model", "connectTimeoutMs", "idleTimeoutMs", "requestTimeoutMs", "retryPolicy"];
+const OPENAI_KEYS: [&str; 3] = ["baseUrl", "apiKeyEnv", "headers"];
+const MOCK_KEYS: [&str; 1] = ["script"];
+
+/// Refuses the keys of a provider row that are neither shared by every route nor in `own`.
+fn unknown_route_keys(object: &Map<String, Value>, own: &[&str], errors: &mut Vec<ConfigError>) {
+    let allowed: Vec<&str> = ROUTE_KEYS.iter().chain(&WIRE_KEYS).chain(own).copied().collect();
+    unknown_keys(object, &allowed, errors);
+}
 
 /// A built-in row's config as an object (`null`, no config, is an empty one); anything else is
 /// the error `must be a mapping`.
@@ -126,6 +127,7 @@ fn common(
         errors.extend(nest("retryPolicy", found));
         policy::default_policy()
     });
+    let wire = wire::parse(&provider, object, errors);
     ProviderConfig {
         row_id: row_id.to_owned(),
         provider,
@@ -137,6 +139,7 @@ fn common(
         idle_timeout,
         request_timeout,
         retry_policy,
+        wire,
     }
 }
 
@@ -146,7 +149,7 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
     let mut errors = Vec::new();
     let empty = Map::new();
     let object = config_object(config, &empty, &mut errors);
-    unknown_keys(object, &OPENAI_KEYS, &mut errors);
+    unknown_route_keys(object, &OPENAI_KEYS, &mut errors);
     let base_url = required_string(object, "baseUrl", &mut errors);
     if !base_url.is_empty() {
         match reqwest::Url::parse(&base_url) {
@@ -206,7 +209,7 @@ pub fn parse_mock(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<Co
     let mut errors = Vec::new();
     let empty = Map::new();
     let object = config_object(config, &empty, &mut errors);
-    unknown_keys(object, &MOCK_KEYS, &mut errors);
+    unknown_route_keys(object, &MOCK_KEYS, &mut errors);
     let script = match object.get("script") {
         None => {
             errors.push(ConfigError::new("script", "is required"));

@@ -222,7 +222,8 @@ fn whole_number(value: &Value, path: &str, what: &str, errors: &mut Vec<ConfigEr
 pub struct MockLog {
     /// Print one line per request on stderr.
     pub stderr: bool,
-    /// Append one JSON line per request (number, method, path, body) to this file.
+    /// Append one JSON line per request (number, method, path, headers with credentials
+    /// redacted, body) to this file.
     pub record: Option<PathBuf>,
 }
 
@@ -270,13 +271,27 @@ struct Shared {
 struct Request {
     method: String,
     path: String,
+    /// Names lowercased, in the order they arrived; an `authorization` value is kept redacted.
+    headers: Vec<(String, String)>,
     body: Vec<u8>,
+}
+
+/// A header as the record keeps it: credentials never reach the file.
+fn recorded_header(name: &str, value: &[u8]) -> (String, String) {
+    let name = name.to_ascii_lowercase();
+    let value = String::from_utf8_lossy(value);
+    let value = match (name.as_str(), value.split_once(' ')) {
+        ("authorization", Some((scheme, _))) => format!("{scheme} <redacted>"),
+        ("authorization", None) => "<redacted>".to_owned(),
+        _ => value.into_owned(),
+    };
+    (name, value)
 }
 
 async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>> {
     let mut buffer = Vec::with_capacity(8192);
     let mut chunk = [0u8; 8192];
-    let (head_len, method, path, content_length) = loop {
+    let (head_len, method, path, headers, content_length) = loop {
         let read = stream.read(&mut chunk).await?;
         if read == 0 {
             return Ok(None);
@@ -292,10 +307,12 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
                     .find(|header| header.name.eq_ignore_ascii_case("content-length"))
                     .and_then(|header| std::str::from_utf8(header.value).ok()?.trim().parse::<usize>().ok())
                     .unwrap_or(0);
+                let headers = request.headers.iter().map(|header| recorded_header(header.name, header.value)).collect();
                 break (
                     head_len,
                     request.method.unwrap_or("").to_owned(),
                     request.path.unwrap_or("").to_owned(),
+                    headers,
                     content_length,
                 );
             }
@@ -312,7 +329,7 @@ async fn read_request(stream: &mut TcpStream) -> std::io::Result<Option<Request>
         body.extend_from_slice(&chunk[..read]);
     }
     body.truncate(content_length);
-    Ok(Some(Request { method, path, body }))
+    Ok(Some(Request { method, path, headers, body }))
 }
 
 fn chunk(model: &str, delta: Value, finish: Option<&str>) -> Value {
@@ -449,6 +466,7 @@ impl Shared {
                 "request": number,
                 "method": request.method,
                 "path": request.path,
+                "headers": request.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect::<serde_json::Map<String, Value>>(),
                 "body": String::from_utf8_lossy(&request.body),
             });
             let appended = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut file| {

@@ -1,6 +1,6 @@
-//! Model providers: provider row configs, provider-owned retry policies, the OpenAI-compatible
-//! streaming adapter (SSE decoding, failure classification, server wait hints) and the mock
-//! server.
+//! Model providers: provider row configs, provider-owned retry policies, the request options a
+//! route sends, the OpenAI-compatible streaming adapter (SSE decoding, failure classification,
+//! server wait hints) and the mock server.
 
 pub mod classify;
 pub mod config;
@@ -10,6 +10,7 @@ pub mod policy;
 pub mod redact;
 pub mod retry_after;
 pub mod sse;
+pub mod wire;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -17,13 +17,14 @@ use dsh_abi::Failure;
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::classify;
 use super::config::ProviderConfig;
 use super::redact::{Secrets, StreamRedactor};
 use super::retry_after;
 use super::sse::{SseDecoder, SseItem};
+use super::wire::WireOptions;
 
 /// How much of an error body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -37,20 +38,13 @@ pub struct ChatMessage {
     pub content: String,
 }
 
-/// A chat-completion request.
+/// A chat-completion request: the conversation, and the session it belongs to (named in the
+/// DeepSeek route's attribution headers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
-}
-
-impl ChatRequest {
-    /// The JSON body, with `stream: true`.
-    pub fn body(&self) -> String {
-        let messages: Vec<Value> =
-            self.messages.iter().map(|message| json!({"role": message.role, "content": message.content})).collect();
-        json!({"model": self.model, "messages": messages, "stream": true}).to_string()
-    }
+    pub session_id: Option<String>,
 }
 
 /// Why the model stopped.
@@ -66,7 +60,8 @@ pub enum Finish {
 pub struct Completion {
     pub text: String,
     pub reasoning: String,
-    /// `{inputTokens, outputTokens}` when the provider reported usage.
+    /// `{inputTokens, outputTokens, cacheReadTokens?, reasoningTokens?}` when the provider reported
+    /// usage.
     pub usage: Option<Value>,
     pub finish: Finish,
 }
@@ -112,6 +107,49 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_cache_hit_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The usage as DeepSeek Harness records it: disjoint counts (cache reads are taken out of
+    /// the input tokens, which include them on the wire), cache and reasoning counts only when
+    /// the provider reported them.
+    fn recorded(&self) -> Value {
+        let cache_read = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|details| details.cached_tokens)
+            .or(self.prompt_cache_hit_tokens);
+        let reasoning = self.completion_tokens_details.as_ref().and_then(|details| details.reasoning_tokens);
+        let mut usage = json!({
+            "inputTokens": self.prompt_tokens.unwrap_or(0).saturating_sub(cache_read.unwrap_or(0)),
+            "outputTokens": self.completion_tokens.unwrap_or(0),
+        });
+        if let Some(tokens) = cache_read {
+            usage["cacheReadTokens"] = Value::from(tokens);
+        }
+        if let Some(tokens) = reasoning {
+            usage["reasoningTokens"] = Value::from(tokens);
+        }
+        usage
+    }
 }
 
 /// Reads an API key by the name of the variable that holds it.
@@ -178,7 +216,13 @@ pub struct OpenAiAdapter {
     keys: KeyLookup,
     idle_timeout: Duration,
     request_timeout: Duration,
+    wire: WireOptions,
+    /// The anonymous user id the attribution headers carry.
+    user_id: Option<String>,
 }
+
+/// The `user-agent` of every request.
+pub const USER_AGENT: &str = concat!("dsh/", env!("CARGO_PKG_VERSION"));
 
 /// An error and its causes, `: `-joined (reqwest's own message alone says little).
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -211,7 +255,7 @@ impl OpenAiAdapter {
         }
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("dsh/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             .default_headers(headers)
             .build()?;
         let url = reqwest::Url::parse(&format!("{}/chat/completions", base_url.trim_end_matches('/')))?;
@@ -226,7 +270,27 @@ impl OpenAiAdapter {
             keys,
             idle_timeout: config.idle_timeout,
             request_timeout: config.request_timeout,
+            wire: config.wire.clone(),
+            user_id: None,
         })
+    }
+
+    /// Sets the anonymous user id that a route with attribution headers sends.
+    pub fn with_user_id(mut self, user_id: String) -> OpenAiAdapter {
+        self.user_id = Some(user_id);
+        self
+    }
+
+    /// The JSON body of `request`: the conversation, `stream: true`, then the route's options.
+    pub fn body(&self, request: &ChatRequest) -> String {
+        let messages: Vec<Value> =
+            request.messages.iter().map(|message| json!({"role": message.role, "content": message.content})).collect();
+        let mut body = Map::new();
+        body.insert("model".into(), Value::from(request.model.as_str()));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), Value::Bool(true));
+        self.wire.extend_body(&mut body);
+        Value::Object(body).to_string()
     }
 
     /// Sends `request` and streams the answer; `on_text` receives each text delta as it arrives.
@@ -264,7 +328,15 @@ impl OpenAiAdapter {
                 ),
             )
         };
-        let mut send = self.client.post(self.url.clone()).body(request.body());
+        let mut send = self.client.post(self.url.clone()).body(self.body(request));
+        if self.wire.attribution {
+            if let Some(user_id) = &self.user_id {
+                send = send.header("x-deepseek-harness-user-id", user_id);
+            }
+            if let Some(session_id) = &request.session_id {
+                send = send.header("x-deepseek-harness-session-id", session_id);
+            }
+        }
         if let Some(variable) = &self.api_key_env {
             let key = (self.keys)(variable).filter(|key| !key.is_empty()).ok_or_else(|| {
                 Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set"))
@@ -408,10 +480,7 @@ impl OpenAiAdapter {
                     }
                 }
                 if let Some(reported) = chunk.usage {
-                    usage = Some(json!({
-                        "inputTokens": reported.prompt_tokens.unwrap_or(0),
-                        "outputTokens": reported.completion_tokens.unwrap_or(0),
-                    }));
+                    usage = Some(reported.recorded());
                 }
             }
         }
@@ -467,8 +536,11 @@ mod tests {
         .unwrap();
         let keys: KeyLookup = Arc::new(|variable| (variable == "TEAM_KEY").then(|| "sk-test".to_owned()));
         let adapter = OpenAiAdapter::with_keys(&config, &base_url, keys).unwrap();
-        let request =
-            ChatRequest { model: "m".into(), messages: vec![ChatMessage { role: "user", content: "q".into() }] };
+        let request = ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage { role: "user", content: "q".into() }],
+            session_id: Some("s-1".into()),
+        };
         let mut ignore_text = |_: &str| {};
         let (head, completion) = tokio::join!(answer_once(listener), adapter.stream(&request, &mut ignore_text));
         assert_eq!(completion.unwrap().text, "hi");

@@ -65,6 +65,11 @@ pub struct Installed {
     pub newly_installed: bool,
     pub inserts: Vec<String>,
     pub disables: Vec<String>,
+    /// Bundle entries of other installed packages put back (a package with a bundle layer
+    /// whose entry was missing).
+    pub bundles_restored: Vec<String>,
+    /// Bundle entries dropped: packages that declare no bundle layer (any more).
+    pub bundles_dropped: Vec<String>,
 }
 
 /// Turns `add`'s argument into a candidate: a path to a crate or package directory, or a bundled
@@ -270,6 +275,8 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
     if bundle_added {
         manifest.bundles.push(candidate.name.clone());
     }
+    let (bundles_restored, bundles_dropped) =
+        reconcile_bundles(profile, &mut manifest, &candidate.name, candidate.layer.is_some());
     let previous = std::mem::replace(&mut profile.manifest, manifest);
     let swapped = match staged {
         Some(staging) => match swap_in(profile, &candidate.name, &staging) {
@@ -301,7 +308,48 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
         newly_installed,
         inserts,
         disables,
+        bundles_restored,
+        bundles_dropped,
     })
+}
+
+/// Makes the bundle list agree with the installed packages, as DeepSeek Harness does on every
+/// add: a package with a bundle layer has an entry (appended when missing), a package without
+/// one has none. `added` is the package being installed, whose layer is `added_has_layer`; a
+/// package whose folder is missing keeps its entry, so composing says it is missing. Returns the
+/// entries restored and dropped.
+fn reconcile_bundles(
+    profile: &Profile,
+    manifest: &mut crate::profile::ProfileManifest,
+    added: &str,
+    added_has_layer: bool,
+) -> (Vec<String>, Vec<String>) {
+    let mut restored = Vec::new();
+    let mut dropped = Vec::new();
+    for name in manifest.packages.keys() {
+        let has_layer = if name == added {
+            Some(added_has_layer)
+        } else {
+            installed_bundle_layer(&profile.dir.join("plugins").join(name))
+        };
+        let listed = manifest.bundles.contains(name);
+        match has_layer {
+            Some(true) if !listed => restored.push(name.clone()),
+            Some(false) if listed => dropped.push(name.clone()),
+            _ => {}
+        }
+    }
+    manifest.bundles.retain(|bundle| !dropped.contains(bundle));
+    manifest.bundles.extend(restored.iter().cloned());
+    (restored, dropped)
+}
+
+/// Whether the installed package in `dir` declares a bundle layer; `None` when its folder or
+/// manifest cannot be read.
+fn installed_bundle_layer(dir: &Path) -> Option<bool> {
+    let text = std::fs::read_to_string(dir.join("dsh-plugin.toml")).ok()?;
+    let manifest: PackageManifest = toml::from_str(&text).ok()?;
+    Some(manifest.bundle.is_some())
 }
 
 fn check_manifest(candidate: &Candidate, info: &ManifestInfo) -> anyhow::Result<()> {
@@ -367,11 +415,21 @@ fn swap_back(profile: &Profile, name: &str, old: Option<PathBuf>) {
     }
 }
 
+/// The bundle every profile template starts from.
+pub const BASE_BUNDLE: &str = "dsh-base";
+
 /// Removes packages (and their bundle entries) from `profile`; a name that is only a bundle entry
 /// loses that entry. Unknown names are not found.
 pub fn remove(profile: &mut Profile, names: &[String]) -> anyhow::Result<Vec<String>> {
     let mut manifest = profile.manifest.clone();
     for name in names {
+        if name == BASE_BUNDLE {
+            bail!(
+                "{BASE_BUNDLE} is the base bundle every profile composes from (the agent row, the DeepSeek route, \
+                 llm-retry and its checker) and cannot be removed; disable or override single rows in {} instead",
+                profile.dir.join("cordis.patch.yml").display()
+            );
+        }
         if !is_package_name(name) {
             bail!(
                 "{} is not a package name (one path component of letters, digits, '.', '_' and '-')",

@@ -1,13 +1,15 @@
 //! Plugin packages and libraries: where a row's package comes from ([`catalog`]), opening
 //! libraries through the stable ABI ([`loader`]), inspecting them in a child process so a
 //! crashing library cannot take the host down ([`inspect`]), installing and removing packages
-//! ([`install`]), and the instances that serve rows ([`instance`]).
+//! ([`install`]), the instances that serve rows ([`instance`]), and the DeepSeek Harness package
+//! names users bring with them ([`migration`]).
 
 pub mod catalog;
 pub mod inspect;
 pub mod install;
 pub mod instance;
 pub mod loader;
+pub mod migration;
 
 pub use instance::RowInstance;
 pub use loader::{InstantiateFailure, LoadError, PluginLibrary};

@@ -76,6 +76,33 @@ impl Home {
         self.root.join("cordis.patch.yml")
     }
 
+    /// The anonymous id the DeepSeek route's attribution header carries, as DeepSeek Harness
+    /// keeps it: a UUID in `.anonymous-user-id`, created on first use (two processes creating it
+    /// at once agree on the one that landed).
+    pub fn anonymous_user_id(&self) -> std::io::Result<String> {
+        let path = self.root.join(".anonymous-user-id");
+        let read = || -> Option<String> {
+            let text = std::fs::read_to_string(&path).ok()?;
+            let id = text.trim();
+            uuid::Uuid::try_parse(id).is_ok().then(|| id.to_owned())
+        };
+        if let Some(id) = read() {
+            return Ok(id);
+        }
+        std::fs::create_dir_all(&self.root)?;
+        let created = uuid::Uuid::new_v4().to_string();
+        if fsutil::create_atomic(&path, format!("{created}\n").as_bytes())? {
+            return Ok(created);
+        }
+        match read() {
+            Some(id) => Ok(id),
+            None => {
+                fsutil::write_atomic(&path, format!("{created}\n").as_bytes())?;
+                Ok(created)
+            }
+        }
+    }
+
     /// How a file is named in messages: `$DSH_HOME/…` inside the home, else as an absolute path.
     pub fn display(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root) {
@@ -327,7 +354,17 @@ impl Profile {
     /// The bundle layer of `bundle`: an installed package's layer file, else a bundled one.
     fn bundle_layer(&self, home: &Home, bundle: &str) -> anyhow::Result<Layer> {
         if self.manifest.packages.contains_key(bundle) {
-            let path = self.dir.join("plugins").join(bundle).join("cordis.patch.yml");
+            let folder = self.dir.join("plugins").join(bundle);
+            if !folder.is_dir() {
+                bail!(
+                    "the folder of profile bundle {} is missing ({}): install the package again with `dsh plugin \
+                     --profile {} add …`, or remove it",
+                    json_quote(bundle),
+                    home.display(&folder),
+                    self.name
+                );
+            }
+            let path = folder.join("cordis.patch.yml");
             if path.is_file() {
                 return Ok(Layer::read(LayerKind::Overlay, bundle, &path, &home.display(&path))?);
             }

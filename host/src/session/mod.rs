@@ -14,8 +14,10 @@
 //! | [`verify`] | `dsh session verify` over whole logs |
 //! | [`locate`] | finding a log by session id or path |
 //! | [`timeline`] | `dsh session show` |
+//! | [`import`] | `dsh session import`: a DeepSeek Harness log copied into the home |
 
 pub mod gate;
+pub mod import;
 pub mod index;
 pub mod locate;
 pub mod log;

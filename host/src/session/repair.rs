@@ -33,7 +33,9 @@ pub fn cut_torn_tail(file: &mut File, offset: u64, backup: &Path) -> io::Result<
     file.sync_all()
 }
 
-/// The events that close the turn `rules` has open, in order; none when no turn is open.
+/// The events that close the turn `rules` has open, in order; none when no turn is open. The
+/// synthetic tool results have DeepSeek Harness's shape (a `user` message from the tool, with one
+/// `tool-result` block), so either tool can load the repaired log.
 pub fn closers(rules: &StructureRules) -> Vec<(&'static str, Value)> {
     let Some(turn) = rules.open_turn() else {
         return Vec::new();
@@ -43,12 +45,20 @@ pub fn closers(rules: &StructureRules) -> Vec<(&'static str, Value)> {
         let mut calls: Vec<&str> = rules.pending_calls().collect();
         calls.sort_unstable();
         for call_id in calls {
+            let seq = rules.next_seq() + closers.len() as u64;
+            let block = json!({
+                "type": "tool-result", "toolCallId": call_id, "isError": true,
+                "content": [{"type": "text", "text": "The host stopped before this tool call finished; its outcome is unknown. Retry it only if it is read-only or idempotent; otherwise check its effects first."}],
+            });
             closers.push((
                 "tool/result",
                 json!({
                     "turn": turn, "step": step, "callId": call_id,
-                    "message": {"role": "tool", "content": [{"type": "text", "text": "The host stopped before this tool call finished; its outcome is unknown."}], "source": {"kind": "tool", "callId": call_id}},
-                    "error": {"message": "the host stopped before this tool call finished", "code": "TOOL_OUTCOME_UNKNOWN"},
+                    "message": {
+                        "id": format!("interrupted-tool-result-{call_id}-{seq}"), "role": "user",
+                        "source": {"kind": "tool", "callId": call_id}, "content": [block],
+                    },
+                    "error": {"name": "ToolOutcomeUnknownError", "message": "the host stopped before this tool call finished", "code": "TOOL_OUTCOME_UNKNOWN"},
                 }),
             ));
         }

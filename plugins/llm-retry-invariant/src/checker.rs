@@ -362,9 +362,10 @@ impl RetryChecker {
         let Some(placement) = self.placement(record) else { return };
         let (turn, step) = (self.scalar(&placement.turn), self.scalar(&placement.step));
         let retry_id = record.get("retryId").non_empty_str().map(str::to_owned);
-        let index = match (placement.provider, placement.policy_key) {
-            (Some(provider), Some(policy_key)) => {
-                let (provider, policy_key) = (self.names.intern(&provider), self.names.intern(policy_key));
+        let provider = self.names.intern(placement.provider.as_deref().unwrap_or_default());
+        let index = match placement.policy_key {
+            Some(policy_key) => {
+                let policy_key = self.names.intern(policy_key);
                 match self.find_chain(turn, step, provider, policy_key) {
                     Some(index) => index,
                     None => self.new_chain(Chain {
@@ -378,11 +379,10 @@ impl RetryChecker {
                     }),
                 }
             }
-            (provider, None) => match retry_id.as_deref().map(|text| self.ids.find(text)) {
+            None => match retry_id.as_deref().map(|text| self.ids.find(text)) {
                 Some(Some(id)) => self.chain_of_id[id as usize],
                 Some(None) => {
                     // No usable policy key: a chain of its own, found by its retry id alone.
-                    let provider = self.names.intern(provider.as_deref().unwrap_or_default());
                     let no_key = self.names.intern("");
                     self.new_chain(Chain {
                         turn,
@@ -396,7 +396,6 @@ impl RetryChecker {
                 }
                 None => return,
             },
-            (None, Some(_)) => return,
         };
         self.chains[index as usize].last_retry += 1;
         let unowned = self.chains[index as usize].retry_id == NO_ID;
@@ -419,7 +418,9 @@ impl RetryChecker {
         };
         let routed = self.routed_provider();
         let provider = match record.get("provider") {
-            own if own.non_empty_str().is_some() && own.strict_equals(&routed) => own.as_str().map(str::to_owned),
+            own if own.non_empty_str().is_some() && (own.strict_equals(&routed) || routed.as_str().is_none()) => {
+                own.as_str().map(str::to_owned)
+            }
             _ => routed.as_str().map(str::to_owned),
         };
         let policy_key = match record.get("policyKey") {

@@ -1,0 +1,84 @@
+//! Coming from DeepSeek Harness: the names its users know for retry packages and the bundled
+//! packages that replace them, and where the settings of its rows live in dsh.
+
+/// What a DeepSeek Harness package spec becomes in dsh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replacement {
+    /// The DeepSeek Harness package, as its users name it.
+    pub reference: &'static str,
+    /// The bundled package that does its job here.
+    pub bundled: &'static str,
+    /// Whether the base bundle already runs it, so there is nothing to install.
+    pub in_base_bundle: bool,
+}
+
+const REPLACEMENTS: [Replacement; 3] = [
+    Replacement { reference: "@deepseek-ai/dsh-llm-retry", bundled: "llm-retry", in_base_bundle: true },
+    Replacement { reference: "@syncended/dsh-retry", bundled: "dsh-retry", in_base_bundle: false },
+    Replacement { reference: "imrcpan/dsh-retry", bundled: "relay-retry", in_base_bundle: false },
+];
+
+/// The replacement of a DeepSeek Harness package spec: an npm name with an optional version
+/// (`@syncended/dsh-retry@1.2.0`) or a GitHub spec (`github:imrcpan/dsh-retry#main`,
+/// `imrcpan/dsh-retry`).
+pub fn replacement(spec: &str) -> Option<Replacement> {
+    let spec = spec.trim().strip_prefix("npm:").unwrap_or(spec.trim());
+    let spec = spec.strip_prefix("github:").unwrap_or(spec);
+    let spec = spec.split_once('#').map_or(spec, |(name, _)| name);
+    let name = match spec.strip_prefix('@') {
+        Some(scoped) => &spec[..1 + scoped.find('@').unwrap_or(scoped.len())],
+        None => spec.split_once('@').map_or(spec, |(name, _)| name),
+    };
+    REPLACEMENTS.iter().copied().find(|replacement| replacement.reference.eq_ignore_ascii_case(name))
+}
+
+/// Whether `spec` names an npm or GitHub package rather than a dsh package or a path.
+pub fn looks_like_a_reference_package(spec: &str) -> bool {
+    spec.starts_with('@') || spec.starts_with("npm:") || spec.starts_with("github:")
+}
+
+/// Where a key that `package`'s row refuses lives in dsh, for keys DeepSeek Harness users carry
+/// over from its retry packages.
+pub fn config_hint(package: &str, key: &str) -> Option<String> {
+    let top = key.split(['.', '[']).next().unwrap_or(key);
+    match (package, top) {
+        ("llm-retry", "") => None,
+        ("llm-retry", _) => Some(
+            "llm-retry takes no config: each provider row's retryPolicy sets its route's retries (mode, maxRetries, \
+             retryableCodes, backoff: {initialDelayMs, maxDelayMs, jitterRatio}), e.g. config.retryPolicy.maxRetries \
+             on the llm-deepseek row"
+                .to_owned(),
+        ),
+        ("dsh-retry", "schedule" | "tailDelayMs") => Some(
+            "a fixed wait schedule is relay-retry's (DeepSeek Harness's imrcpan/dsh-retry is relay-retry here): run \
+             `dsh plugin add relay-retry` and set schedule on its row"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_specs_of_every_form_find_their_replacement() {
+        let bundled = |spec: &str| replacement(spec).map(|replacement| replacement.bundled);
+        assert_eq!(bundled("@deepseek-ai/dsh-llm-retry"), Some("llm-retry"));
+        assert_eq!(bundled("@deepseek-ai/dsh-llm-retry@0.1.0-rc.8"), Some("llm-retry"));
+        assert_eq!(bundled("npm:@syncended/dsh-retry@^1"), Some("dsh-retry"));
+        assert_eq!(bundled("github:imrcpan/dsh-retry"), Some("relay-retry"));
+        assert_eq!(bundled("imrcpan/dsh-retry#v2"), Some("relay-retry"));
+        assert_eq!(bundled("@someone/else"), None);
+        assert_eq!(bundled("dsh-retry"), None);
+    }
+
+    #[test]
+    fn old_retry_keys_point_to_where_they_live_now() {
+        assert!(config_hint("llm-retry", "maxTransientRetries").unwrap().contains("retryPolicy"));
+        assert!(config_hint("dsh-retry", "schedule[0]").unwrap().contains("relay-retry"));
+        assert_eq!(config_hint("dsh-retry", "maxRetries"), None);
+        assert_eq!(config_hint("relay-retry", "schedule"), None);
+    }
+}

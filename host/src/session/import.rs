@@ -1,0 +1,126 @@
+//! `dsh session import`: a DeepSeek Harness log (`session.jsonl` or `session.jsonl.zstd`, packed
+//! chunk rows or not) copied into the home as a plain log, so `run --session` continues it.
+//!
+//! The copy is written beside the sessions, fsynced, then moved into a new `sessions/<id>/`
+//! directory: a crash leaves the old state or the whole copy, and an existing session is never
+//! overwritten. Packed chunk rows are written out as the `assistant/chunk` events they hold
+//! (losslessly). A torn last line is left out; the source is never changed.
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::locate::LOG_FILE;
+use super::reader::{Damage, LogReader, ReadError};
+use crate::fsutil;
+
+/// What an import wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    pub session_id: String,
+    pub log: PathBuf,
+    pub events: u64,
+    /// The torn last line left out, as `line N (byte B)`.
+    pub torn: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("the header's id {0} cannot name a session directory (it must be one path component)")]
+    BadId(String),
+    #[error("a session {id} is already in the home ({}); it was not overwritten", .log.display())]
+    Exists { id: String, log: PathBuf },
+    #[error("{0}: the log is damaged there; nothing was imported")]
+    Corrupt(String),
+    #[error("cannot write the imported log: {0}")]
+    Io(#[from] io::Error),
+}
+
+fn session_id(header: &str) -> Result<String, ImportError> {
+    let header: serde_json::Value =
+        serde_json::from_str(header).map_err(|err| ReadError::BadHeader(format!("unreadable header: {err}")))?;
+    let id = header.get("id").and_then(serde_json::Value::as_str).unwrap_or_default();
+    let one_component = !id.is_empty()
+        && id != "."
+        && id != ".."
+        && !id.contains(['/', '\\', '\0'])
+        && Path::new(id).components().count() == 1;
+    if one_component {
+        Ok(id.to_owned())
+    } else {
+        Err(ImportError::BadId(dsh_abi::js::to_string(&id)))
+    }
+}
+
+/// Copies the log at `source` into `sessions/<id>/session.jsonl`.
+pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
+    let mut reader = LogReader::open(source)?;
+    let session_id = session_id(reader.header())?;
+    let dir = sessions.join(&session_id);
+    if dir.exists() {
+        return Err(ImportError::Exists { log: dir.join(LOG_FILE), id: session_id });
+    }
+    std::fs::create_dir_all(sessions)?;
+    let staged = tempfile::Builder::new().prefix(".dsh-import-").tempfile_in(sessions)?;
+    let mut out = BufWriter::new(staged.as_file());
+    writeln!(out, "{}", reader.header())?;
+    let mut events = 0;
+    let mut torn = None;
+    while let Some(next) = reader.next_event() {
+        match next? {
+            Ok(event) => {
+                out.write_all(event.line.as_bytes())?;
+                out.write_all(b"\n")?;
+                events += 1;
+            }
+            Err(damage @ Damage::Torn { .. }) => torn = Some(damage.position()),
+            Err(damage @ Damage::Corrupt { .. }) => return Err(ImportError::Corrupt(damage.to_string())),
+        }
+    }
+    out.flush()?;
+    drop(out);
+    staged.as_file().sync_all()?;
+    match std::fs::create_dir(&dir) {
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(ImportError::Exists { log: dir.join(LOG_FILE), id: session_id })
+        }
+        other => other?,
+    }
+    let log = dir.join(LOG_FILE);
+    staged.persist_noclobber(&log).map_err(|err| err.error)?;
+    fsutil::sync_dir(&dir)?;
+    fsutil::sync_dir(sessions)?;
+    Ok(Imported { session_id, log, events, torn })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = r#"{"type":"session","version":0,"id":"s1","createdAt":1,"delegationDepth":0}"#;
+
+    #[test]
+    fn a_log_is_copied_into_its_session_directory_without_its_torn_tail() {
+        let scratch = tempfile::tempdir().unwrap();
+        let source = scratch.path().join("in.jsonl");
+        let event = r#"{"type":"turn/start","seq":0,"time":2,"data":{"turn":1}}"#;
+        std::fs::write(&source, format!("{HEADER}\n{event}\n{{\"type\":\"turn/en")).unwrap();
+        let sessions = scratch.path().join("sessions");
+        let imported = import(&source, &sessions).unwrap();
+        assert_eq!(imported.session_id, "s1");
+        assert_eq!(imported.events, 1);
+        let torn_at = HEADER.len() + event.len() + 2;
+        assert_eq!(imported.torn, Some(format!("line 3 (byte {torn_at})")));
+        assert_eq!(std::fs::read_to_string(&imported.log).unwrap(), format!("{HEADER}\n{event}\n"));
+        assert!(matches!(import(&source, &sessions), Err(ImportError::Exists { .. })));
+    }
+
+    #[test]
+    fn an_id_that_is_not_one_path_component_is_refused() {
+        let scratch = tempfile::tempdir().unwrap();
+        let source = scratch.path().join("in.jsonl");
+        std::fs::write(&source, format!("{}\n", HEADER.replace("\"s1\"", "\"../x\""))).unwrap();
+        assert!(matches!(import(&source, &scratch.path().join("sessions")), Err(ImportError::BadId(_))));
+    }
+}
