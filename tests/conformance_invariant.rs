@@ -27,10 +27,12 @@ fn every_reference_vector_gives_the_same_verdict_seq_and_message() {
                 time: event["time"].as_f64().unwrap(),
                 data: RStr::from_str(&data),
             });
-            match verdict {
-                RResult::ROk(Verdict::Refuse(message)) if first.is_none() => first = Some((seq, message.into_string())),
-                RResult::ROk(_) => {}
+            let verdict = match verdict {
+                RResult::ROk(verdict) => Verdict::try_from(verdict).unwrap(),
                 RResult::RErr(err) => panic!("{}: the checker failed: {}", vector["name"], err.message),
+            };
+            if let (Verdict::Refuse(message), None) = (verdict, &first) {
+                first = Some((seq, message.into_string()));
             }
         }
         let expect = &vector["expect"];

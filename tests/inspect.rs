@@ -23,7 +23,7 @@ fn a_valid_plugin_prints_its_manifest() {
     let run = inspect(&artifacts().library("fixture-scripted"));
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(run.stdout.contains("name:        fixture-scripted"), "{}", run.stdout);
-    assert!(run.stdout.contains("abi version: 1"), "{}", run.stdout);
+    assert!(run.stdout.contains(&format!("abi version: {}", dsh_abi::ABI_VERSION)), "{}", run.stdout);
     assert!(run.stdout.contains("hooks:       agent/request-error"), "{}", run.stdout);
     assert!(run.stdout.contains("afterDownstream"), "{}", run.stdout);
 }
@@ -36,7 +36,7 @@ fn json_output_lists_hooks_and_config_keys() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let manifest: serde_json::Value = serde_json::from_str(&run.stdout).expect("inspect --json prints JSON");
     assert_eq!(manifest["name"], "fixture-scripted");
-    assert_eq!(manifest["abiVersion"], 1);
+    assert_eq!(manifest["abiVersion"], dsh_abi::ABI_VERSION);
     assert_eq!(manifest["hooks"], serde_json::json!(["agent/request-error"]));
     assert_eq!(manifest["configKeys"][0]["name"], "answer");
 }
@@ -99,7 +99,7 @@ fn a_layout_mismatch_names_the_type_and_both_sizes() {
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(run.stderr.contains("plugin interface mismatch:"), "{}", run.stderr);
     assert!(run.stderr.contains("Hooks"), "{}", run.stderr);
-    assert!(run.stderr.contains("incompatible type size (expected 4, found 8)"), "{}", run.stderr);
+    assert!(run.stderr.contains("incompatible type size (plugin: 8, host: 4)"), "{}", run.stderr);
 }
 
 #[test]

@@ -4,22 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_e2e::{artifacts, files_under, library_file_name, workspace_root, TestHome};
-
-/// A prebuilt package directory holding a copy of `library` (and, optionally, a bundle layer).
-fn package_dir(home: &TestHome, name: &str, library: &Path, layer: Option<&str>) -> PathBuf {
-    let dir = home.path().join(format!("pkg-{name}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = library_file_name(name);
-    std::fs::copy(library, dir.join(&file)).unwrap();
-    let mut manifest = format!("name = \"{name}\"\nversion = \"0.1.0\"\nlibrary = \"{file}\"\n");
-    if let Some(layer) = layer {
-        std::fs::write(dir.join("cordis.patch.yml"), layer).unwrap();
-        manifest.push_str("\n[bundle]\npatch = \"cordis.patch.yml\"\n");
-    }
-    std::fs::write(dir.join("dsh-plugin.toml"), manifest).unwrap();
-    dir
-}
+use dsh_e2e::{artifacts, files_under, library_file_name, package_dir, workspace_root, TestHome};
 
 const SCRIPTED_LAYER: &str = "- insert:\n    - {id: scripted, name: fixture-scripted, config: {answer: pass}}\n";
 
@@ -47,7 +32,7 @@ fn a_prebuilt_package_installs_under_a_content_hash_and_lists_with_its_bundle() 
     let list = home.run(&["plugin", "list", "--json"]);
     let entries: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(entries[0]["name"], "fixture-scripted");
-    assert_eq!(entries[0]["abi"], "ok (abi 1)");
+    assert_eq!(entries[0]["abi"], format!("ok (abi {})", dsh_abi::ABI_VERSION));
     assert_eq!(entries[0]["bundle"], 2);
     assert_eq!(entries[1]["name"], "dsh-base");
     let waterfall = home.run(&["config", "waterfall"]);
@@ -112,16 +97,7 @@ fn a_crate_directory_is_built_installed_and_removed_restoring_the_dump() {
     let before = home.run(&["config", "dump", "--origins"]);
     assert_eq!(before.code, Some(0), "{}", before.stderr);
     let crate_dir = workspace_root().join("tests/fixtures/scripted");
-    let build_dir = artifacts().dir.parent().unwrap().join("plugin-add-release");
-    let run = dsh_e2e::Run::of(
-        home.dsh()
-            .args(["plugin", "add"])
-            .arg(&crate_dir)
-            .env("CARGO_TARGET_DIR", &build_dir)
-            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
-            .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-            .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true"),
-    );
+    let run = add_crate(&home, &crate_dir);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(run.stdout.contains("installed fixture-scripted 0.1.0"), "{}", run.stdout);
     let manifest = std::fs::read_to_string(home.path().join("profiles/web/profile.yml")).unwrap();
@@ -151,4 +127,108 @@ fn re_adding_a_package_that_dropped_its_bundle_drops_its_bundle_entry() {
     assert!(!manifest.contains("- fixture-scripted"), "{manifest}");
     let dump = home.run(&["config", "dump"]);
     assert_eq!(dump.code, Some(0), "{}", dump.stderr);
+}
+
+/// Runs `dsh plugin add DIR` the way these tests build crates: a shared target directory, an
+/// unoptimised release profile.
+fn add_crate(home: &TestHome, dir: &Path) -> dsh_e2e::Run {
+    let build_dir = artifacts().dir.parent().unwrap().join("plugin-add-release");
+    dsh_e2e::Run::of(
+        home.dsh()
+            .args(["plugin", "add"])
+            .arg(dir)
+            .env("CARGO_TARGET_DIR", &build_dir)
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+            .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+            .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "true"),
+    )
+}
+
+#[test]
+fn a_plugin_from_plugin_new_edited_to_retry_only_503s_acts_on_the_first_503_of_the_web_profile() {
+    let home = TestHome::new();
+    let dir = home.path().join("only-503");
+    let new = home.run(&["plugin", "new", "only-503", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(new.code, Some(0), "{}", new.stderr);
+    let source = dir.join("src/lib.rs");
+    let rule = "self.codes.iter().any(|code| code == payload.failure.code.as_str())";
+    let text = std::fs::read_to_string(&source).unwrap();
+    assert!(text.contains(rule), "the template's rule moved");
+    std::fs::write(&source, text.replace(rule, "payload.failure.status == dsh_abi::ROption::RSome(503)")).unwrap();
+    let layer = dir.join("cordis.patch.yml");
+    let waits = std::fs::read_to_string(&layer).unwrap().replace("delayMs: 1000", "delayMs: 5");
+    std::fs::write(&layer, waits).unwrap();
+    std::fs::copy(workspace_root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let add = add_crate(&home, &dir);
+    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    assert!(add.stdout.contains("installed only-503 0.1.0"), "{}", add.stdout);
+    let waterfall = home.run(&["config", "waterfall"]);
+    let order: Vec<&str> = waterfall.stdout.lines().filter_map(|line| line.split_whitespace().nth(1)).collect();
+    assert_eq!(order.first(), Some(&"only-503"), "{}", waterfall.stdout);
+    let mock = dsh_e2e::MockProcess::start(&home, "- status: 503\n- status: 503\n- ok: through\n");
+    let patch = dsh_e2e::turns::route_patch(&home, &mock, "", "");
+    let turn = dsh_e2e::turns::run_turn(&home, &patch, "hi");
+    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    let keys: Vec<&str> =
+        turn.of_type("llm/retry").iter().map(|retry| retry["data"]["policyKey"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys.iter().all(|key| key.starts_with("[\"only-503\"")), "{keys:?}");
+}
+
+#[test]
+fn an_installed_library_changed_after_install_is_refused_with_the_way_out() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "add", "relay-retry"]).code, Some(0));
+    let installed = files_under(&home.path().join("profiles/web/plugins/relay-retry"))
+        .into_iter()
+        .find(|path| path.extension().is_some_and(|extension| extension == std::env::consts::DLL_EXTENSION))
+        .unwrap();
+    std::fs::copy(artifacts().library("llm-retry"), &installed).unwrap();
+    let check = home.run(&["config", "check"]);
+    assert_eq!(check.code, Some(4), "{}", check.stderr);
+    assert!(check.stderr.contains("is not the library that was installed (sha256 "), "{}", check.stderr);
+    assert!(
+        check.stderr.contains("hint: install the package again with `dsh plugin --profile web add"),
+        "{}",
+        check.stderr
+    );
+    assert!(check.stderr.contains("remove it with `dsh plugin --profile web remove relay-retry`"), "{}", check.stderr);
+    let run = home.run(&["run", "hi"]);
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    assert!(run.stderr.contains("disable the row with `- {id: relay-retry, disabled: true}`"), "{}", run.stderr);
+}
+
+#[test]
+fn a_bundled_library_that_no_longer_loads_says_how_to_get_past_it() {
+    let home = TestHome::new();
+    let prefix = home.path().join("prefix");
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::create_dir_all(prefix.join("lib/dsh")).unwrap();
+    std::fs::copy(artifacts().dsh(), prefix.join("bin/dsh")).unwrap();
+    for package in ["llm-retry", "llm-retry-invariant"] {
+        std::fs::copy(artifacts().library(package), prefix.join("lib/dsh").join(library_file_name(package))).unwrap();
+    }
+    std::fs::write(prefix.join("lib/dsh").join(library_file_name("llm-retry")), b"\x7fELF broken").unwrap();
+    let run = dsh_e2e::Run::of(
+        std::process::Command::new(prefix.join("bin/dsh"))
+            .env("DSH_HOME", home.path())
+            .env_remove("DSH_PLUGIN_PATH")
+            .args(["config", "check"]),
+    );
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    assert!(run.stderr.contains("row \"llm-retry\": "), "{}", run.stderr);
+    assert!(run.stderr.contains("hint: it ships with dsh: reinstall dsh (./install.sh PREFIX)"), "{}", run.stderr);
+}
+
+#[test]
+fn plugin_list_shows_every_package_of_the_profile_under_a_header() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "add", "relay-retry"]).code, Some(0));
+    let list = home.run(&["plugin", "list"]);
+    assert_eq!(list.code, Some(0), "{}", list.stderr);
+    let lines: Vec<Vec<&str>> = list.stdout.lines().skip(1).map(|line| line.split_whitespace().collect()).collect();
+    assert_eq!(lines[0][..3], ["PACKAGE", "VERSION", "BUNDLE"]);
+    let names: Vec<&str> = lines[1..].iter().map(|line| line[0]).collect();
+    assert_eq!(names, ["relay-retry", "dsh-base", "llm-retry", "llm-retry-invariant"]);
+    assert!(list.stdout.contains("llm-retry (disabled)"), "{}", list.stdout);
 }

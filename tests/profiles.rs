@@ -201,6 +201,46 @@ fn what_cordis_yml_holds_is_never_composed() {
 }
 
 #[test]
+fn duplicate_row_ids_are_refused_by_check_and_run() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    let patch =
+        home.write("dup.yml", "- insert:\n    - {id: model-error-retry, name: dsh-retry, config: {maxRetries: 4}}\n");
+    let expected =
+        "$DSH_HOME/dup.yml: row \"model-error-retry\": another enabled row has this id (inserted by dsh-retry)";
+    for command in [vec!["config", "check"], vec!["run", "hi"]] {
+        let mut args = command.clone();
+        args.extend(["--patch", patch.to_str().unwrap()]);
+        let run = home.run(&args);
+        assert_eq!(run.code, Some(4), "{command:?}: {}", run.stderr);
+        assert!(run.stderr.contains(expected), "{command:?}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn before_and_after_place_rows_and_show_in_waterfall_and_origins() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    let patch = home.write(
+        "place.yml",
+        "- {id: model-error-retry, before: llm-retry}\n- insert: [{id: late, name: llm-retry, disabled: true}]\n  after: nope\n",
+    );
+    let waterfall = home.run(&["config", "waterfall", "--patch", patch.to_str().unwrap()]);
+    assert_eq!(waterfall.code, Some(0), "{}", waterfall.stderr);
+    let rows: Vec<&str> = waterfall.stdout.lines().filter_map(|line| line.split_whitespace().nth(1)).collect();
+    assert_eq!(rows, ["model-error-retry", "llm-retry"], "{}", waterfall.stdout);
+    assert!(
+        waterfall
+            .stderr
+            .contains("[$DSH_HOME/place.yml] patch: after \"nope\" not found; the rows stay appended (patch entry 2)"),
+        "{}",
+        waterfall.stderr
+    );
+    let origins = home.run(&["config", "dump", "--origins", "--patch", patch.to_str().unwrap()]);
+    assert!(origins.stdout.contains("dsh-retry, patched by $DSH_HOME/place.yml"), "{}", origins.stdout);
+}
+
+#[test]
 fn an_unknown_profile_does_not_exist() {
     let run = TestHome::new().run(&["config", "--profile", "work", "dump"]);
     assert_eq!(run.code, Some(3));
@@ -304,11 +344,40 @@ fn an_unbuilt_library_is_a_problem_of_check_and_waterfall() {
         );
         assert_eq!(run.code, Some(4), "{command}");
         let expected = format!(
-            "row \"llm-retry\": library {} not found (run cargo build --release --workspace)",
-            lonely.join(library_file_name("llm-retry")).display()
+            "row \"llm-retry\": the library {} of bundled package \"llm-retry\" is not in {}, {}, $DSH_PLUGIN_PATH (unset): install dsh with ./install.sh PREFIX",
+            library_file_name("llm-retry"),
+            lonely.display(),
+            home.path().join("lib/dsh").display()
         );
         assert!(run.stderr.contains(&expected), "{command}: {}", run.stderr);
     }
+}
+
+#[test]
+fn a_dsh_installed_under_a_prefix_finds_its_libraries_in_lib_dsh_and_runs_the_demo() {
+    let home = TestHome::new();
+    let prefix = tempfile::tempdir().unwrap();
+    let install = Run::of(
+        std::process::Command::new("sh")
+            .arg(dsh_e2e::workspace_root().join("install.sh"))
+            .arg(prefix.path())
+            .env("DSH_INSTALL_FROM", &artifacts().dir),
+    );
+    assert_eq!(install.code, Some(0), "{}{}", install.stdout, install.stderr);
+    let libraries: Vec<String> = std::fs::read_dir(prefix.path().join("lib/dsh"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(libraries.len(), 4, "{libraries:?}");
+    let run = Run::of(
+        std::process::Command::new(prefix.path().join("bin/dsh"))
+            .env("DSH_HOME", home.path())
+            .env_remove("DSH_PLUGIN_PATH")
+            .current_dir(prefix.path())
+            .args(["run", "--profile", "demo", "hi"]),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(run.stdout.contains("Hello! I am the dsh demo provider"), "{}", run.stdout);
 }
 
 #[test]

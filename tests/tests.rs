@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `dsh` binary and real plugin libraries. One test binary, one module
 //! per part.
 
+mod abi_growth;
 mod architecture;
 mod concurrency;
 mod config_matrix;

@@ -23,6 +23,7 @@ fn row(library: &PluginLibrary, id: &str, config: serde_json::Value) -> RowInsta
 
 fn payload() -> RequestErrorPayload {
     RequestErrorPayload {
+        model: Default::default(),
         turn: 1,
         step: 1,
         provider: "mock".into(),

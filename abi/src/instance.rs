@@ -2,31 +2,36 @@
 //! session checker per session (or per file verified).
 //!
 //! These are implemented by the guards of [`crate::plugin`], never by plugin authors directly, so
-//! every call is wrapped in `catch_unwind`.
+//! every call is wrapped in `catch_unwind`. Their arguments and results are the growable forms of
+//! [`crate::ffi`]; methods added later go after the last prefix method, with a default body.
 
 use abi_stable::sabi_trait;
 use abi_stable::std_types::{RBox, ROption, RResult, RStr};
 
-use crate::host::HostContextRef;
-use crate::types::{
-    Answer, Continuation, Decision, DownstreamOutcome, EventRef, PluginError, RequestErrorPayload, SessionStartSource,
-    Verdict,
+use crate::ffi::{
+    AnswerRepr_NE, DecisionRepr_NE, DownstreamRepr_NE, RequestErrorRef, SessionStartRepr_NE, VerdictRepr_NE,
 };
+use crate::host::HostContextRef;
+use crate::types::{Continuation, EventRef, PluginError};
 
 #[sabi_trait]
 pub trait PluginInstance: Send + Sync {
-    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: HostContextRef<'_>) -> RResult<Answer, PluginError>;
+    fn on_request_error(
+        &self,
+        payload: RequestErrorRef<'_>,
+        ctx: HostContextRef<'_>,
+    ) -> RResult<AnswerRepr_NE, PluginError>;
 
     fn after_downstream(
         &self,
-        payload: &RequestErrorPayload,
+        payload: RequestErrorRef<'_>,
         ctx: HostContextRef<'_>,
-        outcome: &DownstreamOutcome,
-    ) -> RResult<Decision, PluginError>;
+        outcome: &DownstreamRepr_NE,
+    ) -> RResult<DecisionRepr_NE, PluginError>;
 
     fn on_session_start(
         &self,
-        source: SessionStartSource,
+        source: SessionStartRepr_NE,
         ctx: HostContextRef<'_>,
     ) -> RResult<ROption<Continuation>, PluginError>;
 
@@ -47,7 +52,7 @@ pub trait SessionChecker: Send {
     /// Checks one event against everything fed before it. A refused event does not change the
     /// checker's state.
     #[sabi(last_prefix_field)]
-    fn check_event(&mut self, event: EventRef<'_>) -> RResult<Verdict, PluginError>;
+    fn check_event(&mut self, event: EventRef<'_>) -> RResult<VerdictRepr_NE, PluginError>;
 }
 
 /// An owned session checker.

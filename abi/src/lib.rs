@@ -19,6 +19,7 @@
 #![allow(non_local_definitions)]
 
 pub mod events;
+pub mod ffi;
 pub mod host;
 pub mod instance;
 pub mod js;
@@ -27,6 +28,8 @@ pub mod module;
 pub mod plugin;
 pub mod record;
 pub mod retry;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod types;
 
 pub use host::{HostContext, HostContextRef, HostContext_TO};
@@ -38,6 +41,10 @@ pub use plugin::{config_object, Checker, Plugin};
 pub use record::RetryRecord;
 pub use types::*;
 
+/// The FFI-safe standard types the interface uses, so a plugin needs no direct `abi_stable`
+/// dependency.
+pub use abi_stable::std_types::{RBox, ROption, RResult, RSlice, RStr, RString, RVec};
+
 /// Re-exports used by [`export_plugin!`]; not part of the public surface.
 #[doc(hidden)]
 pub mod reexports {
@@ -46,4 +53,12 @@ pub mod reexports {
 
 /// The version of this interface. A host refuses a plugin whose manifest names another one, in
 /// addition to abi_stable's own layout check.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn export_plugin_declares_the_header_abi_stable_loads() {
+        assert_eq!(abi_stable::library::ROOT_MODULE_LOADER_NAME, "_1as_0lib_1header_0root_bmodule_bloader");
+    }
+}

@@ -12,6 +12,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RVec};
 
+use crate::ffi::{
+    AnswerRepr_NE, DecisionRepr_NE, DownstreamRepr_NE, RequestErrorRef, SessionStartRepr_NE, VerdictRepr_NE,
+};
 use crate::host::HostContextRef;
 use crate::instance::{
     CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
@@ -52,7 +55,7 @@ pub trait Plugin: Send + Sync + 'static {
     ) -> Result<Decision, String> {
         Ok(match outcome {
             DownstreamOutcome::Retried(retry) => Decision::Retry(retry.clone()),
-            DownstreamOutcome::Declined | DownstreamOutcome::Failed(_) => Decision::NoRetry,
+            _ => Decision::NoRetry,
         })
     }
 
@@ -117,25 +120,39 @@ fn guarded<T>(call: impl FnOnce() -> Result<T, String>) -> RResult<T, PluginErro
 struct GuardedPlugin<P>(P);
 
 impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
-    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: HostContextRef<'_>) -> RResult<Answer, PluginError> {
-        guarded(|| self.0.on_request_error(payload, &ctx))
+    fn on_request_error(
+        &self,
+        payload: RequestErrorRef<'_>,
+        ctx: HostContextRef<'_>,
+    ) -> RResult<AnswerRepr_NE, PluginError> {
+        guarded(|| {
+            let payload = RequestErrorPayload::from_view(&payload);
+            self.0.on_request_error(&payload, &ctx).map(AnswerRepr_NE::from)
+        })
     }
 
     fn after_downstream(
         &self,
-        payload: &RequestErrorPayload,
+        payload: RequestErrorRef<'_>,
         ctx: HostContextRef<'_>,
-        outcome: &DownstreamOutcome,
-    ) -> RResult<Decision, PluginError> {
-        guarded(|| self.0.after_downstream(payload, &ctx, outcome))
+        outcome: &DownstreamRepr_NE,
+    ) -> RResult<DecisionRepr_NE, PluginError> {
+        guarded(|| {
+            let outcome = DownstreamOutcome::try_from(outcome)?;
+            let payload = RequestErrorPayload::from_view(&payload);
+            self.0.after_downstream(&payload, &ctx, &outcome).map(DecisionRepr_NE::from)
+        })
     }
 
     fn on_session_start(
         &self,
-        source: SessionStartSource,
+        source: SessionStartRepr_NE,
         ctx: HostContextRef<'_>,
     ) -> RResult<ROption<Continuation>, PluginError> {
-        guarded(|| self.0.on_session_start(source, &ctx).map(ROption::from))
+        guarded(|| {
+            let source = SessionStartSource::try_from(source)?;
+            self.0.on_session_start(source, &ctx).map(ROption::from)
+        })
     }
 
     fn open_checker(&self, header: RStr<'_>) -> RResult<ROption<CheckerObject>, PluginError> {
@@ -154,8 +171,8 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
 struct GuardedChecker(Box<dyn Checker>);
 
 impl SessionChecker for GuardedChecker {
-    fn check_event(&mut self, event: EventRef<'_>) -> RResult<Verdict, PluginError> {
-        guarded(|| Ok(self.0.check_event(&event)))
+    fn check_event(&mut self, event: EventRef<'_>) -> RResult<VerdictRepr_NE, PluginError> {
+        guarded(|| Ok(self.0.check_event(&event).into()))
     }
 }
 
@@ -202,13 +219,14 @@ pub fn guard_instantiate<P: Plugin>(
 /// }
 /// ```
 ///
-/// The plugin crate must list `abi_stable` as a direct dependency (its macros name it by path).
+/// Everything the expansion names comes through `dsh_abi` (a plugin crate needs no direct
+/// `abi_stable` dependency): it declares the library header abi_stable's loader looks for, as
+/// `#[abi_stable::export_root_module]` would, with the root module's type layout checked at load.
 #[macro_export]
 macro_rules! export_plugin {
     (manifest = $manifest:path, instantiate = $instantiate:path $(,)?) => {
-        #[::abi_stable::export_root_module]
-        pub fn dsh_plugin_root_module() -> $crate::PluginModuleRef {
-            use ::abi_stable::prefix_type::PrefixTypeTrait;
+        fn dsh_plugin_root_module() -> $crate::PluginModuleRef {
+            use $crate::reexports::abi_stable::prefix_type::PrefixTypeTrait;
             $crate::PluginModule {
                 manifest: dsh_plugin_manifest,
                 instantiate: dsh_plugin_instantiate,
@@ -217,18 +235,37 @@ macro_rules! export_plugin {
             .leak_into_prefix()
         }
 
-        extern "C" fn dsh_plugin_check_unwinding() -> ::abi_stable::std_types::RResult<(), $crate::PluginError> {
+        /// The library header abi_stable's loader reads (its name is abi_stable's, mangled).
+        #[no_mangle]
+        #[allow(non_upper_case_globals)]
+        pub static _1as_0lib_1header_0root_bmodule_bloader: $crate::reexports::abi_stable::library::LibHeader = {
+            extern "C" fn erased_root_module() -> $crate::reexports::abi_stable::library::RootModuleResult {
+                $crate::reexports::abi_stable::library::__call_root_module_loader(dsh_plugin_root_module)
+            }
+            // SAFETY: the header is built from the root module constructor above, whose type is
+            // the interface's root module, as `#[export_root_module]` builds it.
+            unsafe {
+                $crate::reexports::abi_stable::library::LibHeader::from_constructor::<$crate::PluginModuleRef>(
+                    erased_root_module,
+                    $crate::reexports::abi_stable::library::CheckTypeLayout::Yes,
+                )
+            }
+        };
+
+        extern "C" fn dsh_plugin_check_unwinding(
+        ) -> $crate::reexports::abi_stable::std_types::RResult<(), $crate::PluginError> {
             $crate::plugin::guard_unwinding()
         }
 
-        extern "C" fn dsh_plugin_manifest() -> ::abi_stable::std_types::RResult<$crate::Manifest, $crate::PluginError> {
+        extern "C" fn dsh_plugin_manifest(
+        ) -> $crate::reexports::abi_stable::std_types::RResult<$crate::Manifest, $crate::PluginError> {
             $crate::plugin::guard_manifest($manifest)
         }
 
         extern "C" fn dsh_plugin_instantiate(
-            row_id: ::abi_stable::std_types::RStr<'_>,
-            config_json: ::abi_stable::std_types::RStr<'_>,
-        ) -> ::abi_stable::std_types::RResult<$crate::PluginInstanceObject, $crate::InstantiateError> {
+            row_id: $crate::reexports::abi_stable::std_types::RStr<'_>,
+            config_json: $crate::reexports::abi_stable::std_types::RStr<'_>,
+        ) -> $crate::reexports::abi_stable::std_types::RResult<$crate::PluginInstanceObject, $crate::InstantiateError> {
             $crate::plugin::guard_instantiate(row_id, config_json, $instantiate)
         }
     };

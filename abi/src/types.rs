@@ -1,5 +1,10 @@
-//! Plain data that crosses the boundary: manifests, config errors, the request-error payload,
+//! The data plugins and the host exchange: manifests, config errors, the request-error payload,
 //! listener answers and decisions, session events and checker verdicts.
+//!
+//! Types that derive `StableAbi` cross the boundary as they are. The payload, answers,
+//! decisions, outcomes, session-start sources and verdicts may grow: they are plain Rust here and
+//! cross through the growable forms of [`crate::ffi`]; the enums the host sends a plugin are
+//! `#[non_exhaustive]`, so plugin code is written for variants added later.
 
 use abi_stable::std_types::{ROption, RStr, RString, RVec};
 use abi_stable::StableAbi;
@@ -105,8 +110,7 @@ pub enum InstantiateError {
 }
 
 /// `normal`: bounded, code-filtered; `always`: unbounded, every code.
-#[repr(u8)]
-#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicyMode {
     Normal,
     Always,
@@ -123,8 +127,7 @@ impl PolicyMode {
 
 /// A provider route's resolved (flat) retry policy. In `always` mode `max_retries` is 0 and
 /// `retryable_codes` is empty: they do not apply.
-#[repr(C)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RetryPolicy {
     pub mode: PolicyMode,
     pub max_retries: u64,
@@ -136,8 +139,7 @@ pub struct RetryPolicy {
 
 /// A classified request failure. Written as JSON with the keys `message, code, status?,
 /// providerRetryAfterMs?, requestId?`, in this order.
-#[repr(C)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Failure {
     pub message: RString,
     pub code: RString,
@@ -182,16 +184,37 @@ impl Serialize for Failure {
 }
 
 /// The payload of `agent/request-error`.
-#[repr(C)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RequestErrorPayload {
     pub turn: u64,
     pub step: u64,
     /// The route that served the failed request.
     pub provider: RString,
+    /// The model of the failed request; empty when the host is older than this field.
+    pub model: RString,
     pub failure: Failure,
     /// The route's resolved policy; absent when no route could be chosen (`NO_ADAPTER`).
     pub retry_policy: ROption<RetryPolicy>,
+}
+
+impl RequestErrorPayload {
+    /// A payload for `turn`/`step` on route `provider`, its model not named.
+    pub fn new(
+        turn: u64,
+        step: u64,
+        provider: &str,
+        failure: Failure,
+        retry_policy: Option<RetryPolicy>,
+    ) -> RequestErrorPayload {
+        RequestErrorPayload {
+            turn,
+            step,
+            provider: provider.into(),
+            model: RString::new(),
+            failure,
+            retry_policy: retry_policy.into(),
+        }
+    }
 }
 
 /// A scheduled retry: wait `delay_ms`, with `record` (the `llm/retry` payload as JSON text, keys
@@ -204,16 +227,14 @@ pub struct RetryDecision {
 }
 
 /// The final answer to a request failure.
-#[repr(u8)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     NoRetry,
     Retry(RetryDecision),
 }
 
 /// What a listener answers when it is offered a request failure.
-#[repr(u8)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
     /// Not mine: the host asks the next listener and uses its answer.
     Pass,
@@ -224,19 +245,22 @@ pub enum Answer {
 }
 
 /// What the rest of the chain answered, given to a delegate-first listener.
-#[repr(u8)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum DownstreamOutcome {
     Retried(RetryDecision),
     /// Nobody retried.
     Declined,
     /// A later listener failed or panicked; the message says which and why.
     Failed(RString),
+    /// The turn was cancelled while the rest of the chain was asked; whatever it decided will
+    /// not be carried out.
+    Cancelled,
 }
 
 /// Why `agent/session-start` is raised.
-#[repr(u8)]
-#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionStartSource {
     /// A new session was created.
     New,
@@ -299,8 +323,7 @@ pub struct EventRef<'a> {
 }
 
 /// A checker's verdict on one event.
-#[repr(u8)]
-#[derive(StableAbi, Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     Accept,
     /// The event breaks a rule and must not be appended.

@@ -186,6 +186,7 @@ pub(crate) mod tests {
 
         pub fn payload() -> RequestErrorPayload {
             RequestErrorPayload {
+                model: Default::default(),
                 turn: 1,
                 step: 1,
                 provider: "mock".into(),

@@ -7,8 +7,9 @@
 //! outer delegate-first listener is told the branch failed, with the message. So does a listener
 //! whose retry decision the host cannot carry out ([`check_decision`]: a delay that is not a
 //! finite number within the timer range, or unlike its record's `delayMs`; a record that is not
-//! one JSON object with the chain fields). Cancellation beats any decision. Like a Cordis
-//! waterfall where `next()` is a one-shot continuation.
+//! one JSON object with the chain fields). Cancellation beats any decision: a delegate-first
+//! listener whose turn was cancelled while the rest of the chain ran is told `Cancelled`. Like a
+//! Cordis waterfall where `next()` is a one-shot continuation.
 
 use abi_stable::std_types::RString;
 use dsh_abi::retry::{check_decision, CheckedRetry};
@@ -91,6 +92,7 @@ fn run_from<L: Listener + ?Sized>(
         Answer::DelegateFirst => {
             let downstream = run_from(rest, payload, ctx, failures);
             let outcome = match &downstream {
+                _ if ctx.is_cancelled() => DownstreamOutcome::Cancelled,
                 Branch::Retried { decision, .. } => DownstreamOutcome::Retried(decision.clone()),
                 Branch::Declined => DownstreamOutcome::Declined,
                 Branch::Failed { row_id, message } => {
@@ -252,6 +254,16 @@ mod tests {
     fn pass_uses_the_answer_of_the_next_listener() {
         let (a, b) = (Scripted::pass("a"), Scripted::retries("b", "b"));
         assert_eq!(run_chain(&[&a, &b]), retry_by("b", "b"));
+    }
+
+    #[test]
+    fn delegate_first_is_told_the_turn_was_cancelled_while_the_rest_ran() {
+        let (a, b) = (Scripted::delegates("a", None), Scripted::retries("b", "b"));
+        let host = TestHost::default();
+        host.cancel();
+        let context = host.context();
+        assert_eq!(run(&[&a, &b], &TestHost::payload(), &context.as_abi()), Outcome::Cancelled);
+        assert_eq!(*a.seen.borrow(), [DownstreamOutcome::Cancelled]);
     }
 
     #[test]

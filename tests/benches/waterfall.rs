@@ -25,6 +25,7 @@ const DEFAULT_KEY: &str =
 
 fn payload(turn: u64, policy: Option<RetryPolicy>) -> RequestErrorPayload {
     RequestErrorPayload {
+        model: Default::default(),
         turn,
         step: 1,
         provider: "deepseek-official".into(),

@@ -114,6 +114,29 @@ pub fn panic_abort_library() -> &'static Path {
     LIBRARY.get_or_init(|| build_standalone_fixture("panic-abort", "fixture-panic-abort"))
 }
 
+/// Builds the plugin built against the frozen interface copy (see
+/// `tests/fixtures/abi-frozen/Cargo.toml`) and returns its library.
+pub fn abi_frozen_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| build_standalone_fixture("abi-frozen", "fixture-abi-frozen"))
+}
+
+/// A prebuilt package directory `pkg-<name>` in `home` holding a copy of `library` (and,
+/// optionally, a bundle layer), as `dsh plugin add DIR` installs it.
+pub fn package_dir(home: &TestHome, name: &str, library: &Path, layer: Option<&str>) -> PathBuf {
+    let dir = home.path().join(format!("pkg-{name}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = library_file_name(name);
+    std::fs::copy(library, dir.join(&file)).unwrap();
+    let mut manifest = format!("name = \"{name}\"\nversion = \"0.1.0\"\nlibrary = \"{file}\"\n");
+    if let Some(layer) = layer {
+        std::fs::write(dir.join("cordis.patch.yml"), layer).unwrap();
+        manifest.push_str("\n[bundle]\npatch = \"cordis.patch.yml\"\n");
+    }
+    std::fs::write(dir.join("dsh-plugin.toml"), manifest).unwrap();
+    dir
+}
+
 /// Copies the interface crate and widens `Hooks` from u32 to u64. Files are only rewritten when
 /// their content changes, so cargo does not rebuild the copy every run.
 fn copy_changed_interface(abi: &Path, changed: &Path) {

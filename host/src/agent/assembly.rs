@@ -24,6 +24,7 @@ use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
 use crate::session::gate::RowChecker;
+use sha2::{Digest, Sha256};
 
 /// An enabled row served by a plugin library.
 #[derive(Debug, Clone)]
@@ -34,6 +35,11 @@ pub struct PluginRow {
     pub config: Value,
     /// The layer that set the row's config (for messages).
     pub config_layer: String,
+    /// The profile the row belongs to (for the way out when its library is refused).
+    pub profile: String,
+    /// For a package installed in the profile: the library's hash recorded at install, checked
+    /// before the library is opened.
+    pub installed_sha256: Option<String>,
 }
 
 /// Every enabled row, resolved.
@@ -67,11 +73,23 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
     let mut resolution = Resolution::default();
     let mut agents = Vec::new();
     let mut routes: Vec<(String, String)> = Vec::new();
-    for (position, row) in composition.enabled_rows().into_iter().enumerate() {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for (position, (row, origin)) in composition.enabled_rows_with_origin().into_iter().enumerate() {
         let Some(row_id) = row.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
             resolution.problems.push(Problem::general(format!("enabled row {} has no id", position + 1)));
             continue;
         };
+        if let Some(first) = seen.insert(row_id, origin) {
+            resolution.problems.push(Problem::row(
+                Some(origin),
+                row_id,
+                format!(
+                    "another enabled row has this id (inserted by {first}); row ids must be unique: give one of \
+                     them another id, or disable it"
+                ),
+            ));
+            continue;
+        }
         let layer = layer_of(composition, row_id).to_owned();
         let Some(package) = row.get("name").and_then(Value::as_str).filter(|name| !name.is_empty()) else {
             resolution.problems.push(Problem::row(
@@ -101,12 +119,14 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
                     Err(errors) => report(errors),
                 }
             }
-            Ok(RowPackage::Library { package, path }) => resolution.plugins.push(PluginRow {
+            Ok(RowPackage::Library { package, path, installed_sha256 }) => resolution.plugins.push(PluginRow {
                 row_id: row_id.to_owned(),
                 package,
                 library: path,
                 config,
                 config_layer: layer,
+                profile: profile.name.clone(),
+                installed_sha256,
             }),
             Err(err) => resolution.unresolved.push(Problem::row(None, row_id, err.to_string())),
         }
@@ -173,16 +193,23 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlug
     for row in plugins {
         let library = match libraries.get(&row.library) {
             Some(library) => library.clone(),
-            None => match PluginLibrary::load(&row.library) {
-                Ok(library) => {
-                    libraries.insert(row.library.clone(), library.clone());
-                    library
+            None => {
+                let opened = match &row.installed_sha256 {
+                    Some(recorded) => check_installed_hash(&row.library, recorded),
+                    None => Ok(()),
                 }
-                Err(err) => {
-                    problems.push(Problem::row(None, &row.row_id, err.to_string()));
-                    continue;
+                .and_then(|()| PluginLibrary::load(&row.library).map_err(|err| err.to_string()));
+                match opened {
+                    Ok(library) => {
+                        libraries.insert(row.library.clone(), library.clone());
+                        library
+                    }
+                    Err(message) => {
+                        problems.push(Problem::row(None, &row.row_id, message).with_hint(Some(way_out(row))));
+                        continue;
+                    }
                 }
-            },
+            }
         };
         if library.manifest.name.as_str() != row.package {
             problems.push(Problem::row(
@@ -218,6 +245,40 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlug
         loaded.push(LoadedPlugin { row: row.clone(), library, instance });
     }
     (loaded, problems)
+}
+
+/// Checks that an installed library is the one `plugin add` installed.
+fn check_installed_hash(library: &std::path::Path, recorded: &str) -> Result<(), String> {
+    let bytes = std::fs::read(library).map_err(|err| format!("cannot read {}: {err}", library.display()))?;
+    let found = hex::encode(Sha256::digest(&bytes));
+    if found == recorded {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not the library that was installed (sha256 {}… recorded in profile.yml, {}… found): it changed \
+             after `dsh plugin add`",
+            library.display(),
+            &recorded[..recorded.len().min(12)],
+            &found[..12]
+        ))
+    }
+}
+
+/// What a user can do about a row whose library is refused.
+fn way_out(row: &PluginRow) -> String {
+    let disable = format!(
+        "or disable the row with `- {{id: {}, disabled: true}}` in $DSH_HOME/profiles/{}/cordis.patch.yml",
+        row.row_id, row.profile
+    );
+    match row.installed_sha256 {
+        Some(_) => format!(
+            "install the package again with `dsh plugin --profile {profile} add <its crate or package directory>`, \
+             remove it with `dsh plugin --profile {profile} remove {package}`, {disable}",
+            profile = row.profile,
+            package = row.package
+        ),
+        None => format!("it ships with dsh: reinstall dsh (./install.sh PREFIX), {disable}"),
+    }
 }
 
 /// A profile's running parts.

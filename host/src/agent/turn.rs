@@ -211,6 +211,7 @@ impl Agent {
             let failure = attempt_failure.failure;
             self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
             let payload = RequestErrorPayload {
+                model: self.model().into(),
                 turn,
                 step,
                 provider: self.route().provider.as_str().into(),

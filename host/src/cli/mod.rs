@@ -48,8 +48,11 @@ pub const EXIT_DAMAGED: u8 = 5;
 /// Another process writes the session or profile.
 pub const EXIT_BUSY: u8 = 6;
 
+/// `dsh --version`: the release and the plugin ABI version it loads.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin ABI ", env!("DSH_ABI_VERSION"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "dsh", version, about = "An agent host whose model-request recovery lives in plugins")]
+#[command(name = "dsh", version = VERSION, about = "An agent host whose model-request recovery lives in plugins")]
 pub struct Cli {
     /// The dsh home (default: $DSH_HOME, else ~/.dsh).
     #[arg(long, global = true, value_name = "DIR")]
@@ -167,4 +170,12 @@ fn init_logging(verbose: u8) {
         .without_time()
         .with_target(false)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_names_the_abi_version_the_host_loads() {
+        assert!(super::VERSION.ends_with(&format!(" (plugin ABI {})", dsh_abi::ABI_VERSION)), "{}", super::VERSION);
+    }
 }

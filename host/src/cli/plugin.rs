@@ -37,10 +37,20 @@ enum PluginCommand {
         #[arg(required = true, value_name = "NAME")]
         names: Vec<String>,
     },
-    /// Installed packages, versions, ABI status and bundle membership.
+    /// Every package of the profile — installed, bundle layers, and the bundled packages its
+    /// rows use — with version, bundle place, library status, source and rows.
     List {
         #[arg(long)]
         json: bool,
+    },
+    /// Write a new plugin crate: a working executor with unit tests, a bundle layer that places
+    /// its row before llm-retry, and this dsh's interface vendored, so it builds anywhere.
+    New {
+        /// The plugin's name (ASCII letters, digits, '-' and '_'), also its package name.
+        name: String,
+        /// Where to write it (default: ./NAME); must not exist or be empty.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Load one library in a child process and print its manifest, or the exact load error.
     Inspect {
@@ -61,7 +71,17 @@ pub fn run(globals: &Globals, args: PluginArgs) -> anyhow::Result<ExitCode> {
         PluginCommand::Add { specs } => add(globals, &args.profile, &specs),
         PluginCommand::Remove { names } => remove(globals, &args.profile, &names),
         PluginCommand::List { json } => list(globals, &args.profile, json),
+        PluginCommand::New { name, dir } => new_crate(&name, dir),
     }
+}
+
+fn new_crate(name: &str, dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let written = crate::plugin::template::create(&dir, name)?;
+    out!("wrote plugin crate {name} in {} ({} files)", dir.display(), written.len())?;
+    out!("  cd {} && cargo test                    # its unit tests", dir.display())?;
+    out!("  dsh plugin --profile web add {}        # build and install it, placed before llm-retry", dir.display())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn dsh_executable() -> anyhow::Result<PathBuf> {
@@ -183,28 +203,95 @@ fn remove(globals: &Globals, profile_name: &str, names: &[String]) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
+/// One package of a profile, as `plugin list` shows it.
+struct Listed {
+    name: String,
+    version: Option<String>,
+    source: String,
+    library: Option<PathBuf>,
+    sha256: Option<String>,
+    bundle: Option<usize>,
+    rows: Vec<String>,
+}
+
+/// Every package of the profile: installed ones, bundle layers, and the bundled packages its
+/// rows name (the base bundle's among them), each with the rows it serves.
+fn profile_packages(home: &crate::profile::Home, profile: &Profile) -> Vec<Listed> {
+    let bundle_position = |name: &str| profile.manifest.bundles.iter().position(|bundle| bundle == name).map(|p| p + 1);
+    let mut rows_of: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    match profile.compose(home, &[], crate::profile::LayerScope::All) {
+        Ok(composition) => {
+            for (row, enabled) in composition.service_rows() {
+                let field = |key: &str| row.get(key).and_then(serde_json::Value::as_str).map(str::to_owned);
+                if let (Some(id), Some(name)) = (field("id"), field("name")) {
+                    rows_of.entry(name).or_default().push(if enabled { id } else { format!("{id} (disabled)") });
+                }
+            }
+        }
+        Err(err) => eprintln!("dsh: warning: the rows of profile {} are not shown: {err:#}", profile.name),
+    }
+    let mut listed = Vec::new();
+    for (name, package) in &profile.manifest.packages {
+        listed.push(Listed {
+            name: name.clone(),
+            version: Some(package.version.clone()),
+            source: package.source.clone(),
+            library: Some(profile.dir.join(&package.library)),
+            sha256: Some(package.sha256.clone()),
+            bundle: bundle_position(name),
+            rows: rows_of.remove(name).unwrap_or_default(),
+        });
+    }
+    for bundle in profile.manifest.bundles.iter().filter(|bundle| !profile.manifest.packages.contains_key(*bundle)) {
+        let bundled = crate::bundled::package(bundle);
+        listed.push(Listed {
+            name: bundle.clone(),
+            version: bundled.map(|package| package.version.to_owned()),
+            source: "bundled layer".to_owned(),
+            library: None,
+            sha256: None,
+            bundle: bundle_position(bundle),
+            rows: rows_of.remove(bundle).unwrap_or_default(),
+        });
+    }
+    for (name, rows) in rows_of {
+        let Some(bundled) = crate::bundled::package(&name).filter(|package| package.has_library) else { continue };
+        listed.push(Listed {
+            library: crate::plugin::catalog::find_bundled_library(&name).ok(),
+            name,
+            version: Some(bundled.version.to_owned()),
+            source: "bundled with dsh".to_owned(),
+            sha256: None,
+            bundle: None,
+            rows,
+        });
+    }
+    listed
+}
+
 fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let profile = Profile::open(&home, profile_name)?;
     let dsh = dsh_executable()?;
-    let bundle_position = |name: &str| profile.manifest.bundles.iter().position(|bundle| bundle == name).map(|p| p + 1);
-    let mut entries = Vec::new();
-    for (name, package) in &profile.manifest.packages {
-        let abi = match inspect::inspect_in_child(&dsh, &profile.dir.join(&package.library)) {
+    let listed = profile_packages(&home, &profile);
+    let status = |package: &Listed| match (&package.library, package.source.as_str()) {
+        (Some(library), _) => match inspect::inspect_in_child(&dsh, library) {
             Ok(info) => format!("ok (abi {})", info.abi_version),
             Err(err) => format!("error: {err}"),
-        };
-        entries.push(json!({
-            "name": name, "version": package.version, "source": package.source, "library": package.library,
-            "sha256": package.sha256, "abi": abi, "bundle": bundle_position(name),
-        }));
-    }
-    for bundle in profile.manifest.bundles.iter().filter(|bundle| !profile.manifest.packages.contains_key(*bundle)) {
-        entries.push(json!({
-            "name": bundle, "version": crate::bundled::package(bundle).map(|b| b.version), "source": "bundled layer",
-            "library": null, "sha256": null, "abi": null, "bundle": bundle_position(bundle),
-        }));
-    }
+        },
+        (None, "bundled layer") => "-".to_owned(),
+        (None, _) => "missing".to_owned(),
+    };
+    let entries: Vec<serde_json::Value> = listed
+        .iter()
+        .map(|package| {
+            json!({
+                "name": package.name, "version": package.version, "source": package.source,
+                "library": package.library.as_ref().map(|path| path.display().to_string()),
+                "sha256": package.sha256, "abi": status(package), "bundle": package.bundle, "rows": package.rows,
+            })
+        })
+        .collect();
     if json {
         out!("{}", serde_json::to_string_pretty(&entries)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -215,13 +302,24 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
         profile.manifest.bundles.len(),
         profile.manifest.bundles.join(", ")
     )?;
+    out!("  {:24} {:10} {:16} {:14} {:22} {}", "PACKAGE", "VERSION", "BUNDLE", "LIBRARY", "SOURCE", "ROWS")?;
     for entry in &entries {
         let text = |key: &str| entry[key].as_str().unwrap_or("-").to_owned();
         let bundle = match entry["bundle"].as_u64() {
-            Some(position) => format!("bundle {position} of {}", profile.manifest.bundles.len()),
-            None => "no bundle".to_owned(),
+            Some(position) => format!("{position} of {}", profile.manifest.bundles.len()),
+            None => "-".to_owned(),
         };
-        out!("  {:24} {:10} {:16} {:12} {}", text("name"), text("version"), bundle, text("abi"), text("source"))?;
+        let rows: Vec<&str> = entry["rows"].as_array().into_iter().flatten().filter_map(|row| row.as_str()).collect();
+        let rows = if rows.is_empty() { "-".to_owned() } else { rows.join(", ") };
+        out!(
+            "  {:24} {:10} {:16} {:14} {:22} {}",
+            text("name"),
+            text("version"),
+            bundle,
+            text("abi"),
+            text("source"),
+            rows
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -247,12 +247,7 @@ fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
 
 /// The bundled `llm-retry-invariant`, the checker `verify` and `repair` run.
 fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
-    let library_path = catalog::find_bundled_library("llm-retry-invariant").map_err(|expected| {
-        anyhow::anyhow!(
-            "the llm-retry-invariant library {} was not found (run cargo build --release --workspace)",
-            expected.display()
-        )
-    })?;
+    let library_path = catalog::find_bundled_library("llm-retry-invariant")?;
     let library = PluginLibrary::load(&library_path)?;
     let invariant = library
         .instantiate("llm-retry-invariant", &serde_json::Value::Null)

@@ -1,6 +1,7 @@
 //! Where a row's package comes from: built into the host, installed in the profile, or bundled
 //! with dsh (manifest and layer compiled in, library found beside the `dsh` executable, then in
-//! `$DSH_PLUGIN_PATH`).
+//! `../lib/dsh/` relative to it — the `PREFIX/bin` + `PREFIX/lib/dsh` layout `install.sh`
+//! writes — then in `$DSH_PLUGIN_PATH`).
 
 use std::path::{Path, PathBuf};
 
@@ -15,12 +16,17 @@ pub fn library_file_name(package: &str) -> String {
     format!("{}{}{}", std::env::consts::DLL_PREFIX, package.replace('-', "_"), std::env::consts::DLL_SUFFIX)
 }
 
-/// Where bundled libraries are looked for, in order: beside the `dsh` executable, then each
-/// directory of `$DSH_PLUGIN_PATH`.
+/// Where bundled libraries are looked for, in order: beside the `dsh` executable, in
+/// `../lib/dsh/` relative to it, then each directory of `$DSH_PLUGIN_PATH`.
 pub fn library_search_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_owned)) {
-        dirs.push(dir);
+        if let Some(prefix) = dir.parent() {
+            dirs.push(dir.clone());
+            dirs.push(prefix.join("lib").join("dsh"));
+        } else {
+            dirs.push(dir);
+        }
     }
     if let Some(paths) = std::env::var_os("DSH_PLUGIN_PATH") {
         dirs.extend(std::env::split_paths(&paths).filter(|dir| !dir.as_os_str().is_empty()));
@@ -28,28 +34,63 @@ pub fn library_search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The library of a bundled package; `Err` holds the path beside the executable that was expected.
-pub fn find_bundled_library(package: &str) -> Result<PathBuf, PathBuf> {
+/// A bundled package's library that is nowhere dsh looks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the library {file} of bundled package \"{package}\" is not in {}: install dsh with ./install.sh PREFIX \
+     (PREFIX/bin/dsh beside PREFIX/lib/dsh/), or build it in its checkout with cargo build --release --workspace",
+    searched(.dirs)
+)]
+pub struct MissingLibrary {
+    pub package: String,
+    pub file: String,
+    pub dirs: Vec<PathBuf>,
+}
+
+fn searched(dirs: &[PathBuf]) -> String {
+    let mut shown: Vec<String> = dirs.iter().map(|dir| dir.display().to_string()).collect();
+    if std::env::var_os("DSH_PLUGIN_PATH").is_none() {
+        shown.push("$DSH_PLUGIN_PATH (unset)".to_owned());
+    }
+    shown.join(", ")
+}
+
+/// The library of a bundled package.
+pub fn find_bundled_library(package: &str) -> Result<PathBuf, MissingLibrary> {
     let file = library_file_name(package);
     let dirs = library_search_dirs();
-    dirs.iter()
-        .map(|dir| dir.join(&file))
-        .find(|candidate| candidate.is_file())
-        .ok_or_else(|| dirs.first().map(|dir| dir.join(&file)).unwrap_or_else(|| PathBuf::from(&file)))
+    dirs.iter().map(|dir| dir.join(&file)).find(|candidate| candidate.is_file()).ok_or(MissingLibrary {
+        package: package.to_owned(),
+        file,
+        dirs,
+    })
 }
 
 /// What serves a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowPackage {
     BuiltIn(&'static str),
-    Library { package: String, path: PathBuf },
+    /// A plugin library; `installed_sha256` is the hash `plugin add` recorded for a package
+    /// installed in the profile (`None` for a bundled one).
+    Library {
+        package: String,
+        path: PathBuf,
+        installed_sha256: Option<String>,
+    },
 }
 
 /// Why a row's package cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
-    #[error("row \"{row}\": library {} not found (run cargo build --release --workspace)", path.display())]
-    LibraryNotFound { row: String, path: PathBuf },
+    #[error("row \"{row}\": {missing}")]
+    BundledLibraryNotFound { row: String, missing: MissingLibrary },
+    #[error(
+        "row \"{row}\": the library of package \"{package}\" is missing ({}); install it again with \
+         'dsh plugin --profile {profile} add <its crate or package directory>', or remove it with \
+         'dsh plugin --profile {profile} remove {package}'",
+        path.display()
+    )]
+    InstalledLibraryNotFound { row: String, package: String, profile: String, path: PathBuf },
     #[error(
         "row \"{row}\": unknown package \"{package}\" (not built in, not installed in profile {profile}, not bundled \
          with dsh; install it with 'dsh plugin --profile {profile} add <package>')"
@@ -65,15 +106,24 @@ pub fn resolve_row_package(profile: &Profile, row_id: &str, package: &str) -> Re
     if let Some(installed) = profile.manifest.packages.get(package) {
         let path = profile.dir.join(&installed.library);
         return if path.is_file() {
-            Ok(RowPackage::Library { package: package.to_owned(), path })
+            Ok(RowPackage::Library {
+                package: package.to_owned(),
+                path,
+                installed_sha256: Some(installed.sha256.clone()),
+            })
         } else {
-            Err(ResolveError::LibraryNotFound { row: row_id.to_owned(), path })
+            Err(ResolveError::InstalledLibraryNotFound {
+                row: row_id.to_owned(),
+                package: package.to_owned(),
+                profile: profile.name.clone(),
+                path,
+            })
         };
     }
     match bundled::package(package) {
         Some(bundled) if bundled.has_library => match find_bundled_library(package) {
-            Ok(path) => Ok(RowPackage::Library { package: package.to_owned(), path }),
-            Err(path) => Err(ResolveError::LibraryNotFound { row: row_id.to_owned(), path }),
+            Ok(path) => Ok(RowPackage::Library { package: package.to_owned(), path, installed_sha256: None }),
+            Err(missing) => Err(ResolveError::BundledLibraryNotFound { row: row_id.to_owned(), missing }),
         },
         _ => Err(ResolveError::UnknownPackage {
             row: row_id.to_owned(),

@@ -95,16 +95,7 @@ pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
         ))
         .into());
     };
-    let library = if bundled.has_library {
-        Some(catalog::find_bundled_library(spec).map_err(|expected| {
-            anyhow::anyhow!(
-                "bundled package \"{spec}\": library {} not found beside dsh or in $DSH_PLUGIN_PATH (run cargo build --release --workspace)",
-                expected.display()
-            )
-        })?)
-    } else {
-        None
-    };
+    let library = if bundled.has_library { Some(catalog::find_bundled_library(spec)?) } else { None };
     Ok(Candidate {
         name: spec.to_owned(),
         version: bundled.version.to_owned(),
@@ -135,7 +126,10 @@ fn read_bundle_layer(dir: &Path, relative: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("cannot read bundle layer {}", path.display()))
 }
 
-/// `[package.metadata.dsh] bundle = "cordis.patch.yml"` of a plugin crate.
+/// The bundle layer a plugin crate declares: `[package.metadata.dsh] bundle = "cordis.patch.yml"`,
+/// or the table form `[package.metadata.dsh.bundle] patch = "cordis.patch.yml"` (as in
+/// `dsh-plugin.toml`). A `cordis.patch.yml` the crate does not declare is not installed, and
+/// said so on stderr.
 fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
     let manifest_path = dir.join("Cargo.toml");
     let text =
@@ -146,13 +140,34 @@ fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
         format!("{} has no [package]: give the directory of one plugin crate", manifest_path.display())
     })?;
     let name = package.get("name").and_then(toml::Value::as_str).context("package.name is missing")?.to_owned();
-    let layer = package
-        .get("metadata")
-        .and_then(|metadata| metadata.get("dsh"))
-        .and_then(|dsh| dsh.get("bundle"))
-        .and_then(toml::Value::as_str)
-        .map(|relative| read_bundle_layer(dir, relative))
-        .transpose()?;
+    let dsh = package.get("metadata").and_then(|metadata| metadata.get("dsh"));
+    if let Some(table) = dsh.and_then(toml::Value::as_table) {
+        for key in table.keys().filter(|key| *key != "bundle") {
+            eprintln!(
+                "dsh: warning: {}: [package.metadata.dsh] has no key {key:?} (it takes bundle)",
+                manifest_path.display()
+            );
+        }
+    }
+    let relative = match dsh.and_then(|dsh| dsh.get("bundle")) {
+        None => None,
+        Some(toml::Value::String(relative)) => Some(relative.as_str()),
+        Some(toml::Value::Table(bundle)) => Some(bundle.get("patch").and_then(toml::Value::as_str).with_context(|| {
+            format!("{}: [package.metadata.dsh.bundle] needs patch = \"cordis.patch.yml\"", manifest_path.display())
+        })?),
+        Some(_) => bail!(
+            "{}: [package.metadata.dsh] bundle must be the path of the bundle layer, e.g. bundle = \"cordis.patch.yml\"",
+            manifest_path.display()
+        ),
+    };
+    if relative.is_none() && dir.join("cordis.patch.yml").is_file() {
+        eprintln!(
+            "dsh: warning: {} is not installed: the crate declares no bundle; add [package.metadata.dsh] bundle = \"cordis.patch.yml\" to {}",
+            dir.join("cordis.patch.yml").display(),
+            manifest_path.display()
+        );
+    }
+    let layer = relative.map(|relative| read_bundle_layer(dir, relative)).transpose()?;
     Ok((name, layer))
 }
 
@@ -480,6 +495,27 @@ mod tests {
         );
         assert_eq!(package_version("path+file:///w/relay-retry#0.2.0", "relay-retry").as_deref(), Some("0.2.0"));
         assert_eq!(package_version("path+file:///w/x#other@0.2.0", "relay-retry"), None);
+    }
+
+    #[test]
+    fn a_crate_declares_its_bundle_in_either_form() {
+        let scratch = tempfile::tempdir().unwrap();
+        std::fs::write(scratch.path().join("cordis.patch.yml"), "[]\n").unwrap();
+        let manifest = |metadata: &str| {
+            std::fs::write(scratch.path().join("Cargo.toml"), format!("[package]\nname = \"p\"\n{metadata}")).unwrap();
+            crate_bundle_layer(scratch.path()).map(|(_, layer)| layer)
+        };
+        assert_eq!(
+            manifest("[package.metadata.dsh]\nbundle = \"cordis.patch.yml\"\n").unwrap().as_deref(),
+            Some("[]\n")
+        );
+        assert_eq!(
+            manifest("[package.metadata.dsh.bundle]\npatch = \"cordis.patch.yml\"\n").unwrap().as_deref(),
+            Some("[]\n")
+        );
+        assert_eq!(manifest("").unwrap(), None);
+        let error = manifest("[package.metadata.dsh.bundle]\nfile = \"x\"\n").unwrap_err().to_string();
+        assert!(error.contains("needs patch = \"cordis.patch.yml\""), "{error}");
     }
 
     #[test]

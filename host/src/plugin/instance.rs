@@ -8,7 +8,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::sabi_types::RRef;
 use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr};
+use dsh_abi::ffi::{DownstreamRepr_NE, RequestErrorRef, RequestError_TO, SessionStartRepr_NE};
 use dsh_abi::{
     Answer, CheckerObject, Continuation, Decision, DownstreamOutcome, Hooks, HostContextRef, PluginError,
     PluginInstanceObject, RequestErrorPayload, SessionStartSource,
@@ -51,6 +54,18 @@ impl RowInstance {
         self.faulted.load(Ordering::Relaxed)
     }
 
+    /// Calls the instance and reads its answer from its growable form (`read`): an answer this
+    /// build cannot read (a variant of a newer interface) is the call's failure.
+    fn call_reading<R, T>(
+        &self,
+        hook: &str,
+        call: impl FnOnce() -> RResult<R, PluginError>,
+        read: impl FnOnce(R) -> Result<T, String>,
+    ) -> Result<T, ListenerError> {
+        let answer = self.call(hook, call)?;
+        read(answer).map_err(|message| ListenerError { panicked: false, message: format!("{hook} failed: {message}") })
+    }
+
     fn call<T>(&self, hook: &str, call: impl FnOnce() -> RResult<T, PluginError>) -> Result<T, ListenerError> {
         if self.is_faulted() {
             return Err(ListenerError {
@@ -75,7 +90,8 @@ impl RowInstance {
         source: SessionStartSource,
         ctx: HostContextRef<'_>,
     ) -> Result<Option<Continuation>, ListenerError> {
-        self.call("agent/session-start", || self.object.on_session_start(source, ctx)).map(ROption::into_option)
+        self.call("agent/session-start", || self.object.on_session_start(SessionStartRepr_NE::from(source), ctx))
+            .map(ROption::into_option)
     }
 
     pub fn open_checker(&self, header: &str) -> Result<Option<CheckerObject>, ListenerError> {
@@ -96,7 +112,11 @@ impl Listener for RowInstance {
         if self.is_faulted() {
             return Ok(Answer::Pass);
         }
-        self.call("agent/request-error listener", || self.object.on_request_error(payload, ctx.sabi_reborrow()))
+        self.call_reading(
+            "agent/request-error listener",
+            || self.object.on_request_error(view(payload), ctx.sabi_reborrow()),
+            Answer::try_from,
+        )
     }
 
     fn after_downstream(
@@ -105,10 +125,18 @@ impl Listener for RowInstance {
         ctx: &HostContextRef<'_>,
         outcome: &DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
-        self.call("agent/request-error after_downstream", || {
-            self.object.after_downstream(payload, ctx.sabi_reborrow(), outcome)
-        })
+        let outcome = DownstreamRepr_NE::from(outcome);
+        self.call_reading(
+            "agent/request-error after_downstream",
+            || self.object.after_downstream(view(payload), ctx.sabi_reborrow(), &outcome),
+            Decision::try_from,
+        )
     }
+}
+
+/// The payload as a plugin reads it: through accessors.
+fn view(payload: &RequestErrorPayload) -> RequestErrorRef<'_> {
+    RequestError_TO::from_ptr(RRef::new(payload), TD_Opaque)
 }
 
 impl Drop for RowInstance {

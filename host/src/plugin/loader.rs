@@ -1,16 +1,25 @@
 //! Opening plugin libraries through the stable ABI.
 //!
-//! Each library is opened with `lib_header_from_path` + `init_root_module` (never
-//! `RootModule::load_from_file`, which caches the first library per interface type and would hand
-//! it back for every later path). Libraries are never unloaded. Every failure becomes a
-//! [`LoadError`] that names the file and says what is wrong in terms a user can act on.
+//! Each library is opened with `lib_header_from_path` (never `RootModule::load_from_file`, which
+//! caches the first library per interface type and would hand it back for every later path).
+//! Libraries are never unloaded. Every failure becomes a [`LoadError`] that names the file and
+//! says what is wrong in terms a user can act on.
+//!
+//! The layout check runs in the direction dsh's compatibility policy needs: the interface the
+//! library was built against must be a prefix of this host's — the host may know more variants
+//! of a non-exhaustive enum and more fields and methods after a type's last prefix field, so a
+//! plugin keeps loading after the interface grows. (abi_stable's own `init_root_module` checks
+//! the other way round: it lets a plugin be newer than its host, never older.) A plugin built
+//! against a newer interface than the host's is refused.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use abi_stable::abi_stability::abi_checking::{check_layout_compatibility_with_globals, CheckingGlobals};
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
 use abi_stable::std_types::{RErr, ROk, RStr};
+use abi_stable::StableAbi;
 use dsh_abi::{ConfigError, InstantiateError, Manifest, PluginModuleRef, ABI_VERSION};
 
 use super::instance::RowInstance;
@@ -57,17 +66,41 @@ impl PluginLibrary {
         let absolute = std::path::absolute(path)
             .map_err(|err| LoadError::Open { path: path.to_owned(), reason: err.to_string() })?;
         let header = lib_header_from_path(&absolute).map_err(|err| classify(path, err))?;
-        let module = header.init_root_module::<PluginModuleRef>().map_err(|err| match classify(path, err) {
-            LoadError::AbiMismatch { path, summary } => LoadError::AbiMismatch {
-                path,
-                summary: format!(
-                    "{summary} [library built against dsh-abi {}, this host uses dsh-abi {}]",
-                    header.version_strings().version,
-                    PluginModuleRef::VERSION_STRINGS.version
-                ),
-            },
-            other => other,
+        let versions = || {
+            format!(
+                "[library built against dsh-abi {}, this host uses dsh-abi {}]",
+                header.version_strings().version,
+                PluginModuleRef::VERSION_STRINGS.version
+            )
+        };
+        let Some(library_layout) = header.layout() else {
+            return Err(LoadError::NotAPlugin {
+                path: path.to_owned(),
+                reason: "its root module carries no type layout to check".to_owned(),
+            });
+        };
+        // Fresh globals: abi_stable's shared ones unify the prefix types of every library checked
+        // in the process, which assumes its own direction.
+        let globals = CheckingGlobals::new();
+        let host_layout = <PluginModuleRef as StableAbi>::LAYOUT;
+        check_layout_compatibility_with_globals(library_layout, host_layout, &globals).map_err(|errors| {
+            LoadError::AbiMismatch {
+                path: path.to_owned(),
+                summary: format!("{} {}", summarize_layout_report(&errors.to_string()), versions()),
+            }
         })?;
+        // SAFETY: the check above proved every type the library was built with a prefix of this
+        // host's (the policy in the module doc); fields and variants past it are read only
+        // through accessors that tolerate their absence.
+        let module =
+            unsafe { header.init_root_module_with_unchecked_layout::<PluginModuleRef>() }.map_err(
+                |err| match classify(path, err) {
+                    LoadError::AbiMismatch { path, summary } => {
+                        LoadError::AbiMismatch { path, summary: format!("{summary} {}", versions()) }
+                    }
+                    other => other,
+                },
+            )?;
         let manifest = match (module.manifest())() {
             ROk(manifest) => manifest,
             RErr(err) => return Err(LoadError::Manifest { path: path.to_owned(), reason: err.message.into_string() }),
@@ -198,7 +231,8 @@ fn foreign_binary_kind(path: &Path) -> Option<&'static str> {
 
 /// Condenses abi_stable's layout report (a formatted text of several hundred lines) to the
 /// mismatches themselves, deepest first: `Manifest.hooks (Hooks): incompatible type size
-/// (expected 4, found 8)`.
+/// (plugin: 8, host: 4)`. The check takes the plugin's interface as the expected one, so the
+/// report's "expected" is the plugin's and its "found" the host's.
 fn summarize_layout_report(report: &str) -> String {
     let mut clauses: Vec<(usize, String)> = Vec::new();
     for block in report.split("error(s)inside:").skip(1) {
@@ -219,7 +253,7 @@ fn summarize_layout_report(report: &str) -> String {
                 }
             }
             let clause = match expected_found.as_slice() {
-                [expected, found] => format!("{location}: {message} (expected {expected}, found {found})"),
+                [plugin, host] => format!("{location}: {message} (plugin: {plugin}, host: {host})"),
                 _ => format!("{location}: {message}"),
             };
             if !clauses.iter().any(|(_, existing)| *existing == clause) {
@@ -266,7 +300,7 @@ mod tests {
         let report = include_str!("testdata/layout-mismatch-report.txt");
         let summary = summarize_layout_report(report);
         assert!(
-            summary.starts_with("Hooks.field_0 (u64): mismatched type (expected u32, found u64); Manifest.hooks (Hooks): incompatible type size (expected 4, found 8)"),
+            summary.starts_with("Hooks.field_0 (u64): mismatched type (plugin: u32, host: u64); Manifest.hooks (Hooks): incompatible type size (plugin: 4, host: 8)"),
             "{summary}"
         );
         assert!(summary.len() < 400, "{summary}");

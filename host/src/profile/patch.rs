@@ -8,6 +8,12 @@
 //!   never renames), every other key is assigned shallowly (`config` is replaced, not merged);
 //! - an entry that matches nothing is skipped with a warning, and composition continues.
 //!
+//! One dsh extension, which the reference does not know: `before: ROW` or `after: ROW` on an
+//! entry places top-level rows — the rows an `insert` adds, or the row an override names — just
+//! before or after another top-level row. A target that does not exist is a warning: inserted
+//! rows stay appended, an overridden row keeps its place. Layers without these keys compose
+//! exactly as the reference composes them.
+//!
 //! Like the reference, the index holds rows as they were when indexed: replacing a group's
 //! `config` detaches its old children (later overrides of their ids change nothing) and the new
 //! children are not indexed.
@@ -165,22 +171,49 @@ impl Composition {
     /// Every enabled service row in load order: top-level rows in order, the rows of an enabled
     /// group in place of the group.
     pub fn enabled_rows(&self) -> Vec<&Map<String, Value>> {
+        self.enabled_rows_with_origin().into_iter().map(|(row, _)| row).collect()
+    }
+
+    /// Every service row, enabled or not, with whether it is enabled (a row inside a disabled
+    /// group is not).
+    pub fn service_rows(&self) -> Vec<(&Map<String, Value>, bool)> {
+        fn collect<'a>(rows: &'a [Value], parent_enabled: bool, out: &mut Vec<(&'a Map<String, Value>, bool)>) {
+            for row in rows {
+                let Value::Object(fields) = row else { continue };
+                let enabled = parent_enabled && !fields.get("disabled").is_some_and(truthy);
+                match (fields.get("group").is_some_and(truthy), fields.get("config")) {
+                    (true, Some(Value::Array(children))) => collect(children, enabled, out),
+                    (true, _) => {}
+                    (false, _) => out.push((fields, enabled)),
+                }
+            }
+        }
+        let mut rows = Vec::new();
+        collect(&self.rows, true, &mut rows);
+        rows
+    }
+
+    /// [`Composition::enabled_rows`], each with the layer that inserted it (for a row inside a
+    /// group, the group's).
+    pub fn enabled_rows_with_origin(&self) -> Vec<(&Map<String, Value>, &str)> {
         let mut enabled = Vec::new();
-        collect_enabled(&self.rows, &mut enabled);
+        for (row, provenance) in self.rows.iter().zip(&self.provenance) {
+            collect_enabled(std::slice::from_ref(row), &provenance.origin, &mut enabled);
+        }
         enabled
     }
 }
 
-fn collect_enabled<'a>(rows: &'a [Value], enabled: &mut Vec<&'a Map<String, Value>>) {
+fn collect_enabled<'a>(rows: &'a [Value], origin: &'a str, enabled: &mut Vec<(&'a Map<String, Value>, &'a str)>) {
     for row in rows {
         let Value::Object(fields) = row else { continue };
         if fields.get("disabled").is_some_and(truthy) {
             continue;
         }
         match (fields.get("group").is_some_and(truthy), fields.get("config")) {
-            (true, Some(Value::Array(children))) => collect_enabled(children, enabled),
+            (true, Some(Value::Array(children))) => collect_enabled(children, origin, enabled),
             (true, _) => {}
-            (false, _) => enabled.push(fields),
+            (false, _) => enabled.push((fields, origin)),
         }
     }
 }
@@ -209,6 +242,13 @@ enum Slot {
 
 struct Composer {
     rows: Vec<Value>,
+    /// Aligned with `rows`: a number per top-level row that survives moves.
+    serials: Vec<u64>,
+    /// Aligned with `rows`.
+    provenance: Vec<Provenance>,
+    next_serial: u64,
+    /// The rows a placement moved in the layer being applied.
+    moved: std::collections::HashSet<u64>,
     index: HashMap<String, Slot>,
     warnings: Vec<Warning>,
     config_layers: HashMap<String, String>,
@@ -219,30 +259,59 @@ struct Composer {
 /// Composes `layers` over `base` (the profile's `cordis.yml`, labelled `base_label`).
 pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composition {
     let mut composer = Composer {
-        rows: base.clone(),
+        rows: Vec::new(),
+        serials: Vec::new(),
+        provenance: Vec::new(),
+        next_serial: 0,
+        moved: Default::default(),
         index: HashMap::new(),
         warnings: Vec::new(),
         config_layers: HashMap::new(),
         at: (String::new(), 0),
     };
-    composer.index_rows_from(&base, &[], 0, base_label);
-    let mut provenance: Vec<Provenance> =
-        composer.rows.iter().map(|_| Provenance { origin: base_label.to_owned(), patched_by: Vec::new() }).collect();
+    composer.append_rows(&base, base_label);
     for layer in layers {
-        let before = composer.rows.clone();
+        let before: HashMap<u64, Value> = composer.serials.iter().copied().zip(composer.rows.iter().cloned()).collect();
+        composer.moved.clear();
         for (position, entry) in layer.entries.iter().enumerate() {
             composer.at = (layer.label.clone(), position + 1);
             composer.apply(entry, &layer.label);
         }
-        for (position, row) in composer.rows.iter().enumerate() {
-            match before.get(position) {
-                None => provenance.push(Provenance { origin: layer.label.clone(), patched_by: Vec::new() }),
-                Some(previous) if previous != row => provenance[position].patched_by.push(layer.label.clone()),
-                Some(_) => {}
+        for (position, (serial, row)) in composer.serials.iter().zip(&composer.rows).enumerate() {
+            if let Some(was) = before.get(serial) {
+                if was != row || composer.moved.contains(serial) {
+                    composer.provenance[position].patched_by.push(layer.label.clone());
+                }
             }
         }
     }
-    Composition { rows: composer.rows, provenance, warnings: composer.warnings, config_layers: composer.config_layers }
+    Composition {
+        rows: composer.rows,
+        provenance: composer.provenance,
+        warnings: composer.warnings,
+        config_layers: composer.config_layers,
+    }
+}
+
+/// Where an entry asks its rows to go (the dsh extension).
+enum Placement {
+    Before(String),
+    After(String),
+}
+
+impl Placement {
+    fn target(&self) -> &str {
+        match self {
+            Placement::Before(target) | Placement::After(target) => target,
+        }
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            Placement::Before(_) => "before",
+            Placement::After(_) => "after",
+        }
+    }
 }
 
 fn id_key(id: &Value) -> String {
@@ -319,11 +388,51 @@ impl Composer {
         }
     }
 
+    /// The entry's `before`/`after`, when it has a usable one (a problem is a warning).
+    fn placement(&mut self, entry: &Map<String, Value>, layer: &str) -> Option<Placement> {
+        let read =
+            |key: &str| entry.get(key).map(|value| value.as_str().filter(|id| !id.is_empty()).map(str::to_owned));
+        match (read("before"), read("after")) {
+            (None, None) => None,
+            (Some(_), Some(_)) => {
+                self.warn(layer, "patch: an entry takes before or after, not both; placement ignored".to_owned());
+                None
+            }
+            (Some(Some(target)), None) => Some(Placement::Before(target)),
+            (None, Some(Some(target))) => Some(Placement::After(target)),
+            (Some(None), None) | (None, Some(None)) => {
+                let key = if entry.contains_key("before") { "before" } else { "after" };
+                self.warn(layer, format!("patch: {key} must be a row id (a non-empty string); placement ignored"));
+                None
+            }
+        }
+    }
+
     fn apply(&mut self, entry: &Map<String, Value>, layer: &str) {
         let id = entry.get("id").filter(|id| truthy(id));
+        let placement = self.placement(entry, layer);
         if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
             let rows = insert.as_array().cloned().unwrap_or_default();
-            self.insert(id, rows, layer);
+            match (id, placement) {
+                (Some(group), Some(placement)) => {
+                    self.warn(
+                        layer,
+                        format!(
+                            "patch insert: {} places top-level rows only; the rows go to the end of group {}",
+                            placement.key(),
+                            quoted(Some(group))
+                        ),
+                    );
+                    self.insert(id, rows, layer);
+                }
+                (None, Some(placement)) => {
+                    let first = self.rows.len();
+                    self.insert(None, rows, layer);
+                    let inserted: Vec<usize> = (first..self.rows.len()).collect();
+                    self.place(&inserted, &placement, layer, "the rows stay appended");
+                }
+                (_, None) => self.insert(id, rows, layer),
+            }
             return;
         }
         let Some(id) = id else {
@@ -356,8 +465,10 @@ impl Composer {
                 return;
             }
         }
-        let overrides: Vec<(&String, &Value)> =
-            entry.iter().filter(|(key, _)| !matches!(key.as_str(), "id" | "insert" | "name")).collect();
+        let overrides: Vec<(&String, &Value)> = entry
+            .iter()
+            .filter(|(key, _)| !matches!(key.as_str(), "id" | "insert" | "name" | "before" | "after"))
+            .collect();
         match self.index.get_mut(&key) {
             Some(Slot::Detached(Value::Object(row))) => {
                 for (name, value) in overrides {
@@ -382,13 +493,103 @@ impl Composer {
             }
             _ => {}
         }
+        if let Some(placement) = placement {
+            let keeps = format!("row {} keeps its place", quoted(Some(id)));
+            match self.index.get(&key) {
+                Some(Slot::Attached(path)) if path.len() == 1 => {
+                    let moved = [path[0]];
+                    self.place(&moved, &placement, layer, &keeps);
+                }
+                _ => self.warn(layer, format!("patch: {} places top-level rows only; {keeps}", placement.key())),
+            }
+        }
+    }
+
+    /// Appends top-level rows (from `layer`), indexing them.
+    fn append_rows(&mut self, rows: &[Value], layer: &str) {
+        let first = self.rows.len();
+        self.rows.extend(rows.iter().cloned());
+        for _ in rows {
+            self.serials.push(self.next_serial);
+            self.next_serial += 1;
+            self.provenance.push(Provenance { origin: layer.to_owned(), patched_by: Vec::new() });
+        }
+        self.index_rows_from(rows, &[], first, layer);
+    }
+
+    /// Moves the top-level rows at `moved` (ascending) just before or after the placement's
+    /// target, keeping their order; warns (saying `otherwise`) when the target is not a
+    /// top-level row.
+    fn place(&mut self, moved: &[usize], placement: &Placement, layer: &str, otherwise: &str) {
+        let target = js::to_string(placement.target());
+        let anchor = match self.index.get(&target) {
+            Some(Slot::Attached(path)) if path.len() == 1 => path[0],
+            Some(_) => {
+                self.warn(
+                    layer,
+                    format!(
+                        "patch: {} {} is not a top-level row; {otherwise}",
+                        placement.key(),
+                        quoted(Some(&Value::from(placement.target())))
+                    ),
+                );
+                return;
+            }
+            None => {
+                self.warn(
+                    layer,
+                    format!(
+                        "patch: {} {} not found; {otherwise}",
+                        placement.key(),
+                        quoted(Some(&Value::from(placement.target())))
+                    ),
+                );
+                return;
+            }
+        };
+        if moved.contains(&anchor) {
+            return;
+        }
+        let anchor_serial = self.serials[anchor];
+        let old_serials = self.serials.clone();
+        let mut taken = Vec::with_capacity(moved.len());
+        for position in moved.iter().rev() {
+            taken.push((
+                self.rows.remove(*position),
+                self.serials.remove(*position),
+                self.provenance.remove(*position),
+            ));
+        }
+        taken.reverse();
+        let anchor_now = self.serials.iter().position(|serial| *serial == anchor_serial).expect("the anchor stays");
+        let at = match placement {
+            Placement::Before(_) => anchor_now,
+            Placement::After(_) => anchor_now + 1,
+        };
+        for (offset, (row, serial, provenance)) in taken.into_iter().enumerate() {
+            self.moved.insert(serial);
+            self.rows.insert(at + offset, row);
+            self.serials.insert(at + offset, serial);
+            self.provenance.insert(at + offset, provenance);
+        }
+        self.reindex_top_level(&old_serials);
+    }
+
+    /// Points every attached index entry at its row's new top-level position after a move;
+    /// `old_serials` are the serials in their order before it.
+    fn reindex_top_level(&mut self, old_serials: &[u64]) {
+        let position_of: HashMap<u64, usize> =
+            self.serials.iter().enumerate().map(|(position, serial)| (*serial, position)).collect();
+        for slot in self.index.values_mut() {
+            if let Slot::Attached(path) = slot {
+                path[0] = position_of[&old_serials[path[0]]];
+            }
+        }
     }
 
     fn insert(&mut self, group: Option<&Value>, rows: Vec<Value>, layer: &str) {
         let Some(group) = group else {
-            let first = self.rows.len();
-            self.rows.extend(rows.iter().cloned());
-            self.index_rows_from(&rows, &[], first, layer);
+            self.append_rows(&rows, layer);
             return;
         };
         let key = id_key(group);
@@ -599,6 +800,79 @@ mod tests {
             ],
         );
         assert_eq!(composition.config_layer("a"), Some("user.yml"));
+    }
+
+    fn ids_of(rows: &[Value]) -> Vec<&str> {
+        rows.iter().map(|row| row["id"].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn inserted_rows_go_before_or_after_their_target() {
+        let base = layer("base", "[{insert: [{id: a, name: a}, {id: llm-retry, name: llm-retry}, {id: z, name: z}]}]");
+        let (rows, warnings) = rows_of(&[
+            base.clone(),
+            layer("pkg", "[{insert: [{id: p1, name: p}, {id: p2, name: p}], before: llm-retry}]"),
+            layer("later", "[{insert: [{id: q, name: q}], after: a}, {id: p1, config: {x: 1}}]"),
+        ]);
+        assert_eq!(ids_of(&rows), ["a", "q", "p1", "p2", "llm-retry", "z"]);
+        assert_eq!(rows[2]["config"], json!({"x": 1}), "moved rows stay targetable");
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    #[test]
+    fn an_override_moves_its_row_and_the_keys_are_not_assigned() {
+        let base = layer("base", "[{insert: [{id: a, name: a}, {id: b, name: b}, {id: c, name: c}]}]");
+        let composition =
+            compose(Vec::new(), "cordis.yml", &[base, layer("user.yml", "[{id: c, before: a, disabled: true}]")]);
+        assert_eq!(ids_of(&composition.rows), ["c", "a", "b"]);
+        assert_eq!(composition.rows[0], json!({"id": "c", "name": "c", "disabled": true}));
+        let labels: Vec<String> = composition.provenance.iter().map(Provenance::label).collect();
+        assert_eq!(labels, ["base, patched by user.yml", "base", "base"]);
+    }
+
+    #[test]
+    fn a_missing_placement_target_is_a_warning_naming_file_and_entry() {
+        let base = layer("base", "[{insert: [{id: a, name: a}]}]");
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[
+                base,
+                layer(
+                    "user.yml",
+                    "[{insert: [{id: n, name: n}], before: nope}, {id: a, after: nope}, {id: a, before: a, after: n}, {insert: [{id: m, name: m}], before: 7}]",
+                ),
+            ],
+        );
+        assert_eq!(ids_of(&composition.rows), ["a", "n", "m"]);
+        let shown: Vec<String> = composition.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "[user.yml] patch: before \"nope\" not found; the rows stay appended (patch entry 1)",
+                "[user.yml] patch: after \"nope\" not found; row \"a\" keeps its place (patch entry 2)",
+                "[user.yml] patch: an entry takes before or after, not both; placement ignored (patch entry 3)",
+                "[user.yml] patch: before must be a row id (a non-empty string); placement ignored (patch entry 4)",
+            ]
+        );
+    }
+
+    #[test]
+    fn placement_is_among_top_level_rows_only() {
+        let (rows, warnings) = rows_of(&[
+            layer("one", "[{insert: [{id: a, name: a}, {id: g, name: group, group: true, config: [{id: c, name: c}]}]}]"),
+            layer("two", "[{insert: [{id: d, name: d}], id: g, before: c}, {id: c, before: a}, {insert: [{id: e, name: e}], before: c}]"),
+        ]);
+        assert_eq!(ids_of(&rows), ["a", "g", "e"]);
+        assert_eq!(ids_of(rows[1]["config"].as_array().unwrap()), ["c", "d"]);
+        assert_eq!(
+            warnings,
+            [
+                "[two] patch insert: before places top-level rows only; the rows go to the end of group \"g\"",
+                "[two] patch: before places top-level rows only; row \"c\" keeps its place",
+                "[two] patch: before \"c\" is not a top-level row; the rows stay appended",
+            ]
+        );
     }
 
     #[test]

@@ -163,20 +163,23 @@ fn check(
             return true;
         }
         let row = || check.row_id.clone();
-        match check.checker.check_event(view) {
-            RResult::ROk(Verdict::Accept) => true,
-            RResult::ROk(Verdict::Refuse(message)) => {
+        let verdict = match check.checker.check_event(view) {
+            RResult::ROk(verdict) => Verdict::try_from(verdict),
+            RResult::RErr(err) => Err(err.message.into_string()),
+        };
+        match verdict {
+            Ok(Verdict::Accept) => true,
+            Ok(Verdict::Refuse(message)) => {
                 refused = admission == Admission::Append;
                 found.push(Finding { finder: Finder::Refused { row: row() }, message: message.into_string() });
                 true
             }
-            RResult::ROk(Verdict::Warn(message)) => {
+            Ok(Verdict::Warn(message)) => {
                 found.push(Finding { finder: Finder::Reported { row: row() }, message: message.into_string() });
                 true
             }
-            RResult::RErr(err) => {
-                found
-                    .push(Finding { finder: Finder::CheckerFailed { row: row() }, message: err.message.into_string() });
+            Err(message) => {
+                found.push(Finding { finder: Finder::CheckerFailed { row: row() }, message });
                 false
             }
         }
@@ -189,6 +192,7 @@ mod tests {
     use std::sync::Arc;
 
     use abi_stable::sabi_trait::TD_Opaque;
+    use dsh_abi::ffi::VerdictRepr_NE;
     use dsh_abi::{PluginError, SessionChecker, SessionChecker_TO};
 
     use super::*;
@@ -200,10 +204,10 @@ mod tests {
     }
 
     impl SessionChecker for Scripted {
-        fn check_event(&mut self, _event: EventRef<'_>) -> RResult<Verdict, PluginError> {
+        fn check_event(&mut self, _event: EventRef<'_>) -> RResult<VerdictRepr_NE, PluginError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             match &self.answer {
-                Ok(verdict) => RResult::ROk(verdict.clone()),
+                Ok(verdict) => RResult::ROk(verdict.clone().into()),
                 Err(message) => RResult::RErr(PluginError::failed(*message)),
             }
         }

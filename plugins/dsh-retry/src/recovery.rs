@@ -99,8 +99,8 @@ pub fn schedule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abi_stable::std_types::{ROption, RString};
     use dsh_abi::RetryPolicy;
+    use dsh_abi::{ROption, RString};
     use serde_json::{json, Value};
 
     fn config(value: Value) -> FallbackConfig {
@@ -110,7 +110,7 @@ mod tests {
     fn payload(code: &str, message: &str, hint: Option<f64>, policy: Option<RetryPolicy>) -> RequestErrorPayload {
         let mut failure = Failure::new(code, message);
         failure.provider_retry_after_ms = hint.into();
-        RequestErrorPayload { turn: 1, step: 1, provider: "pi".into(), failure, retry_policy: policy.into() }
+        RequestErrorPayload::new(1, 1, "pi", failure, policy)
     }
 
     /// The delays of a whole chain, each attempt seeing the previous one.

@@ -42,7 +42,7 @@ pub fn policy_key(policy: &RetryPolicy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abi_stable::std_types::{RString, RVec};
+    use dsh_abi::{RString, RVec};
     use proptest::prelude::*;
 
     fn normal(max_retries: u64, codes: &[&str], initial: f64, max: f64, jitter: f64) -> RetryPolicy {

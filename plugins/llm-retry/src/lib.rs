@@ -101,7 +101,7 @@ impl Plugin for LlmRetry {
                 .as_str()
                 .into(),
             ),
-            DownstreamOutcome::Declined => {}
+            _ => {}
         }
         Ok(self.schedule(payload, ctx))
     }

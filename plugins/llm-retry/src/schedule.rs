@@ -42,8 +42,8 @@ pub fn schedule(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abi_stable::std_types::{ROption, RString, RVec};
     use dsh_abi::Failure;
+    use dsh_abi::{ROption, RString, RVec};
 
     fn policy(mode: PolicyMode, max_retries: u64, initial: f64, max: f64, jitter: f64) -> RetryPolicy {
         RetryPolicy {
@@ -60,7 +60,7 @@ mod tests {
         let mut failure = Failure::new("RATE_LIMIT", "busy");
         failure.status = ROption::RSome(429);
         failure.provider_retry_after_ms = hint.into();
-        RequestErrorPayload { turn: 1, step: 2, provider: "mock".into(), failure, retry_policy: ROption::RNone }
+        RequestErrorPayload::new(1, 2, "mock", failure, None)
     }
 
     #[test]

@@ -100,7 +100,6 @@ dsh_abi::export_plugin! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use abi_stable::std_types::ROption;
     use dsh_abi::{ChainRecord, Failure};
     use serde_json::json;
 
@@ -111,7 +110,7 @@ mod tests {
     fn payload(code: &str, hint: Option<f64>) -> RequestErrorPayload {
         let mut failure = Failure::new(code, "upstream account rejected");
         failure.provider_retry_after_ms = hint.into();
-        RequestErrorPayload { turn: 1, step: 1, provider: "relay".into(), failure, retry_policy: ROption::RNone }
+        RequestErrorPayload::new(1, 1, "relay", failure, None)
     }
 
     #[test]

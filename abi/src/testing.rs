@@ -1,0 +1,204 @@
+//! A fake host for unit tests of plugin hooks (feature `testing`): a [`HostContext`] with
+//! scripted history, clock, randomness and ids, so a plugin's decisions are tested without the
+//! host, a session log or a wait.
+//!
+//! Build a host (`FakeHost::new().at(1_000.0).randoms([0.5])`), a payload
+//! (`RequestErrorPayload::new(1, 1, "relay", failure("SERVER", 503), None)`), and call the hook:
+//! `plugin.on_request_error(&payload, &host.context())`. A retry a plugin decides can be taken into the history ([`FakeHost::take_in`]) so the next
+//! call continues the chain, as the host's index of the session log would.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::sabi_types::RRef;
+use abi_stable::std_types::{ROption, RStr, RString, RVec};
+
+use crate::host::{HostContext, HostContextRef, HostContext_TO};
+use crate::types::{ChainKey, ChainRecord, Failure, LogLevel, RetryDecision};
+
+/// A host context whose answers a test sets.
+#[derive(Debug)]
+pub struct FakeHost {
+    chains: RefCell<HashMap<(u64, u64, String, String), ChainRecord>>,
+    last_turn_events: RefCell<Vec<String>>,
+    header: String,
+    pending_input: bool,
+    cancelled: bool,
+    now_ms: Cell<f64>,
+    randoms: RefCell<VecDeque<f64>>,
+    next_id: Cell<u64>,
+    logs: RefCell<Vec<(LogLevel, String)>>,
+}
+
+impl Default for FakeHost {
+    fn default() -> Self {
+        FakeHost::new()
+    }
+}
+
+impl FakeHost {
+    /// No history, the clock at 0, every random sample 0.5, ids `id-1`, `id-2`, ….
+    pub fn new() -> FakeHost {
+        FakeHost {
+            chains: RefCell::default(),
+            last_turn_events: RefCell::default(),
+            header: r#"{"type":"session","version":0,"id":"fake-session","createdAt":0,"delegationDepth":0}"#
+                .to_owned(),
+            pending_input: false,
+            cancelled: false,
+            now_ms: Cell::new(0.0),
+            randoms: RefCell::default(),
+            next_id: Cell::new(1),
+            logs: RefCell::default(),
+        }
+    }
+
+    /// The clock, in epoch milliseconds.
+    pub fn at(self, now_ms: f64) -> FakeHost {
+        self.now_ms.set(now_ms);
+        self
+    }
+
+    /// The random samples to hand out, in order (0.5 once they run out).
+    pub fn randoms(self, samples: impl IntoIterator<Item = f64>) -> FakeHost {
+        self.randoms.borrow_mut().extend(samples);
+        self
+    }
+
+    /// A chain whose last `llm/retry` is `retry`, under `retry_id`.
+    pub fn with_chain(self, key: ChainKey<'_>, retry_id: &str, retry: u64) -> FakeHost {
+        self.chains.borrow_mut().insert(chain_key(&key), ChainRecord { retry_id: retry_id.into(), retry });
+        self
+    }
+
+    /// The events of the current turn, as JSON lines (`last_turn_events`).
+    pub fn with_last_turn_events(self, events: impl IntoIterator<Item = impl Into<String>>) -> FakeHost {
+        self.last_turn_events.borrow_mut().extend(events.into_iter().map(Into::into));
+        self
+    }
+
+    /// The session header line.
+    pub fn with_header(mut self, header: &str) -> FakeHost {
+        self.header = header.to_owned();
+        self
+    }
+
+    /// The turn has been cancelled.
+    pub fn cancelled(mut self) -> FakeHost {
+        self.cancelled = true;
+        self
+    }
+
+    /// Input is queued for the session.
+    pub fn with_pending_input(mut self) -> FakeHost {
+        self.pending_input = true;
+        self
+    }
+
+    /// Moves the clock on.
+    pub fn advance(&self, ms: f64) {
+        self.now_ms.set(self.now_ms.get() + ms);
+    }
+
+    /// The context to hand a plugin hook.
+    pub fn context(&self) -> HostContextRef<'_> {
+        HostContext_TO::from_ptr(RRef::new(self), TD_Opaque)
+    }
+
+    /// Takes a retry the plugin decided into the history, as the host does once the record is
+    /// durable: its chain's last retry becomes this one, and the record joins the turn's
+    /// events. `Err` when the record is not an object with `turn`, `step`, `provider`,
+    /// `policyKey`, `retryId` and `retry`.
+    pub fn take_in(&self, decision: &RetryDecision) -> Result<(), String> {
+        let record: serde_json::Value =
+            serde_json::from_str(decision.record.as_str()).map_err(|err| format!("the record is not JSON: {err}"))?;
+        let number = |key: &str| record.get(key).and_then(serde_json::Value::as_u64).ok_or(format!("no {key}"));
+        let text = |key: &str| record.get(key).and_then(serde_json::Value::as_str).ok_or(format!("no {key}"));
+        let key = (number("turn")?, number("step")?, text("provider")?.to_owned(), text("policyKey")?.to_owned());
+        let chain = ChainRecord { retry_id: text("retryId")?.into(), retry: number("retry")? };
+        self.chains.borrow_mut().insert(key, chain);
+        let line = serde_json::json!({"type": "llm/retry", "seq": 0, "time": self.now_ms.get(), "data": record});
+        self.last_turn_events.borrow_mut().push(line.to_string());
+        Ok(())
+    }
+
+    /// What the plugin logged, in order.
+    pub fn logs(&self) -> Vec<(LogLevel, String)> {
+        self.logs.borrow().clone()
+    }
+}
+
+fn chain_key(key: &ChainKey<'_>) -> (u64, u64, String, String) {
+    (key.turn, key.step, key.provider.to_string(), key.policy_key.to_string())
+}
+
+impl HostContext for FakeHost {
+    fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord> {
+        self.chains.borrow().get(&chain_key(&key)).cloned().into()
+    }
+
+    fn last_turn_events(&self) -> RVec<RString> {
+        self.last_turn_events.borrow().iter().map(|line| RString::from(line.as_str())).collect()
+    }
+
+    fn session_header(&self) -> RString {
+        self.header.as_str().into()
+    }
+
+    fn has_pending_input(&self) -> bool {
+        self.pending_input
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    fn now_ms(&self) -> f64 {
+        self.now_ms.get()
+    }
+
+    fn random(&self) -> f64 {
+        self.randoms.borrow_mut().pop_front().unwrap_or(0.5)
+    }
+
+    fn new_id(&self) -> RString {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        format!("id-{id}").into()
+    }
+
+    fn log(&self, level: LogLevel, message: RStr<'_>) {
+        self.logs.borrow_mut().push((level, message.to_string()));
+    }
+}
+
+/// A failure with `code` and HTTP `status`, its message saying so.
+pub fn failure(code: &str, status: u32) -> Failure {
+    let mut failure = Failure::new(code, format!("HTTP {status}"));
+    failure.status = ROption::RSome(status);
+    failure
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::RequestErrorPayload;
+
+    #[test]
+    fn the_fake_host_answers_what_it_was_given_and_takes_in_retries() {
+        let host = FakeHost::new().at(10.0).randoms([0.25]);
+        let ctx = host.context();
+        assert_eq!((ctx.now_ms(), ctx.random(), ctx.random()), (10.0, 0.25, 0.5));
+        assert_eq!((ctx.new_id().as_str(), ctx.new_id().as_str()), ("id-1", "id-2"));
+        let payload = RequestErrorPayload::new(1, 2, "relay", failure("SERVER", 503), None);
+        let key = ChainKey::new(&payload, "k");
+        assert!(ctx.last_retry(key).is_none());
+        let record = r#"{"retryId":"r","turn":1,"step":2,"provider":"relay","policyKey":"k","retry":1}"#;
+        host.take_in(&RetryDecision { delay_ms: 5.0, record: record.into() }).unwrap();
+        assert_eq!(ctx.last_retry(key).into_option().map(|chain| chain.retry), Some(1));
+        assert_eq!(ctx.last_turn_events().len(), 1);
+        ctx.log(LogLevel::Warn, "careful".into());
+        assert_eq!(host.logs(), [(LogLevel::Warn, "careful".to_owned())]);
+    }
+}
