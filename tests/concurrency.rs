@@ -41,7 +41,10 @@ fn start(home: &TestHome, args: &[&str]) -> (Child, Arc<Mutex<Vec<String>>>) {
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            collected.lock().unwrap().push(line);
+            // `run --json` opens with the session object, which is not an event.
+            if line.starts_with("{\"type\"") {
+                collected.lock().unwrap().push(line);
+            }
         }
     });
     (child, lines)

@@ -202,11 +202,11 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
     let run =
         Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--json", "--patch"]).arg(&patch).arg("hi"));
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let types: Vec<String> = run
-        .stdout
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap()["type"].as_str().unwrap().to_owned())
-        .collect();
+    let mut lines = run.stdout.lines().map(|line| serde_json::from_str::<Value>(line).unwrap());
+    let opening = lines.next().unwrap();
+    let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
+    assert_eq!((&opening["session"], &opening["profile"]), (&Value::from(id), &Value::from("web")));
+    let types: Vec<String> = lines.map(|event| event["type"].as_str().unwrap().to_owned()).collect();
     assert_eq!(
         types,
         [
@@ -222,7 +222,6 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
             "turn/end"
         ]
     );
-    let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
     let log = std::fs::read_to_string(home.path().join("sessions").join(id).join("session.jsonl")).unwrap();
     assert!(log.starts_with(&format!("{{\"type\":\"session\",\"version\":0,\"id\":\"{id}\",\"createdAt\":")));
     for (seq, line) in log.lines().skip(1).enumerate() {
@@ -249,7 +248,7 @@ fn the_demo_profile_answers_after_two_visible_retries() {
         "{}",
         retries[0]
     );
-    assert!(retries[1].starts_with("Retrying model request (2/5) · 1s (RATE_LIMIT"), "{}", retries[1]);
+    assert!(retries[1].starts_with("Retrying model request (2/5) · 1.0s (RATE_LIMIT"), "{}", retries[1]);
 }
 
 #[test]

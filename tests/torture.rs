@@ -61,7 +61,10 @@ fn run_and_kill(home: &TestHome, args: &[&str], ready: impl FnMut() -> bool, aft
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                printed.lock().unwrap().push(line);
+                // `run --json` opens with the session object, which is not an event.
+                if line.starts_with("{\"type\"") {
+                    printed.lock().unwrap().push(line);
+                }
             }
         })
     };

@@ -17,6 +17,7 @@ use crate::lock::WriterLock;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
+use crate::session::locate::remember_profile;
 use crate::session::log::{AppendError, OpenError, SessionLog};
 use crate::session::repair::Repair;
 use crate::session::writer::SyncPolicy;
@@ -73,6 +74,7 @@ pub async fn start(
                 |header| assembly.open_checkers(header),
                 SyncPolicy::Durable,
             )?;
+            remember_profile(log.path(), &profile.name)?;
             (log, None)
         }
         Opening::Existing { log, lock } => {

@@ -183,6 +183,7 @@ impl Agent {
                 attempt = route.client.stream(&request, &mut on_text) => attempt,
                 () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())),
             };
+            self.view.attempt_ended(attempt.is_ok());
             let attempt_failure = match attempt {
                 Ok(completion) => {
                     let mut content = Vec::new();

@@ -1,5 +1,6 @@
-//! What the user sees of a turn while it runs: streamed text, and a line per scheduled retry that
-//! counts down. The command line implements it for the terminal; simulations use [`Silent`].
+//! What the user sees of a turn while it runs: streamed text, the end of each attempt, and a line
+//! per scheduled retry that counts down. The command line implements it for the terminal;
+//! simulations use [`Silent`].
 
 use std::time::Duration;
 
@@ -16,6 +17,9 @@ pub struct RetryNotice {
 
 pub trait TurnView: Send {
     fn text(&mut self, delta: &str);
+    /// The attempt whose text was streamed ended: it completed (its text is the answer), or it
+    /// failed (its text is not, and a retry may follow).
+    fn attempt_ended(&mut self, _completed: bool) {}
     /// A retry is scheduled; the wait starts.
     fn retry_scheduled(&mut self, notice: &RetryNotice);
     /// Whether the view shows a live countdown (and so wants [`TurnView::retry_tick`]).

@@ -23,6 +23,7 @@ macro_rules! out_text {
     }};
 }
 
+mod chat;
 mod config;
 mod mock;
 mod plugin;
@@ -71,6 +72,9 @@ enum Command {
     /// Run one turn of the profile's agent: stream the answer, recover failures through the
     /// request-error waterfall, keep a durable log.
     Run(run::RunArgs),
+    /// An interactive session: one message per line, many turns on one log; plugin and layer
+    /// changes take effect at the next turn.
+    Chat(chat::ChatArgs),
     /// Install, remove, list and inspect plugin packages.
     Plugin(plugin::PluginArgs),
     /// Compose a profile: dump it, check it, or show its request-error waterfall.
@@ -105,6 +109,7 @@ pub fn main() -> ExitCode {
     let globals = Globals { home: cli.home, verbose: cli.verbose };
     let result = match cli.command {
         Command::Run(args) => run::run(&globals, args),
+        Command::Chat(args) => chat::run(&globals, args),
         Command::Plugin(args) => plugin::run(&globals, args),
         Command::Config(args) => config::run(&globals, args),
         Command::Session(args) => session::run(&globals, args),

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::turns::{finish, handle_interrupts, print_repair, runtime, start};
+use super::turns::{finish, handle_interrupts, print_repair, profile_for, runtime, start};
 use super::{Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::{PluginLibrary, RowInstance};
-use crate::session::locate::{find_log, resolve_log};
+use crate::session::locate::{find_log, resolve_log, session_log};
 use crate::session::log::{OpenError, SessionLog};
 use crate::session::reader::LogReader;
 use crate::session::timeline;
@@ -55,9 +55,9 @@ enum SessionCommand {
     Resume {
         #[arg(value_name = "ID")]
         session: String,
-        /// The profile whose rows run the continuation.
-        #[arg(long, default_value = "web", value_name = "NAME")]
-        profile: String,
+        /// The profile whose rows run the continuation (default: the session's own, else web).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
         /// An extra patch layer, applied after every other layer (repeatable, in order).
         #[arg(long = "patch", value_name = "FILE")]
         patches: Vec<PathBuf>,
@@ -87,15 +87,16 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
         SessionCommand::Import { path } => import(globals, &path),
         SessionCommand::Show { log, json } => show(globals, &log, json),
         SessionCommand::Repair { log } => repair(globals, &log),
-        SessionCommand::Resume { session, profile, patches } => resume(globals, &session, &profile, &patches),
+        SessionCommand::Resume { session, profile, patches } => resume(globals, &session, profile.as_deref(), &patches),
     }
 }
 
-fn resume(globals: &Globals, session: &str, profile: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
-    let log = resolve_log(&home.sessions_dir(), session)?;
+    let log = session_log(&home.sessions_dir(), session)?;
+    let profile = profile_for(profile, Some(&log));
     runtime()?.block_on(async {
-        let mut agent = match start(globals, &home, profile, patches, Some(&log), false).await? {
+        let mut agent = match start(globals, &home, &profile, patches, Some(&log), false).await? {
             Ok(agent) => agent,
             Err(code) => return Ok(code),
         };

@@ -18,8 +18,11 @@ use crate::profile::{Home, LayerScope};
 use crate::session::log::SessionLog;
 use crate::session::repair::Repair;
 
-/// Shows a turn on the terminal: text on stdout, retries on stderr. A stdout whose reader went
-/// away (`dsh run … | head -1`) is left alone from then on; the turn still runs to its end.
+/// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
+/// streams as it comes, and the text of an attempt that fails is marked discarded before the
+/// retry line; any other stdout gets exactly the answer, once (each attempt's text is held until
+/// the attempt completes). A stdout whose reader went away (`dsh run … | head -1`) is left alone
+/// from then on; the turn still runs to its end.
 pub(crate) struct TerminalView {
     json: bool,
     live: bool,
@@ -28,7 +31,12 @@ pub(crate) struct TerminalView {
     stdout_closed: bool,
     bar: Option<ProgressBar>,
     text_open: bool,
+    /// The current attempt's text, held for a stdout that is not a terminal.
+    held: String,
 }
+
+/// What a terminal shows after the text of an attempt that failed mid-answer.
+const DISCARDED: &str = " [discarded: the request failed mid-answer]";
 
 impl TerminalView {
     pub(crate) fn new(json: bool) -> Self {
@@ -39,6 +47,7 @@ impl TerminalView {
             stdout_closed: false,
             bar: None,
             text_open: false,
+            held: String::new(),
         }
     }
 
@@ -78,13 +87,14 @@ pub(crate) fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
         .collect()
 }
 
-/// `4s` for whole seconds (rounded up), `0.5s` below one second.
+/// `2.2s` below ten seconds (tenths, rounded up, as `session show` prints delays), `14s` from
+/// ten seconds on.
 fn remaining_text(remaining: Duration) -> String {
     let ms = remaining.as_millis();
-    if ms >= 1000 {
+    if ms >= 10_000 {
         format!("{}s", ms.div_ceil(1000))
     } else {
-        format!("{:.1}s", (ms as f64 / 100.0).ceil() / 10.0)
+        format!("{:.1}s", ms.div_ceil(100) as f64 / 10.0)
     }
 }
 
@@ -95,10 +105,33 @@ fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {
 
 impl TurnView for TerminalView {
     fn text(&mut self, delta: &str) {
-        if !self.json {
-            let shown = if self.stdout_terminal { neutralised(delta) } else { std::borrow::Cow::Borrowed(delta) };
-            self.write_out(&shown);
+        if self.json {
+            return;
+        }
+        if self.stdout_terminal {
+            self.write_out(&neutralised(delta));
             self.text_open = true;
+        } else {
+            self.held.push_str(delta);
+        }
+    }
+
+    fn attempt_ended(&mut self, completed: bool) {
+        if self.stdout_terminal {
+            if !completed && self.text_open {
+                let marker = if std::env::var_os("NO_COLOR").is_some() {
+                    DISCARDED.to_owned()
+                } else {
+                    format!("\x1b[2m{DISCARDED}\x1b[0m")
+                };
+                self.write_out(&marker);
+                self.end_text_line();
+            }
+        } else if completed {
+            let answer = std::mem::take(&mut self.held);
+            self.write_out(&answer);
+        } else {
+            self.held.clear();
         }
     }
 
@@ -170,6 +203,26 @@ pub(crate) fn print_repair(repair: &Repair) {
     }
 }
 
+/// The profile that runs a session: `--profile` when given (said when the session was created
+/// with another), else the one the session was created with, else `web`.
+pub(crate) fn profile_for(explicit: Option<&str>, log: Option<&std::path::Path>) -> String {
+    let remembered = log.and_then(crate::session::locate::remembered_profile);
+    match (explicit, remembered) {
+        (Some(explicit), Some(remembered)) if explicit != remembered => {
+            eprintln!(
+                "dsh: the session was created with profile {remembered}; running it with profile {explicit} as asked"
+            );
+            explicit.to_owned()
+        }
+        (Some(explicit), _) => explicit.to_owned(),
+        (None, Some(remembered)) => remembered,
+        (None, None) => DEFAULT_PROFILE.to_owned(),
+    }
+}
+
+/// The profile commands use when none is named.
+pub(crate) const DEFAULT_PROFILE: &str = "web";
+
 /// Composes `profile` and starts its agent over a new session or the log at `existing`; prints
 /// the composition warnings and what opening the log repaired. `Err(code)`: the profile cannot
 /// run (its problems are printed).
@@ -216,26 +269,30 @@ pub(crate) async fn start(
 
 /// Prints how the turn ended and returns the exit code.
 pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
-    if !json && !matches!(end, TurnEnd::Aborted) {
+    if !json && matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens) {
         let _ = writeln!(std::io::stdout());
     }
-    let code = match end {
-        TurnEnd::Completed => ExitCode::SUCCESS,
-        TurnEnd::MaxTokens => {
-            eprintln!("dsh: the answer was cut at the model's output limit");
-            ExitCode::SUCCESS
-        }
-        TurnEnd::Error(failure) => {
-            eprintln!("dsh: the turn ended with an error: {}: {}", failure.code, neutralised(&failure.message));
-            ExitCode::FAILURE
-        }
-        TurnEnd::Aborted => {
-            eprintln!("dsh: the turn was cancelled");
-            ExitCode::from(130)
-        }
-    };
+    if let Some(summary) = turn_summary(end) {
+        eprintln!("{summary}");
+    }
     eprintln!("session {}", agent.log.id());
-    code
+    match end {
+        TurnEnd::Completed | TurnEnd::MaxTokens => ExitCode::SUCCESS,
+        TurnEnd::Error(_) => ExitCode::FAILURE,
+        TurnEnd::Aborted => ExitCode::from(130),
+    }
+}
+
+/// What stderr says of how a turn ended, unless it simply completed.
+pub(crate) fn turn_summary(end: &TurnEnd) -> Option<String> {
+    match end {
+        TurnEnd::Completed => None,
+        TurnEnd::MaxTokens => Some("dsh: the answer was cut at the model's output limit".to_owned()),
+        TurnEnd::Error(failure) => {
+            Some(format!("dsh: the turn ended with an error: {}: {}", failure.code, neutralised(&failure.message)))
+        }
+        TurnEnd::Aborted => Some("dsh: the turn was cancelled".to_owned()),
+    }
 }
 
 #[cfg(test)]
@@ -243,7 +300,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_countdown_rounds_up_and_shows_tenths_below_a_second() {
+    fn the_countdown_shows_tenths_below_ten_seconds_and_rounds_up() {
         let notice = RetryNotice {
             retry: 2,
             of: Some(5),
@@ -251,7 +308,9 @@ mod tests {
             code: "SERVER".into(),
             message: "m".into(),
         };
-        assert_eq!(retry_line(&notice, Duration::from_millis(3200)), "Retrying model request (2/5) · 4s");
+        assert_eq!(retry_line(&notice, Duration::from_millis(3200)), "Retrying model request (2/5) · 3.2s");
+        assert_eq!(retry_line(&notice, Duration::from_millis(2151)), "Retrying model request (2/5) · 2.2s");
+        assert_eq!(retry_line(&notice, Duration::from_millis(12_100)), "Retrying model request (2/5) · 13s");
         assert_eq!(retry_line(&notice, Duration::from_millis(450)), "Retrying model request (2/5) · 0.5s");
         let unbounded = RetryNotice { of: None, retry: 7, ..notice };
         assert_eq!(retry_line(&unbounded, Duration::from_secs(20)), "Retrying model request (7/∞) · 20s");

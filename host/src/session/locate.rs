@@ -9,6 +9,35 @@ use crate::NotFound;
 
 pub const LOG_FILE: &str = "session.jsonl";
 pub const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
+/// What dsh remembers of a session beside its log: `{"profile": NAME}`.
+pub const META_FILE: &str = "dsh.json";
+
+/// Remembers that the session whose log is `log` runs profile `profile`.
+pub fn remember_profile(log: &Path, profile: &str) -> std::io::Result<()> {
+    let meta = log.with_file_name(META_FILE);
+    crate::fsutil::write_atomic(&meta, serde_json::json!({"profile": profile}).to_string().as_bytes())
+}
+
+/// The profile the session whose log is `log` was created with, when dsh created it.
+pub fn remembered_profile(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log.with_file_name(META_FILE)).ok()?;
+    let meta: serde_json::Value = serde_json::from_str(&text).ok()?;
+    meta.get("profile")?.as_str().map(str::to_owned)
+}
+
+/// The log of a session to continue: an id names a session under `sessions` (never a file in the
+/// current folder); a value with a path separator is a path (a log file or session directory).
+pub fn session_log(sessions: &Path, value: &str) -> Result<PathBuf, NotFound> {
+    if value.contains(['/', '\\']) {
+        return resolve_log(sessions, value);
+    }
+    find_log(&sessions.join(value)).ok_or_else(|| {
+        NotFound(format!(
+            "no session {value} under {} (give a path, with a '/', for a log elsewhere)",
+            sessions.display()
+        ))
+    })
+}
 
 /// The log in a session directory: `session.jsonl`, or DeepSeek Harness's compressed
 /// `session.jsonl.zstd`.

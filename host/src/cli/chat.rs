@@ -1,0 +1,272 @@
+//! `dsh chat`: an interactive multi-turn session on one log. Lines come from a line editor
+//! (history, editing) on a terminal, or one message per line from stdin when it is not one, so a
+//! chat can be scripted. Ctrl-C cancels the running turn, not the program.
+//!
+//! Live swap: before each turn the profile's layers and manifest are read again; when the
+//! composition changed, the agent's rows are rebuilt (libraries already open stay open), and one
+//! line says what changed — `profile web: relay-retry now handles request errors; llm-retry
+//! disabled`. The session's checkers stay the ones it opened with.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use clap::Args;
+use dsh_abi::{Hooks, SessionStartSource};
+use serde_json::{json, Value};
+
+use super::turns::{neutralised, profile_for, runtime, start, turn_summary};
+use super::Globals;
+use crate::agent::assembly::Assembly;
+use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
+use crate::agent::Cancel;
+use crate::profile::patch::Composition;
+use crate::profile::{Home, LayerScope, Profile};
+use crate::session::locate::session_log;
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The profile whose rows run the turns (default: the session's own, else web).
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Continue this session (an id under the home; a value with a '/' is a log path).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// An extra patch layer, applied after every other layer (repeatable, in order).
+    #[arg(long = "patch", value_name = "FILE")]
+    patches: Vec<PathBuf>,
+}
+
+const HELP: &str = "/waterfall  the request-error listeners, outermost first\n\
+                    /profile    the profile and the layer files it composes\n\
+                    /exit       end the chat (so does Ctrl-D)";
+
+/// What a profile composed to, as far as running it is concerned: the rows and the installed
+/// packages (a reinstalled library changes the manifest, not the rows).
+#[derive(PartialEq)]
+struct Snapshot {
+    rows: Vec<Value>,
+    packages: Value,
+}
+
+fn snapshot(profile: &Profile, rows: &[Value]) -> Snapshot {
+    Snapshot { rows: rows.to_vec(), packages: serde_json::to_value(&profile.manifest.packages).unwrap_or(Value::Null) }
+}
+
+/// Where messages come from.
+enum Input {
+    Editor(Box<rustyline::DefaultEditor>),
+    Lines(std::io::StdinLock<'static>),
+}
+
+impl Input {
+    fn open() -> anyhow::Result<Input> {
+        if std::io::stdin().is_terminal() {
+            Ok(Input::Editor(Box::new(rustyline::DefaultEditor::new()?)))
+        } else {
+            Ok(Input::Lines(std::io::stdin().lock()))
+        }
+    }
+
+    /// The next message, `None` at the end (Ctrl-D, end of input).
+    fn next(&mut self) -> anyhow::Result<Option<String>> {
+        match self {
+            Input::Editor(editor) => loop {
+                match editor.readline("you> ") {
+                    Ok(line) => {
+                        let _ = editor.add_history_entry(line.as_str());
+                        return Ok(Some(line));
+                    }
+                    Err(rustyline::error::ReadlineError::Interrupted) => continue,
+                    Err(rustyline::error::ReadlineError::Eof) => return Ok(None),
+                    Err(err) => return Err(err.into()),
+                }
+            },
+            Input::Lines(lines) => {
+                let mut line = String::new();
+                Ok((lines.read_line(&mut line)? > 0).then(|| line.trim_end_matches(['\n', '\r']).to_owned()))
+            }
+        }
+    }
+}
+
+/// Ctrl-C cancels the running turn; between turns it ends the chat (a line editor reads it as a
+/// key, so this only happens when stdin is not a terminal).
+fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupts = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        while interrupts.recv().await.is_some() {
+            match current.lock().expect("not poisoned").as_ref() {
+                Some(cancel) => {
+                    cancel.cancel();
+                    eprintln!("\ndsh: cancelling the turn");
+                }
+                None => std::process::exit(130),
+            }
+        }
+    });
+    Ok(())
+}
+
+pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    let existing = args.session.as_deref().map(|name| session_log(&home.sessions_dir(), name)).transpose()?;
+    let profile_name = profile_for(args.profile.as_deref(), existing.as_deref());
+    let mut input = Input::open()?;
+    runtime()?.block_on(async {
+        let mut agent = match start(globals, &home, &profile_name, &args.patches, existing.as_deref(), false).await? {
+            Ok(agent) => agent,
+            Err(code) => return Ok(code),
+        };
+        let (profile, composition) = compose_now(&home, &profile_name, &args.patches)?;
+        let mut current = snapshot(&profile, &composition.rows);
+        let running = Arc::new(Mutex::new(None));
+        handle_chat_interrupts(Arc::clone(&running))?;
+        agent.announce(if existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
+        eprintln!("dsh: chat in session {} (profile {profile_name}); /exit or Ctrl-D ends it", agent.log.id());
+        let mut code = ExitCode::SUCCESS;
+        while let Some(line) = tokio::task::block_in_place(|| input.next())? {
+            let text = line.trim();
+            match text {
+                "" => continue,
+                "/exit" | "/quit" => break,
+                "/help" => eprintln!("{HELP}"),
+                "/waterfall" => show_waterfall(&agent),
+                "/profile" => show_profile(&home, &profile_name, &args.patches),
+                command if command.starts_with('/') => eprintln!("dsh: unknown command {command}; /help lists them"),
+                _ => {
+                    current = swap_if_changed(globals, &home, &profile_name, &args.patches, &mut agent, current).await;
+                    let cancel = Cancel::default();
+                    agent.cancel = cancel.clone();
+                    *running.lock().expect("not poisoned") = Some(cancel);
+                    let input =
+                        UserInput { id: agent.services.new_id(), text: line.clone(), source: json!({"kind": "user"}) };
+                    let end = agent.run_turn(input, HeaderReason::Initial).await;
+                    *running.lock().expect("not poisoned") = None;
+                    let end = end?;
+                    if matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens) {
+                        out!()?;
+                    }
+                    if let Some(summary) = turn_summary(&end) {
+                        eprintln!("{summary}");
+                    }
+                    code = if matches!(end, TurnEnd::Error(_)) { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+                }
+            }
+        }
+        eprintln!("session {}", agent.log.id());
+        Ok(code)
+    })
+}
+
+/// The profile's manifest and composition, as they are on disk now.
+fn compose_now(home: &Home, profile: &str, patches: &[PathBuf]) -> anyhow::Result<(Profile, Composition)> {
+    let profile = Profile::open(home, profile)?;
+    let composition = profile.compose(home, patches, LayerScope::All)?;
+    Ok((profile, composition))
+}
+
+/// Re-reads the profile; when it changed, rebuilds the agent's rows and says what changed. A
+/// profile that no longer composes or builds keeps the rows the chat had, and says why.
+async fn swap_if_changed(
+    globals: &Globals,
+    home: &Home,
+    profile_name: &str,
+    patches: &[PathBuf],
+    agent: &mut Agent,
+    current: Snapshot,
+) -> Snapshot {
+    let (profile, composition) = match compose_now(home, profile_name, patches) {
+        Ok(composed) => composed,
+        Err(err) => {
+            eprintln!("dsh: profile {profile_name} no longer composes ({err:#}); keeping its previous rows");
+            return current;
+        }
+    };
+    let next = snapshot(&profile, &composition.rows);
+    if next == current {
+        return current;
+    }
+    for warning in &composition.warnings {
+        eprintln!("dsh: {warning}");
+    }
+    match Assembly::build(home, &profile, &composition, globals.verbose()).await {
+        Ok(assembly) => {
+            let change = describe_change(&agent.assembly, &assembly, &composition.rows);
+            eprintln!("profile {profile_name}: {change}");
+            agent.assembly = assembly;
+            next
+        }
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("{problem}");
+            }
+            eprintln!("dsh: profile {profile_name} changed but cannot run; keeping its previous rows");
+            current
+        }
+    }
+}
+
+/// One line saying what a swap changed: listeners that now handle request errors, rows that
+/// were disabled or removed, rows reconfigured.
+fn describe_change(before: &Assembly, after: &Assembly, rows: &[Value]) -> String {
+    let ids = |assembly: &Assembly| -> Vec<String> {
+        assembly.listeners.iter().map(|listener| listener.row_id().to_owned()).collect()
+    };
+    let (old, new) = (ids(before), ids(after));
+    let row_state = |id: &str| {
+        rows.iter()
+            .find(|row| row.get("id").and_then(Value::as_str) == Some(id))
+            .map(|row| row.get("disabled").is_some_and(crate::profile::patch::truthy))
+    };
+    let mut changes: Vec<String> =
+        new.iter().filter(|id| !old.contains(id)).map(|id| format!("{id} now handles request errors")).collect();
+    changes.extend(old.iter().filter(|id| !new.contains(id)).map(|id| match row_state(id) {
+        Some(true) => format!("{id} disabled"),
+        Some(false) => format!("{id} no longer handles request errors"),
+        None => format!("{id} removed"),
+    }));
+    if changes.is_empty() && old != new {
+        changes.push(format!("request-error order now {}", new.join(", ")));
+    }
+    if changes.is_empty() {
+        changes.push("rows reconfigured".to_owned());
+    }
+    changes.join("; ")
+}
+
+fn show_waterfall(agent: &Agent) {
+    for (index, listener) in agent.assembly.listeners.iter().enumerate() {
+        eprintln!("{:>3}  {:24} {}", index + 1, listener.row_id(), listener.package());
+    }
+    if agent.assembly.listeners.is_empty() {
+        eprintln!("no request-error listeners: failures end the turn");
+    }
+    let checkers: Vec<&str> = agent
+        .assembly
+        .checkers
+        .iter()
+        .filter(|row| row.hooks().contains(Hooks::CHECKER))
+        .map(|row| row.row_id())
+        .collect();
+    if !checkers.is_empty() {
+        eprintln!("checkers: {}", checkers.join(", "));
+    }
+}
+
+fn show_profile(home: &Home, profile_name: &str, patches: &[PathBuf]) {
+    match Profile::open(home, profile_name) {
+        Ok(profile) => {
+            eprintln!("profile {profile_name} ({})", home.display(&profile.dir));
+            eprintln!("  bundles: {}", profile.manifest.bundles.join(", "));
+            eprintln!("  your layer: {}", home.display(&profile.dir.join("cordis.patch.yml")));
+            eprintln!("  home layer: {}", home.display(&home.patch_path()));
+            for patch in patches {
+                eprintln!("  --patch: {}", neutralised(&patch.display().to_string()));
+            }
+        }
+        Err(err) => eprintln!("dsh: {err:#}"),
+    }
+}

@@ -1,0 +1,136 @@
+//! The command line for daily use: output that survives retries, sessions that remember their
+//! profile, `dsh chat` with a live executor swap, and `dsh run -`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+
+use dsh_e2e::turns::{route_patch, session_id, SECRET, TINY};
+use dsh_e2e::{log_events, MockProcess, Run, TestHome};
+use serde_json::Value;
+
+#[test]
+fn piped_run_writes_exactly_the_answer_across_two_truncated_attempts() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    let mock = MockProcess::start(
+        &home,
+        "- truncate: \"partial answ\"\n- truncate: \"partial answ\"\n- ok: complete answer\n",
+    );
+    let policy =
+        "{mode: normal, retryableCodes: [STREAM_CLOSED], backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}";
+    let patch = route_patch(&home, &mock, policy, "");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, "complete answer\n");
+}
+
+#[test]
+fn a_failed_turn_writes_nothing_to_a_piped_stdout() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- truncate: \"half\"\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn a_continued_session_runs_the_profile_it_was_created_with() {
+    let home = TestHome::new();
+    let first = home.run(&["run", "--profile", "demo", "Say hello"]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let id = session_id(&first);
+    let again = home.run(&["run", "--session", &id, "And now in French"]);
+    assert_eq!(again.code, Some(0), "the demo profile needs no key: {}", again.stderr);
+    let asked = home.run(&["run", "--session", &id, "--profile", "web", "once more"]);
+    assert!(
+        asked.stderr.contains("the session was created with profile demo; running it with profile web as asked"),
+        "{}",
+        asked.stderr
+    );
+}
+
+#[test]
+fn session_takes_ids_from_the_home_not_the_current_folder() {
+    let home = TestHome::new();
+    let decoy = home.path().join("elsewhere");
+    std::fs::create_dir_all(decoy.join("abc")).unwrap();
+    std::fs::write(
+        decoy.join("abc/session.jsonl"),
+        "{\"type\":\"session\",\"version\":0,\"id\":\"abc\",\"createdAt\":1,\"delegationDepth\":0}\n",
+    )
+    .unwrap();
+    let run = Run::of(home.dsh().current_dir(&decoy).args(["run", "--session", "abc", "hi"]));
+    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    assert!(run.stderr.contains("no session abc under"), "{}", run.stderr);
+}
+
+#[test]
+fn run_dash_reads_the_prompt_from_stdin() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: read it\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let mut child = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(["run", "--patch"])
+        .arg(&patch)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"a prompt\nover two lines\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let body: Value = serde_json::from_str(&mock.request_bodies()[0]).unwrap();
+    assert_eq!(body["messages"].as_array().unwrap().last().unwrap()["content"], "a prompt\nover two lines");
+}
+
+#[test]
+fn a_scripted_chat_runs_three_turns_and_a_plugin_added_between_turns_handles_the_next() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- status: 503\n- ok: one\n- status: 503\n- ok: two\n- ok: three\n");
+    let fast_relay = "\n- id: relay-retry\n  config: {schedule: [5], tailDelayMs: 5}\n";
+    let patch = route_patch(&home, &mock, TINY, "");
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + fast_relay).unwrap();
+    let mut chat = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(["chat", "--patch"])
+        .arg(&patch)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = chat.stdin.take().unwrap();
+    let mut answers = BufReader::new(chat.stdout.take().unwrap()).lines();
+    let mut say = |line: &str| {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        answers.next().expect("an answer line").unwrap()
+    };
+    assert_eq!(say("first"), "one");
+    let add = home.run(&["plugin", "add", "relay-retry"]);
+    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    assert_eq!(say("second"), "two");
+    assert_eq!(say("third"), "three");
+    drop(stdin);
+    let output = chat.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("profile web: relay-retry now handles request errors; llm-retry disabled"), "{stderr}");
+    let id = stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
+    let events = log_events(&home.path().join("sessions").join(id).join("session.jsonl"));
+    let keys: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|event| event["type"] == "llm/retry")
+        .map(|event| (event["data"]["turn"].as_u64().unwrap(), event["data"]["policyKey"].as_str().unwrap()))
+        .collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(keys[0].0 == 1 && keys[0].1.starts_with("[\"normal\""), "{keys:?}");
+    assert!(keys[1].0 == 2 && keys[1].1.starts_with("[\"relay\""), "{keys:?}");
+    assert_eq!(events.iter().filter(|event| event["type"] == "turn/end").count(), 3);
+}
