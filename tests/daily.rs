@@ -134,3 +134,16 @@ fn a_scripted_chat_runs_three_turns_and_a_plugin_added_between_turns_handles_the
     assert!(keys[1].0 == 2 && keys[1].1.starts_with("[\"relay\""), "{keys:?}");
     assert_eq!(events.iter().filter(|event| event["type"] == "turn/end").count(), 3);
 }
+
+#[test]
+fn the_readme_llm_mock_layer_runs_a_trial_without_a_key_or_a_server() {
+    let home = TestHome::new();
+    home.write(
+        "profiles/web/cordis.patch.yml",
+        "- insert:\n    - id: llm-trial\n      name: llm-mock\n      config:\n        provider: trial\n        model: any\n        script: [{status: 503}, {status: 429, headers: {retry-after: \"1\"}}, {ok: \"through\"}]\n- {id: agent, config: {provider: trial}}\n",
+    );
+    home.write("profiles/web/profile.yml", "bundles: [dsh-base]\n");
+    let run = home.run(&["run", "hi"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, "through\n");
+}

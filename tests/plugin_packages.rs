@@ -32,7 +32,7 @@ fn a_prebuilt_package_installs_under_a_content_hash_and_lists_with_its_bundle() 
     let list = home.run(&["plugin", "list", "--json"]);
     let entries: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(entries[0]["name"], "fixture-scripted");
-    assert_eq!(entries[0]["abi"], format!("ok (abi {})", dsh_abi::ABI_VERSION));
+    assert_eq!(entries[0]["abiVersion"], dsh_abi::ABI_VERSION);
     assert_eq!(entries[0]["bundle"], 2);
     assert_eq!(entries[1]["name"], "dsh-base");
     let waterfall = home.run(&["config", "waterfall"]);

@@ -8,6 +8,7 @@ mod config_matrix;
 mod conformance_invariant;
 mod conformance_llm_retry;
 mod conformance_yaml;
+mod contract;
 mod daily;
 mod fallback;
 mod hostile;

@@ -264,6 +264,11 @@ pub struct MockProcess {
 impl MockProcess {
     /// Starts `dsh mock-server` with `script` (YAML) written into `home`.
     pub fn start(home: &TestHome, script: &str) -> MockProcess {
+        MockProcess::start_with(home, script, &[])
+    }
+
+    /// [`MockProcess::start`] with more `dsh mock-server` arguments (`--loop`).
+    pub fn start_with(home: &TestHome, script: &str, extra: &[&str]) -> MockProcess {
         use std::io::BufRead;
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -274,6 +279,7 @@ impl MockProcess {
             .arg(&script_path)
             .arg("--record")
             .arg(&record)
+            .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()

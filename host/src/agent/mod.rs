@@ -6,6 +6,8 @@
 pub mod assembly;
 pub mod cancel;
 pub mod config;
+pub mod explain;
+pub mod lint;
 pub mod retry;
 pub mod route;
 pub mod session;

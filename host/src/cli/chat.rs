@@ -16,8 +16,8 @@ use clap::Args;
 use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
-use super::turns::{neutralised, profile_for, runtime, start, turn_summary};
-use super::Globals;
+use super::turns::{neutralised, profile_for, start, turn_summary};
+use super::{runtime, Globals};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use crate::agent::Cancel;

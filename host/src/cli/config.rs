@@ -1,5 +1,6 @@
 //! `dsh config …`: compose a profile and print it (`dump`), validate every enabled row (`check`),
-//! or print the `agent/request-error` listener order (`waterfall`).
+//! print the `agent/request-error` listener order (`waterfall`), or say who handles each failure
+//! code on each route (`explain`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use serde_json::Value;
 
 use super::{Globals, EXIT_CONFIG};
 use crate::agent::assembly::{self as rows, LoadedPlugin};
+use crate::agent::lint;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{yaml, Home, LayerScope, Profile};
@@ -43,10 +45,26 @@ enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Load every enabled row and validate every config; report every problem.
-    Check,
+    /// Load every enabled row and validate every config; report every problem, and warn about
+    /// settings that have no effect.
+    Check {
+        /// Print `{profile, valid, problems, warnings, …}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the agent/request-error listener order: index, row id, package, library.
-    Waterfall,
+    Waterfall {
+        /// Print a JSON array of `{index, row, package, library}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// For each provider route: its retry policy and, for every failure code the adapter
+    /// produces, which row handles it and what it does — asked of the real listeners.
+    Explain {
+        /// Print a JSON array of routes `{provider, model, policy, codes: {CODE: {row, action, …}}}`.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Composes the profile and prints the composition warnings (`dsh: [<layer>] <message>`).
@@ -74,13 +92,24 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
             out_text!("{}", render_dump(&composition, origins, json))?;
             Ok(ExitCode::SUCCESS)
         }
-        ConfigCommand::Check => check(&home, &args.profile, &args.patches),
-        ConfigCommand::Waterfall => waterfall(&home, &args.profile, &args.patches),
+        ConfigCommand::Check { json } => check(&home, &args.profile, &args.patches, json),
+        ConfigCommand::Waterfall { json } => waterfall(&home, &args.profile, &args.patches, json),
+        ConfigCommand::Explain { json } => explain(globals, &home, &args.profile, &args.patches, json),
     }
 }
 
 fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
     let rows: Vec<Value> = composition.rows.clone();
+    if json && origins {
+        let rows: Vec<Value> = rows
+            .into_iter()
+            .zip(&composition.provenance)
+            .map(|(row, provenance)| {
+                serde_json::json!({"row": row, "origin": provenance.origin, "patchedBy": provenance.patched_by})
+            })
+            .collect();
+        return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON"));
+    }
     if json {
         return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON"));
     }
@@ -111,20 +140,42 @@ fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
     out
 }
 
-fn check(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, true);
     let problems: Vec<&Problem> =
         resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).collect();
+    let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();
+    let mut warnings: Vec<String> = lint::no_effect(&composition, &routes).iter().map(ToString::to_string).collect();
+    warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));
+    let plugins: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "profile": profile.name,
+                "valid": problems.is_empty(),
+                "enabledRows": composition.enabled_rows().len(),
+                "providers": routes,
+                "plugins": plugins,
+                "problems": problems,
+                "warnings": warnings,
+                "skippedEntries": composition.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }))?
+        )?;
+        return Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CONFIG) });
+    }
+    for warning in &warnings {
+        eprintln!("dsh: warning: {warning}");
+    }
     if problems.is_empty() {
-        let names: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
         out!(
             "profile {}: {} enabled rows valid ({} providers; plugins: {})",
             profile.name,
             composition.enabled_rows().len(),
             resolution.providers.len(),
-            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+            if plugins.is_empty() { "none".to_owned() } else { plugins.join(", ") }
         )?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -140,7 +191,71 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result
     Ok(ExitCode::from(EXIT_CONFIG))
 }
 
-fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+fn explain(
+    globals: &Globals,
+    home: &Home,
+    profile_name: &str,
+    patches: &[PathBuf],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
+    let built = super::runtime()?
+        .block_on(async { crate::agent::Assembly::build(home, &profile, &composition, globals.verbose()).await });
+    let assembly = match built {
+        Ok(assembly) => assembly,
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("{problem}");
+            }
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    let routes = crate::agent::explain::explain(&assembly);
+    let layer = home.display(&profile.dir.join("cordis.patch.yml"));
+    if json {
+        let routes: Vec<Value> = routes.iter().map(|route| route.to_json()).collect();
+        out!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"profile": profile.name, "layer": layer, "routes": routes})
+            )?
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    out!("profile {} — change it in {layer}", profile.name)?;
+    let listeners: Vec<&str> = assembly.listeners.iter().map(|row| row.row_id()).collect();
+    out!(
+        "request-error listeners, outermost first: {}",
+        if listeners.is_empty() { "none".to_owned() } else { listeners.join(", ") }
+    )?;
+    let applied = assembly.listeners.iter().any(|row| row.package() == "llm-retry");
+    let unused = if applied { "" } else { " (unused: no enabled row runs llm-retry, which applies it)" };
+    for route in &routes {
+        out!("")?;
+        out!(
+            "route {} (model {}): retryPolicy {}{unused}",
+            route.provider,
+            route.model,
+            crate::agent::explain::describe_policy(&route.policy)
+        )?;
+        for handling in &route.codes {
+            out!(
+                "  {:24} {:20} {}",
+                handling.code,
+                handling.row.as_deref().unwrap_or("-"),
+                crate::agent::explain::describe(&handling.action)
+            )?;
+            for (row, message) in &handling.failures {
+                out!("  {:24} {:20} (failed: {message})", "", row)?;
+            }
+        }
+    }
+    out!("")?;
+    out!("Delays are those of random samples at their midpoint (no jitter); the first row named decides.")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, false);
@@ -153,6 +268,20 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf]) -> anyhow::Re
     }
     let listeners: Vec<&LoadedPlugin> =
         loaded.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::REQUEST_ERROR)).collect();
+    if json {
+        let entries: Vec<Value> = listeners
+            .iter()
+            .enumerate()
+            .map(|(index, plugin)| {
+                serde_json::json!({
+                    "index": index + 1, "row": plugin.row.row_id, "package": plugin.row.package,
+                    "library": plugin.library.path.display().to_string(),
+                })
+            })
+            .collect();
+        out!("{}", serde_json::to_string_pretty(&entries)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let id_width = listeners.iter().map(|plugin| plugin.row.row_id.len()).max().unwrap_or(0);
     let package_width = listeners.iter().map(|plugin| plugin.row.package.len()).max().unwrap_or(0);
     for (index, plugin) in listeners.iter().enumerate() {

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use super::turns::runtime;
-use crate::llm::mock::{self, MockLog, MockServer};
+use super::runtime;
+use crate::llm::mock::{self, MockLog, MockServer, Replay};
 use crate::problem::Problem;
 use crate::profile::yaml;
 
@@ -18,12 +18,21 @@ pub struct MockServerArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
     listen: SocketAddr,
-    /// The YAML list of responses to serve in order (then the last repeats).
+    /// The YAML list of responses to serve in order (then the last repeats, or with --loop the
+    /// whole script again).
     #[arg(long, value_name = "FILE")]
     script: PathBuf,
-    /// Append every request (number, method, path, body) to this file as a JSON line.
+    /// Once the script is used up, start it again from its first item, so one server serves
+    /// trial after trial.
+    #[arg(long = "loop")]
+    looping: bool,
+    /// Append every request (number, method, path, headers with credentials redacted, body) to
+    /// this file as a JSON line.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Print the first line as `{"listening": URL}`.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
@@ -38,8 +47,14 @@ pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
         anyhow::anyhow!(problems.join("\n"))
     })?;
     runtime()?.block_on(async {
-        let server = MockServer::start(args.listen, script, MockLog { stderr: true, record: args.record }).await?;
-        out!("listening on http://{}", server.addr())?;
+        let replay = if args.looping { Replay::Loop } else { Replay::LastRepeats };
+        let log = MockLog { stderr: true, record: args.record };
+        let server = MockServer::start_with(args.listen, script, log, replay).await?;
+        if args.json {
+            out!("{}", serde_json::json!({"listening": format!("http://{}", server.addr())}))?;
+        } else {
+            out!("listening on http://{}", server.addr())?;
+        }
         std::io::stdout().flush()?;
         tokio::signal::ctrl_c().await?;
         Ok(ExitCode::SUCCESS)

@@ -35,7 +35,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::lock::{Busy, LockError};
 use crate::profile::Home;
@@ -83,6 +83,14 @@ enum Command {
     Session(session::SessionArgs),
     /// Serve a scripted OpenAI-compatible fault server on the loopback interface.
     MockServer(mock::MockServerArgs),
+    /// Print a shell completion script, e.g. `dsh completions bash >
+    /// ~/.local/share/bash-completion/completions/dsh`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `dsh man > ~/.local/share/man/man1/dsh.1`.
+    Man,
 }
 
 /// Options every command shares.
@@ -114,6 +122,8 @@ pub fn main() -> ExitCode {
         Command::Config(args) => config::run(&globals, args),
         Command::Session(args) => session::run(&globals, args),
         Command::MockServer(args) => mock::run(args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => manual(),
     };
     match result {
         Ok(code) => code,
@@ -123,6 +133,25 @@ pub fn main() -> ExitCode {
             ExitCode::from(exit_code_of(&err))
         }
     }
+}
+
+/// The runtime every command that runs turns or servers uses.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "dsh", &mut script);
+    out_text!("{}", String::from_utf8_lossy(&script))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn manual() -> anyhow::Result<ExitCode> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+    out_text!("{}", String::from_utf8_lossy(&page))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The exit code that says what kind of error ended a command.
@@ -179,6 +208,31 @@ fn init_logging(verbose: u8) {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
+    /// Every argument and subcommand of `command` (and below) without help text.
+    fn undocumented(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+        for argument in command.get_arguments() {
+            let name = argument.get_id().as_str();
+            if argument.get_help().is_none() && !matches!(name, "help" | "version") {
+                found.push(format!("{path} {name}"));
+            }
+        }
+        for sub in command.get_subcommands() {
+            if sub.get_about().is_none() {
+                found.push(format!("{path} {}", sub.get_name()));
+            }
+            undocumented(sub, &format!("{path} {}", sub.get_name()), found);
+        }
+    }
+
+    #[test]
+    fn every_command_and_argument_has_help() {
+        let mut found = Vec::new();
+        undocumented(&super::Cli::command(), "dsh", &mut found);
+        assert!(found.is_empty(), "without help text: {found:?}");
+    }
+
     #[test]
     fn the_version_names_the_abi_version_the_host_loads() {
         assert!(super::VERSION.ends_with(&format!(" (plugin ABI {})", dsh_abi::ABI_VERSION)), "{}", super::VERSION);

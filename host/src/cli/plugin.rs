@@ -29,17 +29,27 @@ enum PluginCommand {
     /// Install packages: bundled names (relay-retry), plugin crate directories (built with cargo
     /// build --release) or prebuilt package directories (dsh-plugin.toml + library).
     Add {
+        /// A bundled package name (relay-retry), a plugin crate or package directory, or a
+        /// DeepSeek Harness package name (@syncended/dsh-retry), which installs its replacement.
         #[arg(required = true, value_name = "SPEC")]
         specs: Vec<String>,
+        /// Print `{profile, packages: [{spec, name, version, library, bundle, inserts, disables, …}]}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove packages and their bundle entries (never touches your cordis.patch.yml).
     Remove {
+        /// Installed package or bundle names, as `plugin list` shows them.
         #[arg(required = true, value_name = "NAME")]
         names: Vec<String>,
+        /// Print `{profile, removed: [NAME…]}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Every package of the profile — installed, bundle layers, and the bundled packages its
     /// rows use — with version, bundle place, library status, source and rows.
     List {
+        /// Print a JSON array of `{name, version, source, library, sha256, abiVersion, error, bundle, rows}`.
         #[arg(long)]
         json: bool,
     },
@@ -51,33 +61,46 @@ enum PluginCommand {
         /// Where to write it (default: ./NAME); must not exist or be empty.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Print `{name, dir, files}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Load one library in a child process and print its manifest, or the exact load error.
     Inspect {
+        /// The shared library to inspect.
+        #[arg(value_name = "PATH")]
         path: PathBuf,
-        /// Print the manifest as JSON.
+        /// Print the manifest as JSON (`{"error": …}` when the library is refused).
         #[arg(long)]
         json: bool,
     },
     /// The child side of `inspect`: open the library and print a one-line JSON report.
     #[command(hide = true)]
-    Probe { path: PathBuf },
+    Probe {
+        /// The library to open.
+        path: PathBuf,
+    },
 }
 
 pub fn run(globals: &Globals, args: PluginArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         PluginCommand::Inspect { path, json } => inspect_command(path, json),
         PluginCommand::Probe { path } => Ok(if inspect::probe(&path) { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
-        PluginCommand::Add { specs } => add(globals, &args.profile, &specs),
-        PluginCommand::Remove { names } => remove(globals, &args.profile, &names),
+        PluginCommand::Add { specs, json } => add(globals, &args.profile, &specs, json),
+        PluginCommand::Remove { names, json } => remove(globals, &args.profile, &names, json),
         PluginCommand::List { json } => list(globals, &args.profile, json),
-        PluginCommand::New { name, dir } => new_crate(&name, dir),
+        PluginCommand::New { name, dir, json } => new_crate(&name, dir, json),
     }
 }
 
-fn new_crate(name: &str, dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+fn new_crate(name: &str, dir: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let written = crate::plugin::template::create(&dir, name)?;
+    if json {
+        let files: Vec<String> = written.iter().map(|path| path.display().to_string()).collect();
+        out!("{}", json!({"name": name, "dir": dir.display().to_string(), "files": files}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     out!("wrote plugin crate {name} in {} ({} files)", dir.display(), written.len())?;
     out!("  cd {} && cargo test                    # its unit tests", dir.display())?;
     out!("  dsh plugin --profile web add {}        # build and install it, placed before llm-retry", dir.display())?;
@@ -93,17 +116,36 @@ fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<crate
     Ok(Profile::lock(home, name, |busy| eprintln!("dsh: waiting: {busy}"))?)
 }
 
-fn add(globals: &Globals, profile_name: &str, specs: &[String]) -> anyhow::Result<ExitCode> {
+/// What the profile's long-running hosts do with a change: `dsh chat` picks it up at its next turn.
+fn applies_when(profile: &str) -> String {
+    format!(
+        "dsh chat sessions of profile {profile} pick this up at their next turn; dsh run uses it from the next run."
+    )
+}
+
+fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let dsh = dsh_executable()?;
     let _lock = lock_profile(&home, profile_name)?;
     let (mut profile, created) = Profile::open_or_create(&home, profile_name, &_lock)?;
+    let mut reports = Vec::new();
     let outcome = specs.iter().try_for_each(|spec| -> anyhow::Result<()> {
-        let Some(spec) = moved_over(spec)? else { return Ok(()) };
-        let candidate = install::candidate(spec)?;
+        let (name, note) = moved_over(spec)?;
+        if let (Some(note), false) = (&note, json) {
+            out!("{note}")?;
+        }
+        let Some(name) = name else {
+            reports.push(json!({"spec": spec, "installed": false, "note": note}));
+            return Ok(());
+        };
+        let candidate = install::candidate(name)?;
         let installed =
             install::install(&mut profile, candidate, &dsh).with_context(|| format!("cannot install {spec}"))?;
-        report_installed(&profile, &installed)?;
+        if json {
+            reports.push(installed_json(spec, &profile, &installed, note));
+        } else {
+            report_installed(&profile, &installed)?;
+        }
         Ok(())
     });
     if let Err(err) = outcome {
@@ -113,26 +155,52 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String]) -> anyhow::Resul
     if !created.is_empty() {
         eprintln!("dsh: created profile {} at {}", profile.name, profile.dir.display());
     }
-    out!("Restart running dsh hosts of profile {} to apply.", profile.name)?;
+    if json {
+        out!("{}", serde_json::to_string_pretty(&json!({"profile": profile.name, "packages": reports}))?)?;
+    } else {
+        out!("{}", applies_when(&profile.name))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// What to install for `spec` when it names a DeepSeek Harness package: its bundled replacement
-/// (said on stdout), or nothing when the base bundle already runs it. Other specs pass through.
-fn moved_over(spec: &str) -> anyhow::Result<Option<&str>> {
+fn installed_json(
+    spec: &str,
+    profile: &Profile,
+    installed: &install::Installed,
+    note: Option<String>,
+) -> serde_json::Value {
+    json!({
+        "spec": spec,
+        "installed": true,
+        "note": note,
+        "name": installed.candidate_name,
+        "version": installed.version,
+        "library": installed.library,
+        "bundle": profile.manifest.bundles.iter().position(|bundle| *bundle == installed.candidate_name).map(|p| p + 1),
+        "inserts": installed.inserts,
+        "disables": installed.disables,
+        "bundlesRestored": installed.bundles_restored,
+        "bundlesDropped": installed.bundles_dropped,
+    })
+}
+
+/// What to install for `spec` when it names a DeepSeek Harness package — its bundled
+/// replacement, or nothing when the base bundle already runs it — and what to say about it.
+/// Other specs pass through.
+fn moved_over(spec: &str) -> anyhow::Result<(Option<&str>, Option<String>)> {
     match migration::replacement(spec) {
-        Some(replacement) if replacement.in_base_bundle => {
-            out!(
+        Some(replacement) if replacement.in_base_bundle => Ok((
+            None,
+            Some(format!(
                 "{spec} is DeepSeek Harness's {name}: dsh's own {name} runs from the base bundle dsh-base, so there is \
                  nothing to install (its settings are each provider row's retryPolicy)",
                 name = replacement.bundled
-            )?;
-            Ok(None)
-        }
-        Some(replacement) => {
-            out!("{spec} is replaced by dsh's bundled {name}: installing {name}", name = replacement.bundled)?;
-            Ok(Some(replacement.bundled))
-        }
+            )),
+        )),
+        Some(replacement) => Ok((
+            Some(replacement.bundled),
+            Some(format!("{spec} is replaced by dsh's bundled {name}: installing {name}", name = replacement.bundled)),
+        )),
         None if migration::looks_like_a_reference_package(spec) => {
             let bundled: Vec<&str> = crate::bundled::BUNDLED_PACKAGES
                 .iter()
@@ -146,7 +214,7 @@ fn moved_over(spec: &str) -> anyhow::Result<Option<&str>> {
             ))
             .into())
         }
-        None => Ok(Some(spec)),
+        None => Ok((Some(spec), None)),
     }
 }
 
@@ -192,14 +260,19 @@ fn report_installed(profile: &Profile, installed: &install::Installed) -> std::i
     Ok(())
 }
 
-fn remove(globals: &Globals, profile_name: &str, names: &[String]) -> anyhow::Result<ExitCode> {
+fn remove(globals: &Globals, profile_name: &str, names: &[String], json: bool) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let _lock = lock_profile(&home, profile_name)?;
     let mut profile = Profile::existing(&home, profile_name)?;
-    for name in install::remove(&mut profile, names)? {
+    let removed = install::remove(&mut profile, names)?;
+    if json {
+        out!("{}", json!({"profile": profile.name, "removed": removed}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for name in removed {
         out!("removed {name} from profile {}", profile.name)?;
     }
-    out!("Restart running dsh hosts of profile {} to apply.", profile.name)?;
+    out!("{}", applies_when(&profile.name))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -274,21 +347,25 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
     let profile = Profile::open(&home, profile_name)?;
     let dsh = dsh_executable()?;
     let listed = profile_packages(&home, &profile);
-    let status = |package: &Listed| match (&package.library, package.source.as_str()) {
-        (Some(library), _) => match inspect::inspect_in_child(&dsh, library) {
-            Ok(info) => format!("ok (abi {})", info.abi_version),
-            Err(err) => format!("error: {err}"),
-        },
-        (None, "bundled layer") => "-".to_owned(),
-        (None, _) => "missing".to_owned(),
+    let status = |package: &Listed| -> (Option<u32>, Option<String>) {
+        match (&package.library, package.source.as_str()) {
+            (Some(library), _) => match inspect::inspect_in_child(&dsh, library) {
+                Ok(info) => (Some(info.abi_version), None),
+                Err(err) => (None, Some(err.to_string())),
+            },
+            (None, "bundled layer") => (None, None),
+            (None, _) => (None, Some("the library is missing".to_owned())),
+        }
     };
     let entries: Vec<serde_json::Value> = listed
         .iter()
         .map(|package| {
+            let (abi_version, error) = status(package);
             json!({
                 "name": package.name, "version": package.version, "source": package.source,
                 "library": package.library.as_ref().map(|path| path.display().to_string()),
-                "sha256": package.sha256, "abi": status(package), "bundle": package.bundle, "rows": package.rows,
+                "sha256": package.sha256, "abiVersion": abi_version, "error": error, "bundle": package.bundle,
+                "rows": package.rows,
             })
         })
         .collect();
@@ -305,6 +382,11 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
     out!("  {:24} {:10} {:16} {:14} {:22} {}", "PACKAGE", "VERSION", "BUNDLE", "LIBRARY", "SOURCE", "ROWS")?;
     for entry in &entries {
         let text = |key: &str| entry[key].as_str().unwrap_or("-").to_owned();
+        let library = match (entry["abiVersion"].as_u64(), entry["error"].as_str()) {
+            (Some(version), _) => format!("ok (abi {version})"),
+            (None, Some(error)) => format!("error: {error}"),
+            (None, None) => "-".to_owned(),
+        };
         let bundle = match entry["bundle"].as_u64() {
             Some(position) => format!("{position} of {}", profile.manifest.bundles.len()),
             None => "-".to_owned(),
@@ -316,7 +398,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
             text("name"),
             text("version"),
             bundle,
-            text("abi"),
+            library,
             text("source"),
             rows
         )?;
@@ -334,8 +416,18 @@ fn inspect_command(path: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(InspectError::Missing(message)) => Err(NotFound(message).into()),
-        Err(err) => Err(anyhow::Error::new(err)),
+        Err(err) => {
+            let code = if matches!(err, InspectError::Missing(_)) { 3 } else { 1 };
+            if json {
+                out!("{}", json!({"path": path.display().to_string(), "error": err.to_string()}))?;
+                eprintln!("dsh: {err}");
+                return Ok(ExitCode::from(code));
+            }
+            match err {
+                InspectError::Missing(message) => Err(NotFound(message).into()),
+                err => Err(anyhow::Error::new(err)),
+            }
+        }
     }
 }
 

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use anyhow::Context;
 
-use super::turns::{finish, handle_interrupts, profile_for, runtime, start};
-use super::Globals;
+use super::turns::{finish, handle_interrupts, profile_for, start};
+use super::{runtime, Globals};
 use crate::agent::turn::{HeaderReason, UserInput};
 use crate::session::locate::session_log;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::turns::{finish, handle_interrupts, print_repair, profile_for, runtime, start};
-use super::{Globals, EXIT_DAMAGED};
+use super::turns::{finish, handle_interrupts, print_repair, profile_for, start};
+use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
@@ -33,11 +33,13 @@ pub struct SessionArgs {
 enum SessionCommand {
     /// Sessions under the home, newest first: id, created, turns, how the last turn ended.
     List {
+        /// Print a JSON array of `{id, createdAt, turns, lastEnd}`.
         #[arg(long)]
         json: bool,
     },
     /// A readable timeline: turns, steps, requests, each retry with its code, delay and failure.
     Show {
+        /// A session id under the home, or the path of a log or session directory.
         #[arg(value_name = "ID|PATH")]
         log: String,
         /// Print the events as JSON lines instead.
@@ -47,12 +49,17 @@ enum SessionCommand {
     /// Crash repair without running anything: cut a torn last line (keeping a copy), close an
     /// interrupted turn. Exit 1 if the log is damaged where repair must not touch it.
     Repair {
+        /// A session id under the home, or the path of a log or session directory.
         #[arg(value_name = "ID|PATH")]
         log: String,
+        /// Print `{path, torn, closers, warnings, sound}` as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Reattach a cold session: repair it, offer it to agent/session-start listeners (source
     /// resume), and run the continuation turn one of them enqueues, if any.
     Resume {
+        /// The session to resume (an id under the home; a value with a '/' is a log path).
         #[arg(value_name = "ID")]
         session: String,
         /// The profile whose rows run the continuation (default: the session's own, else web).
@@ -61,17 +68,25 @@ enum SessionCommand {
         /// An extra patch layer, applied after every other layer (repeatable, in order).
         #[arg(long = "patch", value_name = "FILE")]
         patches: Vec<PathBuf>,
+        /// As `run --json`: a `{session, profile, log}` object, then every event appended.
+        #[arg(long)]
+        json: bool,
     },
     /// Copy a DeepSeek Harness log (session.jsonl or session.jsonl.zstd) into the home as a plain
     /// log, after verifying it, so `dsh run --session ID` continues it. The source is not changed.
     Import {
+        /// A DeepSeek Harness session.jsonl or session.jsonl.zstd, or its session directory.
         #[arg(value_name = "PATH")]
         path: PathBuf,
+        /// Print `{session, log, events, tornLine}` as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Check whole logs (ours, and DeepSeek Harness session.jsonl / session.jsonl.zstd files)
     /// against the session structure rules and the llm-retry invariant; every violation is
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
     Verify {
+        /// Session ids under the home, or paths of logs or session directories.
         #[arg(required = true, value_name = "ID|PATH")]
         logs: Vec<String>,
         /// One JSON report per file instead of text.
@@ -84,22 +99,36 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         SessionCommand::Verify { logs, json } => verify_command(globals, &logs, json),
         SessionCommand::List { json } => list(globals, json),
-        SessionCommand::Import { path } => import(globals, &path),
+        SessionCommand::Import { path, json } => import(globals, &path, json),
         SessionCommand::Show { log, json } => show(globals, &log, json),
-        SessionCommand::Repair { log } => repair(globals, &log),
-        SessionCommand::Resume { session, profile, patches } => resume(globals, &session, profile.as_deref(), &patches),
+        SessionCommand::Repair { log, json } => repair(globals, &log, json),
+        SessionCommand::Resume { session, profile, patches, json } => {
+            resume(globals, &session, profile.as_deref(), &patches, json)
+        }
     }
 }
 
-fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[PathBuf]) -> anyhow::Result<ExitCode> {
+fn resume(
+    globals: &Globals,
+    session: &str,
+    profile: Option<&str>,
+    patches: &[PathBuf],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let log = session_log(&home.sessions_dir(), session)?;
     let profile = profile_for(profile, Some(&log));
     runtime()?.block_on(async {
-        let mut agent = match start(globals, &home, &profile, patches, Some(&log), false).await? {
+        let mut agent = match start(globals, &home, &profile, patches, Some(&log), json).await? {
             Ok(agent) => agent,
             Err(code) => return Ok(code),
         };
+        if json {
+            out!(
+                "{}",
+                json!({"session": agent.log.id(), "profile": profile, "log": agent.log.path().display().to_string()})
+            )?;
+        }
         handle_interrupts(agent.cancel.clone())?;
         let mut report = |event: ResumeEvent<'_>| match event {
             ResumeEvent::AlreadyInLog { id } => {
@@ -109,9 +138,11 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
             ResumeEvent::Ended(_) => {}
         };
         match agent_session::resume(&mut agent, &mut report).await? {
-            Some(end) => Ok(finish(&agent, &end, false)),
+            Some(end) => Ok(finish(&agent, &end, json)),
             None => {
-                out!("nothing to resume: no listener found interrupted work in session {}", agent.log.id())?;
+                if !json {
+                    out!("nothing to resume: no listener found interrupted work in session {}", agent.log.id())?;
+                }
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -209,15 +240,28 @@ fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
+fn repair(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
     let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
     let lock = SessionLog::lock(&path)?;
     let invariant = bundled_invariant()?;
     let open_checkers = |header: &str| open_checkers(&invariant, header);
     match SessionLog::open(&path, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {
         Ok((_, report)) => {
-            print_repair(&report);
             let repaired = report.torn.is_some() || !report.closers.is_empty();
+            if json {
+                out!(
+                    "{}",
+                    json!({
+                        "path": path.display().to_string(),
+                        "torn": report.torn.as_ref().map(|(at, len, kept)| json!({"line": at.line, "offset": at.offset, "bytes": len, "keptIn": kept.display().to_string()})),
+                        "closers": report.closers,
+                        "warnings": report.warnings,
+                        "sound": !repaired && report.warnings.is_empty(),
+                    })
+                )?;
+                return Ok(if report.warnings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DAMAGED) });
+            }
+            print_repair(&report);
             if !report.warnings.is_empty() {
                 out!(
                     "{}: {}the log still breaks {} rule{} that repair does not change (see dsh session verify)",
@@ -236,6 +280,9 @@ fn repair(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(err @ (OpenError::Corrupt { .. } | OpenError::Violation { .. })) => {
+            if json {
+                out!("{}", json!({"path": path.display().to_string(), "refused": err.to_string()}))?;
+            }
             eprintln!("dsh: {err}");
             eprintln!(
                 "dsh: repair only cuts a torn last line and closes an interrupted turn; it will not touch this log"
@@ -256,7 +303,7 @@ fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     Ok([Arc::new(invariant)])
 }
 
-fn import(globals: &Globals, path: &Path) -> anyhow::Result<ExitCode> {
+fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let source = match path.is_dir() {
         true => {
@@ -268,6 +315,10 @@ fn import(globals: &Globals, path: &Path) -> anyhow::Result<ExitCode> {
     let checkers = bundled_invariant()?;
     let report = verify::verify_log(&source, |header| open_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
+        if json {
+            out!("{}", serde_json::to_string_pretty(&report_json(&report))?)?;
+            return Ok(ExitCode::from(EXIT_DAMAGED));
+        }
         print_violations(&report)?;
         eprintln!(
             "dsh: not imported: {} breaks {} rule{} (see above)",
@@ -278,6 +329,13 @@ fn import(globals: &Globals, path: &Path) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_DAMAGED));
     }
     let imported = crate::session::import::import(&source, &home.sessions_dir())?;
+    if json {
+        out!(
+            "{}",
+            json!({"session": imported.session_id, "log": imported.log.display().to_string(), "events": imported.events, "tornLine": imported.torn})
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(torn) = &imported.torn {
         eprintln!("dsh: left out the torn last line at {torn} (a crash artefact); {} is unchanged", source.display());
     }

@@ -182,10 +182,6 @@ pub(crate) fn handle_interrupts(cancel: Cancel) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
-}
-
 pub(crate) fn print_repair(repair: &Repair) {
     if let Some((at, len, backup)) = &repair.torn {
         eprintln!(

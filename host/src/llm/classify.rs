@@ -26,6 +26,26 @@ static TAG: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?s)<[^>]*>").expect
 
 const MESSAGE_CHARS: usize = 200;
 
+/// Every failure code the adapter can produce, each with an HTTP status it comes with (`None`:
+/// no response); `HTTP_404` stands for the `HTTP_<status>` family.
+pub const ADAPTER_CODES: [(&str, Option<u32>); 15] = [
+    ("TRANSPORT", None),
+    ("TIMEOUT", None),
+    ("RATE_LIMIT", Some(429)),
+    ("QUOTA", Some(402)),
+    ("AUTH", Some(401)),
+    ("SERVER", Some(503)),
+    ("CONTEXT_WINDOW_EXCEEDED", Some(400)),
+    ("INVALID_REQUEST", Some(400)),
+    ("HTTP_404", Some(404)),
+    ("STREAM_CLOSED", None),
+    ("MALFORMED_RESPONSE", None),
+    ("EMPTY_RESPONSE", None),
+    ("MISSING_CREDENTIAL", None),
+    ("INVALID_CREDENTIAL", None),
+    ("UNKNOWN", None),
+];
+
 /// The code of an HTTP error response, from its status and the provider's error detail (code,
 /// type and message text).
 pub fn http_failure_code(status: u16, detail: &str) -> String {

@@ -227,6 +227,17 @@ pub struct MockLog {
     pub record: Option<PathBuf>,
 }
 
+/// What the server serves once its script is used up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Replay {
+    /// The last item, for every later request.
+    #[default]
+    LastRepeats,
+    /// The script again from its first item (`dsh mock-server --loop`): a trial can be run again
+    /// and again against one server.
+    Loop,
+}
+
 /// A running mock server; it stops when the runtime that started it stops.
 pub struct MockServer {
     addr: SocketAddr,
@@ -238,9 +249,19 @@ const CHUNK_CHARS: usize = 8;
 impl MockServer {
     /// Binds `listen` (port 0 picks a free port) and serves `script` in the background.
     pub async fn start(listen: SocketAddr, script: Vec<MockStep>, log: MockLog) -> std::io::Result<MockServer> {
+        MockServer::start_with(listen, script, log, Replay::LastRepeats).await
+    }
+
+    /// [`MockServer::start`], with what happens once the script is used up.
+    pub async fn start_with(
+        listen: SocketAddr,
+        script: Vec<MockStep>,
+        log: MockLog,
+        replay: Replay,
+    ) -> std::io::Result<MockServer> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared { script, next: AtomicUsize::new(0), log });
+        let shared = Arc::new(Shared { script, next: AtomicUsize::new(0), log, replay });
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let shared = Arc::clone(&shared);
@@ -266,6 +287,7 @@ struct Shared {
     script: Vec<MockStep>,
     next: AtomicUsize,
     log: MockLog,
+    replay: Replay,
 }
 
 struct Request {
@@ -358,7 +380,11 @@ impl Shared {
             return Ok(());
         };
         let number = self.next.fetch_add(1, Ordering::SeqCst);
-        let step = &self.script[number.min(self.script.len() - 1)];
+        let position = match self.replay {
+            Replay::LastRepeats => number.min(self.script.len() - 1),
+            Replay::Loop => number % self.script.len(),
+        };
+        let step = &self.script[position];
         let known_path = matches!(request.path.as_str(), "/v1/chat/completions" | "/chat/completions");
         self.report(number + 1, &request, if known_path { describe(&step.action) } else { "404".to_owned() });
         if step.delay_ms > 0 {

@@ -158,6 +158,9 @@ pub struct Composition {
     pub provenance: Vec<Provenance>,
     /// Skipped entries.
     pub warnings: Vec<Warning>,
+    /// Keys that are no row or entry key (`disable: true`): composed as the reference composes
+    /// them (stored on the row, where nothing reads them), and named by `dsh config check`.
+    pub unknown_keys: Vec<Warning>,
     /// For each row id: the layer that last set its `config` (else the one that inserted it).
     config_layers: HashMap<String, String>,
 }
@@ -218,6 +221,26 @@ fn collect_enabled<'a>(rows: &'a [Value], origin: &'a str, enabled: &mut Vec<(&'
     }
 }
 
+/// The keys a row has.
+const ROW_KEYS: [&str; 5] = ["id", "name", "config", "disabled", "group"];
+/// The keys an override entry has: a row's, and the placement keys.
+const OVERRIDE_KEYS: [&str; 7] = ["id", "name", "config", "disabled", "group", "before", "after"];
+
+/// Whether `typed` is one edit (insertion, deletion, substitution or transposition) from `known`
+/// — close enough to be a typo of it.
+fn close(typed: &str, known: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (typed.chars().collect(), known.chars().collect());
+    if a.len().abs_diff(b.len()) > 1 || a == b {
+        return false;
+    }
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let (rest_a, rest_b) = (&a[prefix..], &b[prefix..]);
+    rest_a.get(1..) == rest_b.get(1..)
+        || rest_a == rest_b.get(1..).unwrap_or_default()
+        || rest_a.get(1..).unwrap_or_default() == rest_b
+        || (rest_a.len() >= 2 && rest_a[0] == rest_b[1] && rest_a[1] == rest_b[0] && rest_a[2..] == rest_b[2..])
+}
+
 /// JavaScript truthiness, which the reference uses for `insert`, `id`, `name`, `group` and
 /// `disabled`.
 pub fn truthy(value: &Value) -> bool {
@@ -251,6 +274,7 @@ struct Composer {
     moved: std::collections::HashSet<u64>,
     index: HashMap<String, Slot>,
     warnings: Vec<Warning>,
+    unknown_keys: Vec<Warning>,
     config_layers: HashMap<String, String>,
     /// The entry being applied: (layer, its place from 1).
     at: (String, usize),
@@ -266,6 +290,7 @@ pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composit
         moved: Default::default(),
         index: HashMap::new(),
         warnings: Vec::new(),
+        unknown_keys: Vec::new(),
         config_layers: HashMap::new(),
         at: (String::new(), 0),
     };
@@ -289,6 +314,7 @@ pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composit
         rows: composer.rows,
         provenance: composer.provenance,
         warnings: composer.warnings,
+        unknown_keys: composer.unknown_keys,
         config_layers: composer.config_layers,
     }
 }
@@ -408,8 +434,33 @@ impl Composer {
         }
     }
 
+    /// Notes the keys of `fields` that are none of `known`.
+    fn note_unknown_keys(&mut self, layer: &str, fields: &Map<String, Value>, known: &[&str], what: &str) {
+        for key in fields.keys().filter(|key| !known.contains(&key.as_str())) {
+            let guess =
+                known.iter().find(|known| close(key, known)).map(|known| format!(" (did you mean \"{known}\"?)"));
+            self.unknown_keys.push(Warning {
+                layer: layer.to_owned(),
+                entry: self.at.1,
+                message: format!(
+                    "{what} key \"{key}\" is not one dsh reads{}; it is kept on the row and does nothing",
+                    guess.unwrap_or_default()
+                ),
+            });
+        }
+    }
+
     fn apply(&mut self, entry: &Map<String, Value>, layer: &str) {
         let id = entry.get("id").filter(|id| truthy(id));
+        match entry.get("insert").and_then(Value::as_array) {
+            Some(rows) => {
+                self.note_unknown_keys(layer, entry, &["insert", "id", "before", "after"], "insert entry");
+                for row in rows.iter().filter_map(Value::as_object) {
+                    self.note_unknown_keys(layer, row, &ROW_KEYS, "row");
+                }
+            }
+            None => self.note_unknown_keys(layer, entry, &OVERRIDE_KEYS, "patch entry"),
+        }
         let placement = self.placement(entry, layer);
         if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
             let rows = insert.as_array().cloned().unwrap_or_default();
@@ -873,6 +924,25 @@ mod tests {
                 "[two] patch: before \"c\" is not a top-level row; the rows stay appended",
             ]
         );
+    }
+
+    #[test]
+    fn unknown_keys_are_noted_with_a_guess_and_still_composed() {
+        let composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[layer("user.yml", "[{insert: [{id: a, name: a, confg: {}}]}, {id: a, disable: true}]")],
+        );
+        assert_eq!(composition.rows[0]["disable"], true, "composed as the reference composes it");
+        let shown: Vec<String> = composition.unknown_keys.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "[user.yml] row key \"confg\" is not one dsh reads (did you mean \"config\"?); it is kept on the row and does nothing (patch entry 1)",
+                "[user.yml] patch entry key \"disable\" is not one dsh reads (did you mean \"disabled\"?); it is kept on the row and does nothing (patch entry 2)",
+            ]
+        );
+        assert!(close("disable", "disabled") && close("nmae", "name") && !close("colour", "config"));
     }
 
     #[test]

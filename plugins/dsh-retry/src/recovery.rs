@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use dsh_abi::retry::{Backoff, ChainPosition};
-use dsh_abi::{js, ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryRecord};
+use dsh_abi::{ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryRecord};
 use regex::Regex;
 
 use crate::config::FallbackConfig;
@@ -89,7 +89,7 @@ pub fn schedule(
     record.max_retries = Some(limit);
     let warning = format!(
         "dsh-retry: retrying provider \"{provider}\" after {}ms ({attempt}/{limit}, {}: {})",
-        js::number(delay_ms),
+        delay_ms.round(),
         payload.failure.code,
         payload.failure.message
     );

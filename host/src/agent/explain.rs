@@ -1,0 +1,269 @@
+//! `dsh config explain`: who handles each failure code on each route, found by asking the real
+//! listeners rather than guessing from their configs. For every code the adapter can produce, a
+//! failure with that code is offered to the waterfall over a scratch history (the clock at 0,
+//! every random sample 0.5, no cancellation); a retry it decides is taken into the history and
+//! the failure offered again, until nobody retries or the chain reaches [`UNBOUNDED_AFTER`]
+//! retries (shown as a chain without end).
+
+use std::cell::RefCell;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use dsh_abi::{Answer, Decision, DownstreamOutcome, Failure, HostContextRef, RequestErrorPayload, RetryPolicy};
+
+use super::assembly::Assembly;
+use crate::context::{CallContext, ScriptedServices};
+use crate::llm::classify::ADAPTER_CODES;
+use crate::plugin::RowInstance;
+use crate::session::index::HistoryIndex;
+use crate::waterfall::{self, Listener, ListenerError, Outcome};
+
+/// A chain still retrying after this many retries is shown as one without end.
+pub const UNBOUNDED_AFTER: usize = 12;
+
+/// What the waterfall does with one failure code.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Nobody retries: the turn ends with the failure.
+    NoRetry,
+    /// Retries after these delays, then gives up (or, when `unbounded`, goes on).
+    Retries { delays_ms: Vec<f64>, unbounded: bool },
+}
+
+/// One failure code on one route.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeHandling {
+    pub code: &'static str,
+    /// The row that decides: the one whose retry is carried out, else the first that did not
+    /// pass; `None` when every listener passed.
+    pub row: Option<String>,
+    pub action: Action,
+    /// Listeners that failed on the way (row, message).
+    pub failures: Vec<(String, String)>,
+}
+
+/// One provider route.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteHandling {
+    pub provider: String,
+    pub model: String,
+    pub policy: RetryPolicy,
+    pub codes: Vec<CodeHandling>,
+}
+
+/// A listener that remembers the rows that did not pass.
+struct Traced<'a> {
+    row: &'a RowInstance,
+    acted: &'a RefCell<Vec<String>>,
+}
+
+impl Listener for Traced<'_> {
+    fn row_id(&self) -> &str {
+        self.row.row_id()
+    }
+
+    fn on_request_error(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+    ) -> Result<Answer, ListenerError> {
+        let answer = self.row.on_request_error(payload, ctx);
+        if !matches!(answer, Ok(Answer::Pass)) {
+            self.acted.borrow_mut().push(self.row.row_id().to_owned());
+        }
+        answer
+    }
+
+    fn after_downstream(
+        &self,
+        payload: &RequestErrorPayload,
+        ctx: &HostContextRef<'_>,
+        outcome: &DownstreamOutcome,
+    ) -> Result<Decision, ListenerError> {
+        self.row.after_downstream(payload, ctx, outcome)
+    }
+}
+
+/// Every route of `assembly`, each failure code with who handles it and how.
+pub fn explain(assembly: &Assembly) -> Vec<RouteHandling> {
+    let mut routes: Vec<RouteHandling> = assembly
+        .routes
+        .values()
+        .map(|route| RouteHandling {
+            provider: route.provider.clone(),
+            model: route.model.clone(),
+            policy: route.policy.clone(),
+            codes: ADAPTER_CODES
+                .iter()
+                .map(|(code, status)| {
+                    handle(&assembly.listeners, &route.provider, &route.model, &route.policy, code, *status)
+                })
+                .collect(),
+        })
+        .collect();
+    routes.sort_by(|a, b| a.provider.cmp(&b.provider));
+    routes
+}
+
+fn handle(
+    listeners: &[Arc<RowInstance>],
+    provider: &str,
+    model: &str,
+    policy: &RetryPolicy,
+    code: &'static str,
+    status: Option<u32>,
+) -> CodeHandling {
+    let mut failure = Failure::new(code, format!("a {code} failure (dsh config explain)"));
+    failure.status = status.into();
+    let mut payload = RequestErrorPayload::new(1, 1, provider, failure, Some(policy.clone()));
+    payload.model = model.into();
+    let services = ScriptedServices::default();
+    let cancelled = AtomicBool::new(false);
+    let mut history = HistoryIndex::new(r#"{"type":"session","version":0,"id":"explain","createdAt":0}"#.to_owned());
+    let acted = RefCell::new(Vec::new());
+    let traced: Vec<Traced<'_>> = listeners.iter().map(|row| Traced { row, acted: &acted }).collect();
+    let traced: Vec<&Traced<'_>> = traced.iter().collect();
+    let mut delays = Vec::new();
+    let mut row = None;
+    let mut failures = Vec::new();
+    loop {
+        acted.borrow_mut().clear();
+        let outcome = {
+            let context =
+                CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
+            let outcome = waterfall::run(&traced, &payload, &context.as_abi());
+            outcome
+        };
+        match outcome {
+            Outcome::Retry { retry, row_id } => {
+                row.get_or_insert(row_id);
+                delays.push(retry.delay_ms);
+                if delays.len() >= UNBOUNDED_AFTER {
+                    return CodeHandling {
+                        code,
+                        row,
+                        action: Action::Retries { delays_ms: delays, unbounded: true },
+                        failures,
+                    };
+                }
+                let line = format!(r#"{{"type":"llm/retry","seq":0,"time":0,"data":{}}}"#, retry.record);
+                history.observe("llm/retry", &line, &retry.record);
+            }
+            Outcome::NoRetry { failures: found } => {
+                failures.extend(found);
+                let action = if delays.is_empty() {
+                    row = acted.borrow().first().cloned();
+                    Action::NoRetry
+                } else {
+                    Action::Retries { delays_ms: delays, unbounded: false }
+                };
+                return CodeHandling { code, row, action, failures };
+            }
+            Outcome::Cancelled => return CodeHandling { code, row, action: Action::NoRetry, failures },
+        }
+    }
+}
+
+/// `retries 5 times: 0.5s, 1s, 2s, 4s, 8s`, `retries without end: 1s, 2s, …`, `no retry`.
+pub fn describe(action: &Action) -> String {
+    match action {
+        Action::NoRetry => "no retry: the turn ends with the failure".to_owned(),
+        Action::Retries { delays_ms, unbounded } => {
+            let shown: Vec<String> = delays_ms.iter().take(6).map(|delay| seconds(*delay)).collect();
+            let more = if delays_ms.len() > 6 || *unbounded { ", …" } else { "" };
+            if *unbounded {
+                format!("retries without end, after {}{more}", shown.join(", "))
+            } else {
+                let times = if delays_ms.len() == 1 { "once".to_owned() } else { format!("{} times", delays_ms.len()) };
+                format!("retries {times}, after {}{more}", shown.join(", "))
+            }
+        }
+    }
+}
+
+/// `0.5s`, `2s`, `2.2s`: seconds with at most one decimal.
+fn seconds(ms: f64) -> String {
+    let tenths = (ms / 100.0).round() / 10.0;
+    if tenths.fract() == 0.0 {
+        format!("{tenths:.0}s")
+    } else {
+        format!("{tenths:.1}s")
+    }
+}
+
+/// A policy in one line: `normal, 5 retries of EMPTY_RESPONSE RATE_LIMIT …, 0.5s to 10s ±10 %`.
+pub fn describe_policy(policy: &RetryPolicy) -> String {
+    let backoff = format!(
+        "{} to {} ±{} %",
+        seconds(policy.initial_delay_ms),
+        seconds(policy.max_delay_ms),
+        dsh_abi::js::number(policy.jitter_ratio * 100.0)
+    );
+    match policy.mode {
+        dsh_abi::PolicyMode::Normal => {
+            let codes: Vec<&str> = policy.retryable_codes.iter().map(|code| code.as_str()).collect();
+            format!("normal, up to {} retries of {}, {backoff}", policy.max_retries, codes.join(" "))
+        }
+        dsh_abi::PolicyMode::Always => format!("always (every code, without end), {backoff}"),
+    }
+}
+
+impl RouteHandling {
+    /// The `--json` shape: `{provider, model, policy, codes: {CODE: {row, action, delaysMs?, unbounded?}}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let policy = &self.policy;
+        let mut codes = serde_json::Map::new();
+        for handling in &self.codes {
+            let mut entry = serde_json::json!({"row": handling.row});
+            match &handling.action {
+                Action::NoRetry => entry["action"] = "no-retry".into(),
+                Action::Retries { delays_ms, unbounded } => {
+                    entry["action"] = "retry".into();
+                    entry["delaysMs"] = delays_ms.iter().map(|delay| serde_json::Value::from(*delay)).collect();
+                    entry["unbounded"] = (*unbounded).into();
+                }
+            }
+            if !handling.failures.is_empty() {
+                entry["failures"] = handling
+                    .failures
+                    .iter()
+                    .map(|(row, message)| serde_json::json!({"row": row, "message": message}))
+                    .collect();
+            }
+            codes.insert(handling.code.to_owned(), entry);
+        }
+        serde_json::json!({
+            "provider": self.provider,
+            "model": self.model,
+            "policy": {
+                "mode": policy.mode.as_str(),
+                "maxRetries": (policy.mode == dsh_abi::PolicyMode::Normal).then_some(policy.max_retries),
+                "retryableCodes": policy.retryable_codes.iter().map(|code| code.as_str()).collect::<Vec<_>>(),
+                "backoff": {"initialDelayMs": policy.initial_delay_ms, "maxDelayMs": policy.max_delay_ms, "jitterRatio": policy.jitter_ratio},
+            },
+            "codes": codes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_read_as_a_user_says_them() {
+        assert_eq!(describe(&Action::NoRetry), "no retry: the turn ends with the failure");
+        let five = Action::Retries { delays_ms: vec![500.0, 1000.0, 2000.0, 4000.0, 8000.0], unbounded: false };
+        assert_eq!(describe(&five), "retries 5 times, after 0.5s, 1s, 2s, 4s, 8s");
+        let endless = Action::Retries { delays_ms: vec![2200.0; 12], unbounded: true };
+        assert_eq!(describe(&endless), "retries without end, after 2.2s, 2.2s, 2.2s, 2.2s, 2.2s, 2.2s, …");
+        let once = Action::Retries { delays_ms: vec![1000.0], unbounded: false };
+        assert_eq!(describe(&once), "retries once, after 1s");
+    }
+
+    #[test]
+    fn every_adapter_code_is_explained() {
+        let codes: Vec<&str> = ADAPTER_CODES.iter().map(|(code, _)| *code).collect();
+        assert!(codes.contains(&"SERVER") && codes.contains(&"AUTH") && codes.contains(&"HTTP_404"));
+    }
+}
