@@ -19,6 +19,7 @@ mod plugin_packages;
 mod profiles;
 mod relay;
 mod repair;
+mod replay;
 mod runtime;
 mod secrets;
 mod torture;

@@ -1,10 +1,12 @@
 //! Whole-command timings: `dsh config check` on a profile with 4 plugins, cold (a new process
 //! each time: compose, open and check every library, validate every config), and `dsh config
-//! dump` over a layer of 40,000 `config` overrides of one row (the reference takes 1.1 s).
+//! dump` over a layer of 40,000 `config` overrides of one row (the reference takes 1.1 s), and
+//! `dsh session replay` of generated 100,000-event logs against the default configuration.
 
 use std::process::Stdio;
 use std::time::Instant;
 
+use dsh_e2e::logs::{self, Shape};
 use dsh_e2e::TestHome;
 
 /// The median wall time of `runs` runs of `dsh ARGS` in `home`, in milliseconds.
@@ -46,4 +48,13 @@ fn main() {
         "| `dsh config dump` over 40,000 `config` overrides of one row (whole process) | ≤ 1.1 s (the reference) | {:.2} s (5 runs) |",
         median_ms(&home, &dump, 5) / 1e3
     );
+    for (name, shape) in [("chunk-heavy", Shape::ChunkHeavy), ("retry-heavy", Shape::RetryHeavy)] {
+        let log = home.path().join(format!("replay-{name}.jsonl"));
+        let events = logs::write_valid_log(&log, 100_000, shape).unwrap();
+        let replay = ["session", "replay", "--profile", "web", log.to_str().unwrap()];
+        println!(
+            "| `dsh session replay`, {events} events ({name}), default configuration (whole process) | < 1 s | {:.3} s (5 runs) |",
+            median_ms(&home, &replay, 5) / 1e3
+        );
+    }
 }

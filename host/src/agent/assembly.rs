@@ -335,10 +335,14 @@ impl Assembly {
                 vec![Problem::row(None, &provider.row_id, format!("cannot build the HTTP client: {err}"))]
             })?;
             if provider.wire.attribution {
-                match home.anonymous_user_id() {
-                    Ok(user_id) => adapter = adapter.with_user_id(user_id),
-                    Err(err) => tracing::warn!("cannot keep the anonymous user id in the dsh home: {err}"),
-                }
+                let home = home.clone();
+                adapter = adapter.with_user_id(Arc::new(move || match home.anonymous_user_id() {
+                    Ok(id) => Some(id),
+                    Err(err) => {
+                        tracing::warn!("cannot keep the anonymous user id in the dsh home: {err}");
+                        None
+                    }
+                }));
             }
             let route = Route {
                 provider: provider.provider.clone(),

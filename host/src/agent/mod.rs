@@ -1,13 +1,16 @@
 //! The agent: its row config ([`config`]), the assembly of a composed profile into running parts
 //! ([`assembly`]), sessions set up new, continued or resumed ([`session`]), the turn loop
 //! ([`turn`]) and, inside it, the retry step — where a retry record is written and where the
-//! wait happens ([`retry`]).
+//! wait happens ([`retry`]); and what is asked of an assembly without running it: who handles
+//! each failure ([`explain`]), settings that do nothing ([`lint`]), and recorded failures run
+//! through it on a virtual clock ([`replay`]).
 
 pub mod assembly;
 pub mod cancel;
 pub mod config;
 pub mod explain;
 pub mod lint;
+pub mod replay;
 pub mod retry;
 pub mod route;
 pub mod session;

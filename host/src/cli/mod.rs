@@ -27,6 +27,7 @@ mod chat;
 mod config;
 mod mock;
 mod plugin;
+mod replay;
 mod run;
 mod session;
 mod turns;

@@ -72,6 +72,9 @@ enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// What-if: run recorded turns' failures through a candidate configuration's real
+    /// listeners on a virtual clock, beside what was recorded (nothing is written).
+    Replay(super::replay::ReplayArgs),
     /// Copy a DeepSeek Harness log (session.jsonl or session.jsonl.zstd) into the home as a plain
     /// log, after verifying it, so `dsh run --session ID` continues it. The source is not changed.
     Import {
@@ -100,6 +103,7 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
         SessionCommand::Verify { logs, json } => verify_command(globals, &logs, json),
         SessionCommand::List { json } => list(globals, json),
         SessionCommand::Import { path, json } => import(globals, &path, json),
+        SessionCommand::Replay(args) => super::replay::run(globals, args),
         SessionCommand::Show { log, json } => show(globals, &log, json),
         SessionCommand::Repair { log, json } => repair(globals, &log, json),
         SessionCommand::Resume { session, profile, patches, json } => {

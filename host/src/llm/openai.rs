@@ -217,9 +217,14 @@ pub struct OpenAiAdapter {
     idle_timeout: Duration,
     request_timeout: Duration,
     wire: WireOptions,
-    /// The anonymous user id the attribution headers carry.
-    user_id: Option<String>,
+    /// Where the anonymous user id of the attribution headers comes from, read at the first
+    /// request that sends it (so building a route writes nothing).
+    user_id: Option<UserIdSource>,
+    user_id_read: std::sync::OnceLock<Option<String>>,
 }
+
+/// Reads (or creates) the anonymous user id.
+pub type UserIdSource = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// The `user-agent` of every request.
 pub const USER_AGENT: &str = concat!("dsh/", env!("CARGO_PKG_VERSION"));
@@ -272,12 +277,13 @@ impl OpenAiAdapter {
             request_timeout: config.request_timeout,
             wire: config.wire.clone(),
             user_id: None,
+            user_id_read: std::sync::OnceLock::new(),
         })
     }
 
-    /// Sets the anonymous user id that a route with attribution headers sends.
-    pub fn with_user_id(mut self, user_id: String) -> OpenAiAdapter {
-        self.user_id = Some(user_id);
+    /// Where a route with attribution headers gets the anonymous user id it sends.
+    pub fn with_user_id(mut self, source: UserIdSource) -> OpenAiAdapter {
+        self.user_id = Some(source);
         self
     }
 
@@ -330,7 +336,9 @@ impl OpenAiAdapter {
         };
         let mut send = self.client.post(self.url.clone()).body(self.body(request));
         if self.wire.attribution {
-            if let Some(user_id) = &self.user_id {
+            let user_id =
+                self.user_id.as_ref().and_then(|source| self.user_id_read.get_or_init(|| source()).as_deref());
+            if let Some(user_id) = user_id {
                 send = send.header("x-deepseek-harness-user-id", user_id);
             }
             if let Some(session_id) = &request.session_id {

@@ -279,6 +279,23 @@ impl Profile {
         Self::load(name, dir)
     }
 
+    /// Profile `name` as it is, or — a template not created yet — as it would be created, without
+    /// writing anything (for commands that must leave the home as it is).
+    pub fn peek(home: &Home, name: &str) -> anyhow::Result<Profile> {
+        let dir = Self::dir_of(home, name)?;
+        if dir.join("profile.yml").is_file() {
+            return Self::load(name, dir);
+        }
+        match bundled::template(name) {
+            Some(template) => Ok(Profile {
+                name: name.to_owned(),
+                dir,
+                manifest: ProfileManifest { bundles: template_bundles(template), ..ProfileManifest::default() },
+            }),
+            None => Err(NotFound(format!("profile {} does not exist", json_quote(name))).into()),
+        }
+    }
+
     /// Opens profile `name`, which must exist (no template is instantiated).
     pub fn existing(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;

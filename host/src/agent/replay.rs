@@ -1,0 +1,446 @@
+//! What-if replay: a recorded turn's failures run through a candidate configuration's real
+//! waterfall, on a virtual clock, in a scratch history that is never written anywhere.
+//!
+//! Reading ([`read_session`]): each turn of a log (ours or DeepSeek Harness's) becomes its steps'
+//! attempts — when each was sent and when it ended, and how (a failure, with its code, status and
+//! hint, or the answer) — with the waits recorded between them and how the turn ended. A first
+//! attempt is sent at the latest of the step's start, its user message and its request header; a
+//! retry at its `llm/retry` record's time plus `delayMs`.
+//!
+//! Replaying ([`replay_turn`]) assumes the provider would have answered the same way at the same
+//! moments: a request sent at time t gets the answer of the session's recorded attempt to that
+//! provider with the latest send time ≤ t (a later turn's answer included), after that attempt's
+//! duration. Turns are replayed one by one, each from its own first request. The candidate's
+//! listeners decide on each failure as they would in a run (the clock at the failure's time,
+//! random samples at the middle of their range); each retry they schedule is taken into the
+//! scratch history, so chains continue. A candidate still retrying after the session's last
+//! recorded attempt meets that attempt's failure for ever, and is "still retrying" once it has
+//! sent [`MAX_ATTEMPTS`] requests.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use abi_stable::std_types::RString;
+use dsh_abi::{Failure, LogLevel, RequestErrorPayload, RetryPolicy};
+use serde_json::Value;
+
+use crate::context::{CallContext, Services};
+use crate::plugin::RowInstance;
+use crate::session::index::HistoryIndex;
+use crate::session::reader::{LogReader, ReadError};
+use crate::waterfall::{self, Outcome as WaterfallOutcome};
+
+/// A candidate chain still retrying after this many attempts is "still retrying".
+pub const MAX_ATTEMPTS: usize = 1000;
+
+/// How a turn ended, recorded or replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOutcome {
+    Completed,
+    /// The turn ended with the failure (recorded).
+    Failed,
+    /// The candidate would have stopped retrying.
+    GaveUp,
+    /// The candidate would still be retrying when the recorded turn had ended.
+    StillRetrying,
+    /// The user cancelled (or the host crashed) before the turn could end.
+    Aborted,
+}
+
+impl TurnOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnOutcome::Completed => "completed",
+            TurnOutcome::Failed => "failed",
+            TurnOutcome::GaveUp => "gave-up",
+            TurnOutcome::StillRetrying => "still-retrying",
+            TurnOutcome::Aborted => "aborted",
+        }
+    }
+}
+
+/// One recorded attempt: sent at `sent_ms`, ended at `ended_ms`, with a failure (`None`: the
+/// answer).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedAttempt {
+    pub sent_ms: f64,
+    pub ended_ms: f64,
+    pub failure: Option<Failure>,
+}
+
+/// The attempts of one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedStep {
+    pub step: u64,
+    pub provider: String,
+    pub attempts: Vec<RecordedAttempt>,
+    pub waits_ms: Vec<f64>,
+}
+
+/// One recorded turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedTurn {
+    pub session: String,
+    pub turn: u64,
+    pub steps: Vec<RecordedStep>,
+    pub outcome: TurnOutcome,
+    pub ended_ms: f64,
+}
+
+/// What a turn came to: attempts sent, waits, outcome, time from the first send to the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnResult {
+    pub attempts: usize,
+    pub waits_ms: Vec<f64>,
+    pub outcome: TurnOutcome,
+    pub answer_after_ms: Option<f64>,
+}
+
+impl RecordedTurn {
+    /// Whether any attempt of the turn failed.
+    pub fn had_failures(&self) -> bool {
+        self.steps.iter().flat_map(|step| &step.attempts).any(|attempt| attempt.failure.is_some())
+    }
+
+    /// The turn as it was recorded.
+    pub fn recorded(&self) -> TurnResult {
+        let first = self.steps.first().and_then(|step| step.attempts.first()).map(|attempt| attempt.sent_ms);
+        let last_answer =
+            self.steps.last().and_then(|step| step.attempts.last()).filter(|attempt| attempt.failure.is_none());
+        TurnResult {
+            attempts: self.steps.iter().map(|step| step.attempts.len()).sum(),
+            waits_ms: self.steps.iter().flat_map(|step| step.waits_ms.iter().copied()).collect(),
+            outcome: self.outcome,
+            answer_after_ms: match (self.outcome, first, last_answer) {
+                (TurnOutcome::Completed, Some(first), Some(answer)) => Some(answer.ended_ms - first),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// What the candidate configuration runs: its request-error listeners, outermost first, and the
+/// retry policy of each of its routes (`fallback`: the agent's route, for a provider it lacks).
+pub struct Candidate {
+    pub listeners: Vec<Arc<RowInstance>>,
+    pub policies: HashMap<String, RetryPolicy>,
+    pub fallback: Option<RetryPolicy>,
+}
+
+/// A virtual clock, random samples at the middle of their range, counting ids, no logging.
+#[derive(Default)]
+struct ReplayServices {
+    now_bits: AtomicU64,
+    next_id: AtomicU64,
+}
+
+impl ReplayServices {
+    fn set_now(&self, ms: f64) {
+        self.now_bits.store(ms.to_bits(), Ordering::Relaxed);
+    }
+}
+
+impl Services for ReplayServices {
+    fn now_ms(&self) -> f64 {
+        f64::from_bits(self.now_bits.load(Ordering::Relaxed))
+    }
+
+    fn random(&self) -> f64 {
+        0.5
+    }
+
+    fn new_id(&self) -> String {
+        format!("replay-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn log(&self, _: LogLevel, _: &str) {}
+}
+
+/// A scratch history for replaying one session's turns against one candidate.
+pub struct Scratch {
+    history: HistoryIndex,
+    services: ReplayServices,
+}
+
+impl Scratch {
+    pub fn new(session: &str) -> Scratch {
+        let header = serde_json::json!({"type": "session", "version": 0, "id": session, "createdAt": 0}).to_string();
+        Scratch { history: HistoryIndex::new(header), services: ReplayServices::default() }
+    }
+}
+
+/// The recorded attempt that answers a request sent at `t`: the last one sent at or before it
+/// (the first, for a request sent before any).
+fn answer_at(attempts: &[RecordedAttempt], t: f64) -> &RecordedAttempt {
+    let index = attempts.partition_point(|attempt| attempt.sent_ms <= t);
+    &attempts[index.saturating_sub(1)]
+}
+
+/// The recorded turns of one log, and each provider's answers over time.
+pub struct RecordedSession {
+    pub turns: Vec<RecordedTurn>,
+    timelines: HashMap<String, Vec<RecordedAttempt>>,
+}
+
+impl RecordedSession {
+    fn new(turns: Vec<RecordedTurn>) -> RecordedSession {
+        let mut timelines: HashMap<String, Vec<RecordedAttempt>> = HashMap::new();
+        for step in turns.iter().flat_map(|turn| &turn.steps) {
+            timelines.entry(step.provider.clone()).or_default().extend(step.attempts.iter().cloned());
+        }
+        for timeline in timelines.values_mut() {
+            timeline.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
+        }
+        RecordedSession { turns, timelines }
+    }
+
+    /// Runs `turn` (one of this session's) through `candidate`.
+    pub fn replay_turn(&self, turn: &RecordedTurn, candidate: &Candidate, scratch: &mut Scratch) -> TurnResult {
+        replay_turn(turn, &self.timelines, candidate, scratch)
+    }
+}
+
+/// Runs `turn` through `candidate`, the provider answering from `timelines`.
+fn replay_turn(
+    turn: &RecordedTurn,
+    timelines: &HashMap<String, Vec<RecordedAttempt>>,
+    candidate: &Candidate,
+    scratch: &mut Scratch,
+) -> TurnResult {
+    let mut result =
+        TurnResult { attempts: 0, waits_ms: Vec::new(), outcome: TurnOutcome::Completed, answer_after_ms: None };
+    let first_send = turn.steps.first().and_then(|step| step.attempts.first()).map(|attempt| attempt.sent_ms);
+    let listeners: Vec<&RowInstance> = candidate.listeners.iter().map(Arc::as_ref).collect();
+    let cancelled = AtomicBool::new(false);
+    for step in turn.steps.iter().filter(|step| !step.attempts.is_empty()) {
+        let policy = candidate.policies.get(&step.provider).or(candidate.fallback.as_ref()).cloned();
+        let timeline = timelines.get(&step.provider).map_or(&step.attempts[..], Vec::as_slice);
+        let mut sent = step.attempts[0].sent_ms;
+        loop {
+            if turn.outcome == TurnOutcome::Aborted && sent > turn.ended_ms {
+                result.outcome = TurnOutcome::Aborted;
+                return result;
+            }
+            if result.attempts >= MAX_ATTEMPTS {
+                result.outcome = TurnOutcome::StillRetrying;
+                return result;
+            }
+            let answer = answer_at(timeline, sent);
+            let ended = sent + (answer.ended_ms - answer.sent_ms).max(0.0);
+            result.attempts += 1;
+            let Some(failure) = &answer.failure else {
+                result.answer_after_ms = first_send.map(|first| ended - first);
+                break;
+            };
+            let payload =
+                RequestErrorPayload::new(turn.turn, step.step, &step.provider, failure.clone(), policy.clone());
+            scratch.services.set_now(ended);
+            let outcome = {
+                let context = CallContext {
+                    history: &scratch.history,
+                    cancelled: &cancelled,
+                    pending_input: false,
+                    services: &scratch.services,
+                };
+                let outcome = waterfall::run(&listeners, &payload, &context.as_abi());
+                outcome
+            };
+            match outcome {
+                WaterfallOutcome::Retry { retry, .. } => {
+                    let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{}}}"#, retry.record);
+                    scratch.history.observe("llm/retry", &line, &retry.record);
+                    result.waits_ms.push(retry.delay_ms);
+                    sent = ended + retry.delay_ms;
+                }
+                WaterfallOutcome::NoRetry { .. } | WaterfallOutcome::Cancelled => {
+                    result.outcome = TurnOutcome::GaveUp;
+                    return result;
+                }
+            }
+        }
+    }
+    result
+}
+
+/// A turn being read.
+#[derive(Default)]
+struct OpenTurn {
+    turn: u64,
+    steps: Vec<RecordedStep>,
+    /// When the next request of the current step is sent, if one is due.
+    pending_send: Option<f64>,
+}
+
+impl OpenTurn {
+    fn step(&mut self, step: u64, provider: &str) -> &mut RecordedStep {
+        if self.steps.last().is_none_or(|last| last.step != step) {
+            self.steps.push(RecordedStep {
+                step,
+                provider: provider.to_owned(),
+                attempts: Vec::new(),
+                waits_ms: Vec::new(),
+            });
+        }
+        self.steps.last_mut().expect("pushed")
+    }
+
+    fn attempt(&mut self, step: u64, provider: &str, ended: f64, failure: Option<Failure>) {
+        let sent = self.pending_send.take().unwrap_or(ended);
+        self.step(step, provider).attempts.push(RecordedAttempt { sent_ms: sent, ended_ms: ended, failure });
+    }
+}
+
+/// A failure as a record or attempt writes it.
+fn failure_of(value: &Value) -> Option<Failure> {
+    let object = value.as_object()?;
+    let text = |key: &str| object.get(key).and_then(Value::as_str).map(str::to_owned);
+    let mut failure = Failure::new(text("code")?, text("message").unwrap_or_default());
+    failure.status = object.get("status").and_then(Value::as_u64).map(|status| status as u32).into();
+    failure.provider_retry_after_ms = object.get("providerRetryAfterMs").and_then(Value::as_f64).into();
+    failure.request_id = text("requestId").map(RString::from).into();
+    Some(failure)
+}
+
+fn number(data: &Value, key: &str) -> Option<u64> {
+    data.get(key).and_then(Value::as_u64)
+}
+
+/// Every turn of the log at `path` that reached a request, in order.
+pub fn read_session(path: &Path) -> Result<RecordedSession, ReadError> {
+    read_turns(path).map(RecordedSession::new)
+}
+
+fn read_turns(path: &Path) -> Result<Vec<RecordedTurn>, ReadError> {
+    let mut reader = LogReader::open(path)?;
+    let header: Value = serde_json::from_str(reader.header()).unwrap_or(Value::Null);
+    let session = header.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut turns = Vec::new();
+    let mut open: Option<OpenTurn> = None;
+    let mut provider = String::new();
+    while let Some(next) = reader.next_event() {
+        let Ok(event) = next? else { continue };
+        let time = event.time.unwrap_or(0.0);
+        let kind = event.event_type;
+        let relevant =
+            matches!(
+                kind,
+                "turn/start"
+                    | "turn/end"
+                    | "step/start"
+                    | "user/message"
+                    | "request/header"
+                    | "assistant/attempt"
+                    | "assistant/message"
+                    | "llm/retry"
+            ) || (kind == "assistant/chunk" && event.data.contains("\"finish\"") && event.data.contains("\"error\""));
+        if !relevant {
+            continue;
+        }
+        let Ok(data) = serde_json::from_str::<Value>(event.data) else { continue };
+        match kind {
+            "turn/start" => {
+                open = Some(OpenTurn { turn: number(&data, "turn").unwrap_or(0), ..OpenTurn::default() });
+            }
+            "step/start" | "user/message" => {
+                if let Some(turn) = open.as_mut() {
+                    turn.pending_send = Some(time);
+                }
+            }
+            "request/header" => {
+                if let Some(name) = data.pointer("/header/config/provider").and_then(Value::as_str) {
+                    provider = name.to_owned();
+                }
+                if let Some(turn) = open.as_mut() {
+                    turn.pending_send = Some(time);
+                }
+            }
+            "assistant/attempt" => {
+                if let (Some(turn), Some(failure)) = (open.as_mut(), data.get("failure").and_then(failure_of)) {
+                    turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, Some(failure));
+                }
+            }
+            "assistant/chunk" => {
+                let failure = data.pointer("/chunk/reason/failure").and_then(failure_of);
+                if let (Some(turn), Some(failure)) = (open.as_mut(), failure) {
+                    turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, Some(failure));
+                }
+            }
+            "assistant/message" => {
+                if let Some(turn) = open.as_mut() {
+                    turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, None);
+                }
+            }
+            "llm/retry" => {
+                let delay = data.get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
+                if let Some(name) = data.get("provider").and_then(Value::as_str) {
+                    provider = name.to_owned();
+                }
+                if let Some(turn) = open.as_mut() {
+                    let step = turn.step(number(&data, "step").unwrap_or(1), &provider);
+                    step.waits_ms.push(delay);
+                    // The failed attempt ends when its retry is decided, so a candidate deciding
+                    // the same wait sends when the recorded retry was sent.
+                    if let Some(failed) = step.attempts.last_mut().filter(|attempt| attempt.failure.is_some()) {
+                        failed.ended_ms = failed.ended_ms.max(time);
+                    }
+                    turn.pending_send = Some(time + delay);
+                }
+            }
+            "turn/end" => {
+                let Some(turn) = open.take() else { continue };
+                let outcome = match data.pointer("/reason/kind").and_then(Value::as_str) {
+                    Some("completed" | "max-tokens") => TurnOutcome::Completed,
+                    Some("error") => TurnOutcome::Failed,
+                    _ => TurnOutcome::Aborted,
+                };
+                if turn.steps.iter().any(|step| !step.attempts.is_empty()) {
+                    turns.push(RecordedTurn {
+                        session: session.clone(),
+                        turn: turn.turn,
+                        steps: turn.steps,
+                        outcome,
+                        ended_ms: time,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(turns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(sent_ms: f64, ended_ms: f64, code: Option<&str>) -> RecordedAttempt {
+        RecordedAttempt { sent_ms, ended_ms, failure: code.map(|code| Failure::new(code, "m")) }
+    }
+
+    #[test]
+    fn a_request_gets_the_answer_of_the_last_attempt_sent_at_or_before_it() {
+        let attempts =
+            [attempt(0.0, 100.0, Some("SERVER")), attempt(600.0, 700.0, Some("SERVER")), attempt(1700.0, 1800.0, None)];
+        assert_eq!(answer_at(&attempts, -5.0).sent_ms, 0.0);
+        assert_eq!(answer_at(&attempts, 599.0).sent_ms, 0.0);
+        assert_eq!(answer_at(&attempts, 600.0).sent_ms, 600.0);
+        assert_eq!(answer_at(&attempts, 9999.0).sent_ms, 1700.0);
+    }
+
+    #[test]
+    fn outcomes_read_as_the_json_says_them() {
+        let names: Vec<&str> = [
+            TurnOutcome::Completed,
+            TurnOutcome::Failed,
+            TurnOutcome::GaveUp,
+            TurnOutcome::StillRetrying,
+            TurnOutcome::Aborted,
+        ]
+        .iter()
+        .map(|outcome| outcome.as_str())
+        .collect();
+        assert_eq!(names, ["completed", "failed", "gave-up", "still-retrying", "aborted"]);
+    }
+}

@@ -1,0 +1,334 @@
+//! `dsh session replay`: recorded turns run through one or more candidate configurations, side
+//! by side with what was recorded, per turn and in total (see [`crate::agent::replay`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::{json, Value};
+
+use super::{runtime, Globals, EXIT_CONFIG};
+use crate::agent::replay::{self, Candidate, Scratch, TurnOutcome, TurnResult};
+use crate::agent::Assembly;
+use crate::profile::{Home, LayerScope, Profile};
+use crate::session::locate::{find_log, remembered_profile, session_log};
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Session ids under the home, or paths of logs (ours or DeepSeek Harness's).
+    #[arg(value_name = "ID|PATH")]
+    logs: Vec<String>,
+    /// Replay every session under the home.
+    #[arg(long)]
+    all: bool,
+    /// With --all: only sessions created on or after this day (YYYY-MM-DD, UTC).
+    #[arg(long, value_name = "DATE", requires = "all")]
+    since: Option<String>,
+    /// The candidate's profile (default: each session's own, else web).
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// A patch layer of the candidate (repeatable, in order).
+    #[arg(long = "patch", value_name = "FILE")]
+    patches: Vec<PathBuf>,
+    /// Another candidate, compared in the same table: PROFILE, PROFILE:FILE[,FILE…], or :FILE[,FILE…]
+    /// for the first candidate's profile with these patch files (repeatable).
+    #[arg(long = "vs", value_name = "CANDIDATE")]
+    versus: Vec<String>,
+    /// One JSON object per replayed turn, then a summary object.
+    #[arg(long)]
+    json: bool,
+}
+
+const ASSUMPTION: &str =
+    "Assumption: the provider answers a request sent at time t as it answered the recorded request \
+sent last at or before t, after the same time; turns are replayed one by one from their first request; random samples \
+sit at the middle of their range; no wait is real and nothing is written.";
+
+/// A candidate configuration: a profile (`None`: each session's own) and patch files.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Spec {
+    profile: Option<String>,
+    patches: Vec<PathBuf>,
+}
+
+impl Spec {
+    fn label(&self) -> String {
+        let profile =
+            self.profile.as_deref().map_or("each session's own profile".to_owned(), |p| format!("profile {p}"));
+        let patches: Vec<String> = self.patches.iter().map(|patch| patch.display().to_string()).collect();
+        if patches.is_empty() {
+            profile
+        } else {
+            format!("{profile} + {}", patches.join(" + "))
+        }
+    }
+
+    /// `PROFILE`, `PROFILE:FILE,FILE` or `:FILE` (the first candidate's profile).
+    fn parse(text: &str, first: &Spec) -> Spec {
+        let (profile, files) = text.split_once(':').unwrap_or((text, ""));
+        Spec {
+            profile: if profile.is_empty() { first.profile.clone() } else { Some(profile.to_owned()) },
+            patches: files.split(',').filter(|file| !file.is_empty()).map(PathBuf::from).collect(),
+        }
+    }
+}
+
+/// The day `YYYY-MM-DD` (UTC) as epoch milliseconds.
+fn day_start_ms(day: &str) -> anyhow::Result<f64> {
+    let date: jiff::civil::Date = day.parse().with_context(|| format!("--since {day:?}: expected YYYY-MM-DD"))?;
+    let start = date.to_zoned(jiff::tz::TimeZone::UTC).with_context(|| format!("--since {day:?}"))?;
+    Ok(start.timestamp().as_millisecond() as f64)
+}
+
+/// The logs to replay: those named, or every session under the home (created since `since`).
+fn logs(home: &Home, args: &ReplayArgs) -> anyhow::Result<Vec<PathBuf>> {
+    if !args.all {
+        if args.logs.is_empty() {
+            bail!("name sessions or logs to replay, or give --all");
+        }
+        return args.logs.iter().map(|name| Ok(session_log(&home.sessions_dir(), name)?)).collect();
+    }
+    let since = args.since.as_deref().map(day_start_ms).transpose()?;
+    let mut found: Vec<(f64, PathBuf)> = Vec::new();
+    let Ok(entries) = std::fs::read_dir(home.sessions_dir()) else { return Ok(Vec::new()) };
+    for dir in entries.flatten() {
+        let Some(log) = find_log(&dir.path()) else { continue };
+        let created = crate::session::reader::LogReader::open(&log)
+            .ok()
+            .and_then(|reader| serde_json::from_str::<Value>(reader.header()).ok())
+            .and_then(|header| header.get("createdAt").and_then(Value::as_f64))
+            .unwrap_or(0.0);
+        if since.is_none_or(|since| created >= since) {
+            found.push((created, log));
+        }
+    }
+    found.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(found.into_iter().map(|(_, log)| log).collect())
+}
+
+fn result_json(result: &TurnResult) -> Value {
+    json!({
+        "attempts": result.attempts,
+        "waitsMs": result.waits_ms,
+        "outcome": result.outcome.as_str(),
+        "answerAfterMs": result.answer_after_ms,
+    })
+}
+
+fn seconds(ms: f64) -> String {
+    let tenths = (ms / 100.0).round() / 10.0;
+    if tenths.fract() == 0.0 {
+        format!("{tenths:.0}s")
+    } else {
+        format!("{tenths:.1}s")
+    }
+}
+
+fn result_text(result: &TurnResult) -> String {
+    let waits: Vec<String> = result.waits_ms.iter().take(8).map(|wait| seconds(*wait)).collect();
+    let more = if result.waits_ms.len() > 8 { " …" } else { "" };
+    let waits = if waits.is_empty() { "no waits".to_owned() } else { format!("waits {}{more}", waits.join(" ")) };
+    let answer = match result.answer_after_ms {
+        Some(ms) => format!(" in {}", seconds(ms)),
+        None => String::new(),
+    };
+    format!(
+        "{} attempt{}, {waits}, {}{answer}",
+        result.attempts,
+        if result.attempts == 1 { "" } else { "s" },
+        result.outcome.as_str()
+    )
+}
+
+/// Totals over the turns replayed, for the recorded run or one candidate.
+#[derive(Debug, Default, Clone)]
+struct Totals {
+    turns: usize,
+    requests: usize,
+    waiting_ms: f64,
+    completed: usize,
+    lost: usize,
+    saved: usize,
+}
+
+impl Totals {
+    fn add(&mut self, result: &TurnResult, recorded: &TurnResult) {
+        self.turns += 1;
+        self.requests += result.attempts;
+        self.waiting_ms += result.waits_ms.iter().sum::<f64>();
+        let completed = result.outcome == TurnOutcome::Completed;
+        let recorded_completed = recorded.outcome == TurnOutcome::Completed;
+        self.completed += usize::from(completed);
+        self.lost += usize::from(recorded_completed && !completed);
+        self.saved += usize::from(!recorded_completed && completed);
+    }
+
+    fn to_json(&self, name: &str) -> Value {
+        json!({
+            "name": name, "turns": self.turns, "requests": self.requests, "waitingMs": self.waiting_ms,
+            "completed": self.completed, "lost": self.lost, "saved": self.saved,
+        })
+    }
+}
+
+pub fn run(globals: &Globals, args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let home = globals.home()?;
+    let logs = logs(&home, &args)?;
+    let first = Spec { profile: args.profile.clone(), patches: args.patches.clone() };
+    let mut specs = vec![first.clone()];
+    specs.extend(args.versus.iter().map(|text| Spec::parse(text, &first)));
+    let names: Vec<String> = (0..specs.len()).map(|index| char::from(b'A' + (index % 26) as u8).to_string()).collect();
+    let runtime = runtime()?;
+    let mut built: HashMap<(String, Vec<PathBuf>), Candidate> = HashMap::new();
+    let mut recorded_totals = Totals::default();
+    let mut candidate_totals = vec![Totals::default(); specs.len()];
+    if !args.json {
+        println_out(ASSUMPTION)?;
+        for (name, spec) in names.iter().zip(&specs) {
+            println_out(&format!("candidate {name}: {}", spec.label()))?;
+        }
+    }
+    for log in &logs {
+        let session = replay::read_session(log).with_context(|| format!("cannot read {}", log.display()))?;
+        let own = remembered_profile(log).unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
+        let mut scratches: Vec<Scratch> = Vec::new();
+        for spec in &specs {
+            let key = (spec.profile.clone().unwrap_or_else(|| own.clone()), spec.patches.clone());
+            if !built.contains_key(&key) {
+                match runtime.block_on(candidate(&home, globals, &key.0, &key.1))? {
+                    Ok(candidate) => built.insert(key.clone(), candidate),
+                    Err(code) => return Ok(code),
+                };
+            }
+            scratches.push(Scratch::new(&log.display().to_string()));
+        }
+        for turn in &session.turns {
+            let recorded = turn.recorded();
+            recorded_totals.add(&recorded, &recorded);
+            let mut results = Vec::new();
+            for (index, spec) in specs.iter().enumerate() {
+                let key = (spec.profile.clone().unwrap_or_else(|| own.clone()), spec.patches.clone());
+                let result = session.replay_turn(turn, &built[&key], &mut scratches[index]);
+                candidate_totals[index].add(&result, &recorded);
+                results.push(result);
+            }
+            if args.json {
+                let candidates: Vec<Value> = names
+                    .iter()
+                    .zip(&results)
+                    .map(|(name, result)| {
+                        let mut value = result_json(result);
+                        value["name"] = name.as_str().into();
+                        value
+                    })
+                    .collect();
+                println_out(
+                    &json!({
+                        "session": turn.session, "turn": turn.turn, "recorded": result_json(&recorded),
+                        "candidate": result_json(&results[0]), "candidates": candidates,
+                    })
+                    .to_string(),
+                )?;
+            } else if turn.had_failures() {
+                println_out(&format!("\nsession {} turn {}", turn.session, turn.turn))?;
+                println_out(&format!("  recorded  {}", result_text(&recorded)))?;
+                for (name, result) in names.iter().zip(&results) {
+                    println_out(&format!("  {name:9} {}", result_text(result)))?;
+                }
+            }
+        }
+    }
+    if args.json {
+        let candidates: Vec<Value> =
+            names.iter().zip(&candidate_totals).map(|(name, totals)| totals.to_json(name)).collect();
+        let labels: Vec<String> = specs.iter().map(Spec::label).collect();
+        println_out(
+            &json!({"summary": {"sessions": logs.len(), "recorded": recorded_totals.to_json("recorded"), "candidates": candidates, "labels": labels, "assumption": ASSUMPTION}})
+                .to_string(),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    println_out(&format!(
+        "\n{} session{}, {} turn{} replayed",
+        logs.len(),
+        if logs.len() == 1 { "" } else { "s" },
+        recorded_totals.turns,
+        if recorded_totals.turns == 1 { "" } else { "s" }
+    ))?;
+    println_out(&format!(
+        "  {:9} {:>9} {:>9} {:>10} {:>6} {:>6}",
+        "", "requests", "waiting", "completed", "lost", "saved"
+    ))?;
+    let row = |name: &str, totals: &Totals, compared: bool| {
+        let (lost, saved) = if compared {
+            (totals.lost.to_string(), totals.saved.to_string())
+        } else {
+            ("-".to_owned(), "-".to_owned())
+        };
+        format!(
+            "  {name:9} {:>9} {:>9} {:>10} {lost:>6} {saved:>6}",
+            totals.requests,
+            seconds(totals.waiting_ms),
+            totals.completed
+        )
+    };
+    println_out(&row("recorded", &recorded_totals, false))?;
+    for (name, totals) in names.iter().zip(&candidate_totals) {
+        println_out(&row(name, totals, true))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn println_out(line: &str) -> std::io::Result<()> {
+    out!("{line}")
+}
+
+/// Loads a candidate as `run` would: the profile composed with `patches`, its rows built.
+async fn candidate(
+    home: &Home,
+    globals: &Globals,
+    profile: &str,
+    patches: &[PathBuf],
+) -> anyhow::Result<Result<Candidate, ExitCode>> {
+    let profile = Profile::peek(home, profile)?;
+    let composition = profile.compose(home, patches, LayerScope::All)?;
+    match Assembly::build(home, &profile, &composition, globals.verbose()).await {
+        Ok(assembly) => {
+            let policies = assembly.routes.iter().map(|(name, route)| (name.clone(), route.policy.clone())).collect();
+            let fallback = assembly.routes.get(&assembly.agent.provider).map(|route| route.policy.clone());
+            Ok(Ok(Candidate { listeners: assembly.listeners.clone(), policies, fallback }))
+        }
+        Err(problems) => {
+            for problem in problems {
+                eprintln!("{problem}");
+            }
+            eprintln!("dsh: candidate profile {} cannot run", profile.name);
+            Ok(Err(ExitCode::from(EXIT_CONFIG)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_are_read_as_utc_midnights() {
+        assert_eq!(day_start_ms("1970-01-01").unwrap(), 0.0);
+        assert_eq!(day_start_ms("2026-11-30").unwrap(), 1_795_996_800_000.0);
+        assert!(day_start_ms("2026-13-01").is_err() && day_start_ms("yesterday").is_err());
+    }
+
+    #[test]
+    fn a_versus_spec_names_a_profile_its_patches_or_both() {
+        let first = Spec { profile: Some("web".into()), patches: vec![] };
+        assert_eq!(Spec::parse("relay", &first), Spec { profile: Some("relay".into()), patches: vec![] });
+        assert_eq!(
+            Spec::parse(":a.yml,b.yml", &first),
+            Spec { profile: Some("web".into()), patches: vec!["a.yml".into(), "b.yml".into()] }
+        );
+        assert_eq!(Spec::parse("t:x.yml", &first).label(), "profile t + x.yml");
+    }
+}
