@@ -10,7 +10,7 @@ out=target/bench-report
 mkdir -p "$out"
 
 if [ "${1:-}" != "--compose-only" ]; then
-  for bench in waterfall plugin_load commands runtime; do
+  for bench in waterfall plugin_load commands runtime storm; do
     echo "== cargo bench --bench $bench" >&2
     cargo bench -q -p dsh-e2e --bench "$bench" > "$out/$bench.txt"
   done
@@ -36,6 +36,10 @@ for bench in ["waterfall", "plugin_load", "commands", "runtime", "verify"]:
             extra = [l for l in lines[start:end]]
             while extra and not extra[-1].strip():
                 extra.pop()
+storm = [l for l in open(f"{out}/storm.txt").read().splitlines() if l.startswith("### ") or l.startswith("|") or not l.strip()]
+while storm and not storm[-1].strip():
+    storm.pop()
+extra = extra + [""] + storm
 section = "\n".join(
     [f"<!-- performance:begin (written by benches/report.sh on {day}, {cores} cores) -->",
      "| what | target | measured (median) |", "|---|---|---|"] + rows + [""] + extra + ["<!-- performance:end -->"])

@@ -88,6 +88,7 @@ fn check_vector(executor: &RowInstance, vector: &Value) -> Result<(), String> {
     let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
     let payload = RequestErrorPayload {
         model: Default::default(),
+        endpoint_host: Default::default(),
         turn: vector["turn"].as_u64().unwrap(),
         step: vector["step"].as_u64().unwrap(),
         provider: vector["provider"].as_str().unwrap().into(),
@@ -189,6 +190,7 @@ fn the_reference_examples_hold_through_the_cdylib() {
         failure.provider_retry_after_ms = hint.into();
         let payload = RequestErrorPayload {
             model: Default::default(),
+            endpoint_host: Default::default(),
             turn: 1,
             step: 1,
             provider: "p".into(),

@@ -24,6 +24,7 @@ fn row(library: &PluginLibrary, id: &str, config: serde_json::Value) -> RowInsta
 fn payload() -> RequestErrorPayload {
     RequestErrorPayload {
         model: Default::default(),
+        endpoint_host: Default::default(),
         turn: 1,
         step: 1,
         provider: "mock".into(),
@@ -70,7 +71,9 @@ fn a_faulted_instance_is_not_called_again_and_passes_later_failures_on() {
     let library = scripted();
     let panicky = row(&library, "panicky", json!({"answer": "panic"}));
     let retrying = row(&library, "retrying", json!({"answer": "retry"}));
-    let Outcome::NoRetry { failures } = run(&[&panicky, &retrying]) else { panic!("the panicked branch cannot retry") };
+    let Outcome::NoRetry { failures, .. } = run(&[&panicky, &retrying]) else {
+        panic!("the panicked branch cannot retry")
+    };
     assert_eq!(failures[0].0, "panicky");
     assert!(panicky.is_faulted());
     match run(&[&panicky, &retrying]) {
@@ -84,7 +87,7 @@ fn a_panic_in_after_downstream_is_contained() {
     let library = scripted();
     let outer = row(&library, "outer", json!({"answer": "delegate-first", "afterDownstream": "panic"}));
     let last = row(&library, "last", json!({"answer": "retry"}));
-    let Outcome::NoRetry { failures } = run(&[&outer, &last]) else { panic!("a panicked branch cannot retry") };
+    let Outcome::NoRetry { failures, .. } = run(&[&outer, &last]) else { panic!("a panicked branch cannot retry") };
     assert_eq!(failures[0].0, "outer");
 }
 

@@ -37,6 +37,7 @@ pub enum AnswerRepr {
     NoRetry,
     Retry(RetryDecision),
     DelegateFirst,
+    Refuse(RString),
 }
 
 /// A final decision across the boundary ([`Decision`]).
@@ -47,6 +48,7 @@ pub enum AnswerRepr {
 pub enum DecisionRepr {
     NoRetry,
     Retry(RetryDecision),
+    Refuse(RString),
 }
 
 /// What the rest of the chain answered, across the boundary ([`DownstreamOutcome`]).
@@ -95,6 +97,7 @@ impl From<Answer> for AnswerRepr_NE {
             Answer::Pass => AnswerRepr::Pass,
             Answer::Decide(Decision::NoRetry) => AnswerRepr::NoRetry,
             Answer::Decide(Decision::Retry(retry)) => AnswerRepr::Retry(retry),
+            Answer::Decide(Decision::Refuse(reason)) => AnswerRepr::Refuse(reason),
             Answer::DelegateFirst => AnswerRepr::DelegateFirst,
         })
     }
@@ -109,6 +112,7 @@ impl TryFrom<AnswerRepr_NE> for Answer {
             Ok(AnswerRepr::NoRetry) => Ok(Answer::Decide(Decision::NoRetry)),
             Ok(AnswerRepr::Retry(retry)) => Ok(Answer::Decide(Decision::Retry(retry))),
             Ok(AnswerRepr::DelegateFirst) => Ok(Answer::DelegateFirst),
+            Ok(AnswerRepr::Refuse(reason)) => Ok(Answer::Decide(Decision::Refuse(reason))),
             Err(unknown) => Err(unknown_variant("answer", unknown.into_inner().get_discriminant())),
         }
     }
@@ -119,6 +123,7 @@ impl From<Decision> for DecisionRepr_NE {
         DecisionRepr_NE::new(match decision {
             Decision::NoRetry => DecisionRepr::NoRetry,
             Decision::Retry(retry) => DecisionRepr::Retry(retry),
+            Decision::Refuse(reason) => DecisionRepr::Refuse(reason),
         })
     }
 }
@@ -130,6 +135,7 @@ impl TryFrom<DecisionRepr_NE> for Decision {
         match decision.into_enum() {
             Ok(DecisionRepr::NoRetry) => Ok(Decision::NoRetry),
             Ok(DecisionRepr::Retry(retry)) => Ok(Decision::Retry(retry)),
+            Ok(DecisionRepr::Refuse(reason)) => Ok(Decision::Refuse(reason)),
             Err(unknown) => Err(unknown_variant("decision", unknown.into_inner().get_discriminant())),
         }
     }
@@ -243,6 +249,9 @@ pub trait RequestError {
 
     /// The model of the failed request (added after ABI version 2).
     fn model(&self) -> RStr<'_>;
+
+    /// The host of the route's endpoint (added after ABI version 2).
+    fn endpoint_host(&self) -> RStr<'_>;
 }
 
 /// The borrowed form in which the host hands a payload to a plugin call.
@@ -308,6 +317,10 @@ impl RequestError for RequestErrorPayload {
     fn model(&self) -> RStr<'_> {
         self.model.as_rstr()
     }
+
+    fn endpoint_host(&self) -> RStr<'_> {
+        self.endpoint_host.as_rstr()
+    }
 }
 
 impl RequestErrorPayload {
@@ -329,6 +342,7 @@ impl RequestErrorPayload {
         });
         RequestErrorPayload {
             model: view.model().into(),
+            endpoint_host: view.endpoint_host().into(),
             turn: view.turn(),
             step: view.step(),
             provider: view.provider().into(),

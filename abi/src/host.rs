@@ -5,7 +5,7 @@
 
 use abi_stable::sabi_trait;
 use abi_stable::sabi_types::RRef;
-use abi_stable::std_types::{ROption, RStr, RString, RVec};
+use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 
 use crate::types::{ChainKey, ChainRecord, LogLevel};
 
@@ -39,6 +39,13 @@ pub trait HostContext {
 
     #[sabi(last_prefix_field)]
     fn log(&self, level: LogLevel, message: RStr<'_>);
+
+    /// Adds `delta` to the shared counter `key` of the store the calling row's config names
+    /// (`store: memory | machine | redis://HOST:PORT`; memory when it names none), clamped to
+    /// `[floor, ceiling]` — a counter never touched starts at `initial` — and returns the new
+    /// value. One atomic step, however many processes share the store. `Err` says why the store
+    /// could not be reached. (Added after ABI version 2.)
+    fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString>;
 }
 
 /// The borrowed form in which the host hands its context to a plugin call.

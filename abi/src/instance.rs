@@ -42,6 +42,20 @@ pub trait PluginInstance: Send + Sync {
     /// Called once before the instance is dropped (plugin disabled or host shutting down).
     #[sabi(last_prefix_field)]
     fn dispose(&mut self);
+
+    /// Told of a request that was answered (`agent/request-success`). Added after ABI version 2:
+    /// for a library built before, the host's call runs this default and does nothing.
+    fn on_request_success(
+        &self,
+        turn: u64,
+        step: u64,
+        provider: RStr<'_>,
+        endpoint_host: RStr<'_>,
+        ctx: HostContextRef<'_>,
+    ) -> RResult<(), PluginError> {
+        let _ = (turn, step, provider, endpoint_host, ctx);
+        RResult::ROk(())
+    }
 }
 
 /// An owned plugin instance.

@@ -21,7 +21,7 @@ use crate::instance::{
 };
 use crate::types::{
     Answer, ConfigError, ConfigKey, Continuation, Decision, DownstreamOutcome, EventRef, Hooks, InstantiateError,
-    Manifest, PluginError, RequestErrorPayload, SessionStartSource, Verdict,
+    Manifest, PluginError, RequestErrorPayload, RequestSuccess, SessionStartSource, Verdict,
 };
 
 /// A row config as an object (`null`, no config, is an empty one); anything else is the error
@@ -71,6 +71,11 @@ pub trait Plugin: Send + Sync + 'static {
     /// A streaming checker for one session, given its header line.
     fn open_checker(&self, _header: &str) -> Result<Option<Box<dyn Checker>>, String> {
         Ok(None)
+    }
+
+    /// Told of every request that was answered (hook `agent/request-success`, a dsh extension).
+    fn on_request_success(&self, _success: &RequestSuccess, _ctx: &HostContextRef<'_>) -> Result<(), String> {
+        Ok(())
     }
 
     /// Release whatever the instance holds; it is dropped right after.
@@ -165,6 +170,20 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
     fn dispose(&mut self) {
         // A panic while disposing has nowhere useful to go; the instance is dropped either way.
         let _ = catch_unwind(AssertUnwindSafe(|| self.0.dispose()));
+    }
+
+    fn on_request_success(
+        &self,
+        turn: u64,
+        step: u64,
+        provider: RStr<'_>,
+        endpoint_host: RStr<'_>,
+        ctx: HostContextRef<'_>,
+    ) -> RResult<(), PluginError> {
+        guarded(|| {
+            let success = RequestSuccess { turn, step, provider: provider.into(), endpoint_host: endpoint_host.into() };
+            self.0.on_request_success(&success, &ctx)
+        })
     }
 }
 

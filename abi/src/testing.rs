@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::sabi_types::RRef;
-use abi_stable::std_types::{ROption, RStr, RString, RVec};
+use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 
 use crate::host::{HostContext, HostContextRef, HostContext_TO};
 use crate::types::{ChainKey, ChainRecord, Failure, LogLevel, RetryDecision};
@@ -29,6 +29,8 @@ pub struct FakeHost {
     randoms: RefCell<VecDeque<f64>>,
     next_id: Cell<u64>,
     logs: RefCell<Vec<(LogLevel, String)>>,
+    counters: RefCell<HashMap<String, f64>>,
+    store_down: Option<String>,
 }
 
 impl Default for FakeHost {
@@ -51,7 +53,20 @@ impl FakeHost {
             randoms: RefCell::default(),
             next_id: Cell::new(1),
             logs: RefCell::default(),
+            counters: RefCell::default(),
+            store_down: None,
         }
+    }
+
+    /// The shared counters' store cannot be reached: `counter_add` fails with `why`.
+    pub fn store_down(mut self, why: &str) -> FakeHost {
+        self.store_down = Some(why.to_owned());
+        self
+    }
+
+    /// A shared counter's value, if it was ever touched.
+    pub fn counter(&self, key: &str) -> Option<f64> {
+        self.counters.borrow().get(key).copied()
     }
 
     /// The clock, in epoch milliseconds.
@@ -170,6 +185,16 @@ impl HostContext for FakeHost {
 
     fn log(&self, level: LogLevel, message: RStr<'_>) {
         self.logs.borrow_mut().push((level, message.to_string()));
+    }
+
+    fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString> {
+        if let Some(why) = &self.store_down {
+            return RResult::RErr(why.as_str().into());
+        }
+        let mut counters = self.counters.borrow_mut();
+        let value = counters.entry(key.to_string()).or_insert(initial);
+        *value = (*value + delta).clamp(floor, ceiling);
+        RResult::ROk(*value)
     }
 }
 

@@ -22,11 +22,15 @@ impl Hooks {
     pub const SESSION_START: Hooks = Hooks(1 << 1);
     /// `session/check`: `open_checker`, a streaming checker fed every event.
     pub const CHECKER: Hooks = Hooks(1 << 2);
+    /// `agent/request-success`: `on_request_success`, told of every request that was answered
+    /// (a dsh extension, added after ABI version 2).
+    pub const REQUEST_SUCCESS: Hooks = Hooks(1 << 3);
 
-    const NAMES: [(Hooks, &'static str); 3] = [
+    const NAMES: [(Hooks, &'static str); 4] = [
         (Hooks::REQUEST_ERROR, "agent/request-error"),
         (Hooks::SESSION_START, "agent/session-start"),
         (Hooks::CHECKER, "session/check"),
+        (Hooks::REQUEST_SUCCESS, "agent/request-success"),
     ];
 
     pub const fn union(self, other: Hooks) -> Hooks {
@@ -190,8 +194,10 @@ pub struct RequestErrorPayload {
     pub step: u64,
     /// The route that served the failed request.
     pub provider: RString,
-    /// The model of the failed request; empty when the host is older than this field.
+    /// The model of the failed request.
     pub model: RString,
+    /// The host of the route's endpoint (`relay.example`), to key things by relay.
+    pub endpoint_host: RString,
     pub failure: Failure,
     /// The route's resolved policy; absent when no route could be chosen (`NO_ADAPTER`).
     pub retry_policy: ROption<RetryPolicy>,
@@ -211,6 +217,7 @@ impl RequestErrorPayload {
             step,
             provider: provider.into(),
             model: RString::new(),
+            endpoint_host: RString::new(),
             failure,
             retry_policy: retry_policy.into(),
         }
@@ -231,6 +238,20 @@ pub struct RetryDecision {
 pub enum Decision {
     NoRetry,
     Retry(RetryDecision),
+    /// No retry, and the host must say why: it writes the reason to the log (an ignorable
+    /// `llm/retry-refused` event) and to stderr. (Added after ABI version 2.)
+    Refuse(RString),
+}
+
+/// A request that was answered, as `agent/request-success` listeners are told of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestSuccess {
+    pub turn: u64,
+    pub step: u64,
+    /// The route that served it.
+    pub provider: RString,
+    /// The host of the route's endpoint.
+    pub endpoint_host: RString,
 }
 
 /// What a listener answers when it is offered a request failure.

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RStr, RString, RVec};
+use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 use dsh_abi::{ChainKey, ChainRecord, HostContext, HostContextRef, HostContext_TO, LogLevel};
 
 use crate::session::index::HistoryIndex;
@@ -155,6 +155,12 @@ impl HostContext for CallContext<'_> {
     fn log(&self, level: LogLevel, message: RStr<'_>) {
         self.services.log(level, message.as_str());
     }
+
+    /// Rows reach their counters through their own context (the row's store); a call that
+    /// comes here belongs to no row.
+    fn counter_add(&self, _: RStr<'_>, _: f64, _: f64, _: f64, _: f64) -> RResult<f64, RString> {
+        RResult::RErr("this call belongs to no row, so it has no counter store".into())
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +193,7 @@ pub(crate) mod tests {
         pub fn payload() -> RequestErrorPayload {
             RequestErrorPayload {
                 model: Default::default(),
+                endpoint_host: Default::default(),
                 turn: 1,
                 step: 1,
                 provider: "mock".into(),

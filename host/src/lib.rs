@@ -9,6 +9,7 @@
 //! | [`profile`] | `$DSH_HOME`, profiles, patch layers and their composition, the YAML module |
 //! | [`fsutil`] | atomic, durable file writes |
 //! | [`lock`] | one writer per session and per profile (OS locks) |
+//! | [`store`] | the shared counters rows add to: memory, machine (a locked file), Redis |
 //! | [`problem`] | configuration problems and where they are (file, row, key) |
 //! | [`bundled`] | what ships inside this build: bundled packages and profile templates |
 //! | [`llm`] | provider rows, provider-owned retry policies, the mock server |
@@ -26,6 +27,7 @@ pub mod plugin;
 pub mod problem;
 pub mod profile;
 pub mod session;
+pub mod store;
 pub mod waterfall;
 
 /// Something the user named does not exist (a profile, session, plugin or file); exit code 3.

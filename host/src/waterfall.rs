@@ -45,17 +45,30 @@ pub trait Listener {
 pub enum Outcome {
     /// Retry after `retry.delay_ms`, appending `retry.record`; `row_id` produced it.
     Retry { retry: CheckedRetry, row_id: String },
-    /// Nobody retried. `failures` lists the listeners that failed on the way (row id, message).
-    NoRetry { failures: Vec<(String, String)> },
+    /// Nobody retried. `failures` lists the listeners that failed on the way (row id, message);
+    /// `refused` is the row that refused a retry and its reason, when one did.
+    NoRetry { failures: Vec<(String, String)>, refused: Option<(String, String)> },
     /// The turn was cancelled; whatever was decided is dropped.
     Cancelled,
 }
 
 /// What one branch of the chain (a listener and everything after it) answered.
 enum Branch {
-    Retried { decision: RetryDecision, checked: CheckedRetry, row_id: String },
+    Retried {
+        decision: RetryDecision,
+        checked: CheckedRetry,
+        row_id: String,
+    },
     Declined,
-    Failed { row_id: String, message: String },
+    /// Declined with a reason the host must record.
+    Refused {
+        row_id: String,
+        reason: String,
+    },
+    Failed {
+        row_id: String,
+        message: String,
+    },
 }
 
 /// Runs the waterfall over `listeners` (outermost first).
@@ -67,7 +80,8 @@ pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload
     }
     match branch {
         Branch::Retried { checked, row_id, .. } => Outcome::Retry { retry: checked, row_id },
-        Branch::Declined | Branch::Failed { .. } => Outcome::NoRetry { failures },
+        Branch::Refused { row_id, reason } => Outcome::NoRetry { failures, refused: Some((row_id, reason)) },
+        Branch::Declined | Branch::Failed { .. } => Outcome::NoRetry { failures, refused: None },
     }
 }
 
@@ -88,13 +102,16 @@ fn run_from<L: Listener + ?Sized>(
     match answer {
         Answer::Pass => run_from(rest, payload, ctx, failures),
         Answer::Decide(Decision::NoRetry) => Branch::Declined,
+        Answer::Decide(Decision::Refuse(reason)) => {
+            Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() }
+        }
         Answer::Decide(Decision::Retry(decision)) => retried(row_id, decision, failures),
         Answer::DelegateFirst => {
             let downstream = run_from(rest, payload, ctx, failures);
             let outcome = match &downstream {
                 _ if ctx.is_cancelled() => DownstreamOutcome::Cancelled,
                 Branch::Retried { decision, .. } => DownstreamOutcome::Retried(decision.clone()),
-                Branch::Declined => DownstreamOutcome::Declined,
+                Branch::Declined | Branch::Refused { .. } => DownstreamOutcome::Declined,
                 Branch::Failed { row_id, message } => {
                     DownstreamOutcome::Failed(RString::from(format!("row \"{row_id}\": {message}")))
                 }
@@ -102,6 +119,9 @@ fn run_from<L: Listener + ?Sized>(
             match listener.after_downstream(payload, ctx, &outcome) {
                 Err(err) => failed(row_id, err, failures),
                 Ok(Decision::NoRetry) => Branch::Declined,
+                Ok(Decision::Refuse(reason)) => {
+                    Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() }
+                }
                 Ok(Decision::Retry(decision)) => match downstream {
                     // Passed through unchanged: the downstream row still owns the decision.
                     Branch::Retried { decision: ref passed, .. } if *passed == decision => downstream,
@@ -226,13 +246,13 @@ mod tests {
 
     #[test]
     fn no_listeners_means_no_retry() {
-        assert_eq!(run_chain(&[]), Outcome::NoRetry { failures: vec![] });
+        assert_eq!(run_chain(&[]), Outcome::NoRetry { failures: vec![], refused: None });
     }
 
     #[test]
     fn passing_listeners_fall_through_to_the_default_no_retry() {
         let (a, b) = (Scripted::pass("a"), Scripted::pass("b"));
-        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![], refused: None });
         assert_eq!((*a.calls.borrow(), *b.calls.borrow()), (1, 1));
     }
 
@@ -246,7 +266,7 @@ mod tests {
     #[test]
     fn a_veto_hides_every_later_listener() {
         let (a, b) = (Scripted::vetoes("a"), Scripted::retries("b", "b"));
-        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![], refused: None });
         assert_eq!(*b.calls.borrow(), 0);
     }
 
@@ -285,7 +305,7 @@ mod tests {
     fn delegate_first_can_override_a_downstream_retry() {
         let a = Scripted::delegates("a", Some(Ok(Decision::NoRetry)));
         let b = Scripted::retries("b", "b");
-        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![] });
+        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![], refused: None });
     }
 
     #[test]
@@ -301,7 +321,10 @@ mod tests {
     #[test]
     fn a_failing_listener_answers_no_retry_and_hides_later_listeners() {
         let (a, b) = (Scripted::fails("a"), Scripted::retries("b", "b"));
-        assert_eq!(run_chain(&[&a, &b]), Outcome::NoRetry { failures: vec![("a".into(), "boom".into())] });
+        assert_eq!(
+            run_chain(&[&a, &b]),
+            Outcome::NoRetry { failures: vec![("a".into(), "boom".into())], refused: None }
+        );
         assert_eq!(*b.calls.borrow(), 0);
     }
 
@@ -322,7 +345,7 @@ mod tests {
         let last = Scripted::retries("last", "last");
         assert_eq!(
             run_chain(&[&outer, &middle, &last]),
-            Outcome::NoRetry { failures: vec![("middle".into(), "middle panicked".into())] }
+            Outcome::NoRetry { failures: vec![("middle".into(), "middle panicked".into())], refused: None }
         );
         assert_eq!(*outer.seen.borrow(), vec![DownstreamOutcome::Failed("row \"middle\": middle panicked".into())]);
     }
@@ -343,7 +366,7 @@ mod tests {
             let outer = Scripted::delegates("outer", None);
             let outcome = run_chain(&[&outer, &bad]);
             assert!(
-                matches!(&outcome, Outcome::NoRetry { failures } if failures[0].0 == "bad"),
+                matches!(&outcome, Outcome::NoRetry { failures, .. } if failures[0].0 == "bad"),
                 "{record}: {outcome:?}"
             );
             assert!(

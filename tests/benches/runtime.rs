@@ -256,12 +256,14 @@ fn simulated_day() {
             client: Box::new(FailingUntil { until: start + Duration::from_secs(24 * 3600) }),
             policy,
             wire: Default::default(),
+            endpoint_host: "relay.example".into(),
         };
         let assembly = Assembly {
             agent: AgentConfig { row_id: "agent".into(), provider: "relay".into(), model: None, system: None },
             routes: HashMap::from([("relay".to_owned(), route)]),
             listeners: vec![Arc::new(executor.instantiate("llm-retry", &serde_json::Value::Null).unwrap())],
             session_start: Vec::new(),
+            request_success: Vec::new(),
             checkers: vec![Arc::clone(&invariant)],
             mock_servers: Vec::new(),
         };

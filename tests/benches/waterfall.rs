@@ -26,6 +26,7 @@ const DEFAULT_KEY: &str =
 fn payload(turn: u64, policy: Option<RetryPolicy>) -> RequestErrorPayload {
     RequestErrorPayload {
         model: Default::default(),
+        endpoint_host: Default::default(),
         turn,
         step: 1,
         provider: "deepseek-official".into(),

@@ -318,6 +318,41 @@ impl Drop for MockProcess {
     }
 }
 
+/// A real `redis-server` on 127.0.0.1 (no persistence), killed when dropped. `.ci/run` installs
+/// one from the system's package manager when it is missing.
+pub struct RedisServer {
+    child: std::process::Child,
+    /// `redis://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start redis-server (install it: apt-get install redis-server; .ci/run does)");
+        let ready = wait_until(std::time::Duration::from_secs(10), || {
+            use std::io::{Read, Write};
+            let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+            let mut answer = [0u8; 7];
+            stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut answer).is_ok() && &answer == b"+PONG\r\n"
+        });
+        assert!(ready, "redis-server did not answer on port {port}");
+        RedisServer { child, url: format!("redis://127.0.0.1:{port}") }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Every file below `dir`, sorted.
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

@@ -26,6 +26,8 @@ use crate::profile::{Home, Profile};
 use crate::session::gate::RowChecker;
 use sha2::{Digest, Sha256};
 
+use crate::store::{Counters, StoreSpec};
+
 /// An enabled row served by a plugin library.
 #[derive(Debug, Clone)]
 pub struct PluginRow {
@@ -184,12 +186,22 @@ fn check_routes(
     resolution.agent = agent;
 }
 
+/// What loading the plugin rows came to.
+pub struct Loaded {
+    pub plugins: Vec<LoadedPlugin>,
+    pub problems: Vec<Problem>,
+    /// Counter stores that cannot be reached now: a problem for `check`; a run goes on, each row
+    /// failing open or closed as its config says.
+    pub store_problems: Vec<Problem>,
+}
+
 /// Opens the library of every plugin row (each file once) and, with `instantiate`, builds each
-/// row's instance from its config. Returns the rows that loaded and every problem.
-pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlugin>, Vec<Problem>) {
+/// row's instance from its config, with the counter store its config names (`store`).
+pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counters) -> Loaded {
     let mut libraries: HashMap<PathBuf, PluginLibrary> = HashMap::new();
     let mut loaded = Vec::new();
     let mut problems = Vec::new();
+    let mut store_problems = Vec::new();
     for row in plugins {
         let library = match libraries.get(&row.library) {
             Some(library) => library.clone(),
@@ -226,7 +238,29 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlug
         }
         let instance = if instantiate {
             match library.instantiate(&row.row_id, &row.config) {
-                Ok(instance) => Some(instance),
+                Ok(instance) => match StoreSpec::parse(row.config.get("store")) {
+                    Ok(spec) => match counters.open(&spec) {
+                        Ok(store) => Some(instance.with_store(store)),
+                        Err((store, why)) => {
+                            store_problems.push(Problem {
+                                file: Some(row.config_layer.clone()),
+                                row: Some(row.row_id.clone()),
+                                key: Some("config.store".to_owned()),
+                                message: format!("the counter store cannot be reached: {why}"),
+                                hint: None,
+                            });
+                            Some(instance.with_store(store))
+                        }
+                    },
+                    Err(why) => {
+                        problems.push(Problem::config(
+                            Some(&row.config_layer),
+                            &row.row_id,
+                            &ConfigError::new("store", why),
+                        ));
+                        continue;
+                    }
+                },
                 Err(InstantiateFailure::Config(errors)) => {
                     problems.extend(errors.iter().map(|error| {
                         Problem::config(Some(&row.config_layer), &row.row_id, error)
@@ -244,7 +278,7 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool) -> (Vec<LoadedPlug
         };
         loaded.push(LoadedPlugin { row: row.clone(), library, instance });
     }
-    (loaded, problems)
+    Loaded { plugins: loaded, problems, store_problems }
 }
 
 /// Checks that an installed library is the one `plugin add` installed.
@@ -289,6 +323,8 @@ pub struct Assembly {
     pub listeners: Vec<Arc<RowInstance>>,
     /// `agent/session-start` listeners, in row order.
     pub session_start: Vec<Arc<RowInstance>>,
+    /// `agent/request-success` listeners, in row order.
+    pub request_success: Vec<Arc<RowInstance>>,
     /// Rows with a session checker.
     pub checkers: Vec<Arc<RowInstance>>,
     /// In-process mock servers serving `llm-mock` routes.
@@ -303,9 +339,14 @@ impl Assembly {
         profile: &Profile,
         composition: &Composition,
         verbose_mock: bool,
+        counters: &Counters,
     ) -> Result<Assembly, Vec<Problem>> {
         let Resolution { agent, providers, plugins, unresolved, problems } = resolve(profile, composition);
-        let (loaded, load_problems) = load_plugins(&plugins, true);
+        let Loaded { plugins: loaded, problems: load_problems, store_problems } =
+            load_plugins(&plugins, true, counters);
+        for problem in store_problems {
+            tracing::warn!("{problem}");
+        }
         let mut problems: Vec<Problem> = unresolved.into_iter().chain(problems).chain(load_problems).collect();
         let Some(agent) = agent else {
             problems
@@ -344,7 +385,12 @@ impl Assembly {
                     }
                 }));
             }
+            let endpoint_host = reqwest::Url::parse(&base_url)
+                .ok()
+                .and_then(|url| url.host_str().map(str::to_owned))
+                .unwrap_or_default();
             let route = Route {
+                endpoint_host,
                 provider: provider.provider.clone(),
                 model: provider.model.clone(),
                 client: Box::new(adapter),
@@ -358,6 +404,7 @@ impl Assembly {
             routes,
             listeners: Vec::new(),
             session_start: Vec::new(),
+            request_success: Vec::new(),
             checkers: Vec::new(),
             mock_servers,
         };
@@ -370,6 +417,9 @@ impl Assembly {
             }
             if hooks.contains(Hooks::SESSION_START) {
                 assembly.session_start.push(Arc::clone(&instance));
+            }
+            if hooks.contains(Hooks::REQUEST_SUCCESS) {
+                assembly.request_success.push(Arc::clone(&instance));
             }
             if hooks.contains(Hooks::CHECKER) {
                 assembly.checkers.push(instance);

@@ -12,10 +12,12 @@ use std::sync::Arc;
 use dsh_abi::{Answer, Decision, DownstreamOutcome, Failure, HostContextRef, RequestErrorPayload, RetryPolicy};
 
 use super::assembly::Assembly;
+use super::route::Route;
 use crate::context::{CallContext, ScriptedServices};
 use crate::llm::classify::ADAPTER_CODES;
 use crate::plugin::RowInstance;
 use crate::session::index::HistoryIndex;
+use crate::store::MemoryStore;
 use crate::waterfall::{self, Listener, ListenerError, Outcome};
 
 /// A chain still retrying after this many retries is shown as one without end.
@@ -26,6 +28,8 @@ pub const UNBOUNDED_AFTER: usize = 12;
 pub enum Action {
     /// Nobody retries: the turn ends with the failure.
     NoRetry,
+    /// A row refuses the retry, for this reason (a retry budget).
+    Refused(String),
     /// Retries after these delays, then gives up (or, when `unbounded`, goes on).
     Retries { delays_ms: Vec<f64>, unbounded: bool },
 }
@@ -84,8 +88,10 @@ impl Listener for Traced<'_> {
     }
 }
 
-/// Every route of `assembly`, each failure code with who handles it and how.
-pub fn explain(assembly: &Assembly) -> Vec<RouteHandling> {
+/// Every route of `assembly`, each failure code with who handles it and how; `scratch` is the
+/// counter store the assembly's rows were built with, emptied before each question so every
+/// code meets full budgets.
+pub fn explain(assembly: &Assembly, scratch: &MemoryStore) -> Vec<RouteHandling> {
     let mut routes: Vec<RouteHandling> = assembly
         .routes
         .values()
@@ -96,7 +102,8 @@ pub fn explain(assembly: &Assembly) -> Vec<RouteHandling> {
             codes: ADAPTER_CODES
                 .iter()
                 .map(|(code, status)| {
-                    handle(&assembly.listeners, &route.provider, &route.model, &route.policy, code, *status)
+                    scratch.clear();
+                    handle(&assembly.listeners, route, code, *status)
                 })
                 .collect(),
         })
@@ -105,18 +112,12 @@ pub fn explain(assembly: &Assembly) -> Vec<RouteHandling> {
     routes
 }
 
-fn handle(
-    listeners: &[Arc<RowInstance>],
-    provider: &str,
-    model: &str,
-    policy: &RetryPolicy,
-    code: &'static str,
-    status: Option<u32>,
-) -> CodeHandling {
+fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, status: Option<u32>) -> CodeHandling {
     let mut failure = Failure::new(code, format!("a {code} failure (dsh config explain)"));
     failure.status = status.into();
-    let mut payload = RequestErrorPayload::new(1, 1, provider, failure, Some(policy.clone()));
-    payload.model = model.into();
+    let mut payload = RequestErrorPayload::new(1, 1, &route.provider, failure, Some(route.policy.clone()));
+    payload.model = route.model.as_str().into();
+    payload.endpoint_host = route.endpoint_host.as_str().into();
     let services = ScriptedServices::default();
     let cancelled = AtomicBool::new(false);
     let mut history = HistoryIndex::new(r#"{"type":"session","version":0,"id":"explain","createdAt":0}"#.to_owned());
@@ -149,13 +150,18 @@ fn handle(
                 let line = format!(r#"{{"type":"llm/retry","seq":0,"time":0,"data":{}}}"#, retry.record);
                 history.observe("llm/retry", &line, &retry.record);
             }
-            Outcome::NoRetry { failures: found } => {
+            Outcome::NoRetry { failures: found, refused } => {
                 failures.extend(found);
-                let action = if delays.is_empty() {
-                    row = acted.borrow().first().cloned();
-                    Action::NoRetry
-                } else {
-                    Action::Retries { delays_ms: delays, unbounded: false }
+                let action = match refused {
+                    Some((refusing, reason)) if delays.is_empty() => {
+                        row = Some(refusing);
+                        Action::Refused(reason)
+                    }
+                    _ if delays.is_empty() => {
+                        row = acted.borrow().first().cloned();
+                        Action::NoRetry
+                    }
+                    _ => Action::Retries { delays_ms: delays, unbounded: false },
                 };
                 return CodeHandling { code, row, action, failures };
             }
@@ -168,6 +174,7 @@ fn handle(
 pub fn describe(action: &Action) -> String {
     match action {
         Action::NoRetry => "no retry: the turn ends with the failure".to_owned(),
+        Action::Refused(reason) => format!("refused: {reason}"),
         Action::Retries { delays_ms, unbounded } => {
             let shown: Vec<String> = delays_ms.iter().take(6).map(|delay| seconds(*delay)).collect();
             let more = if delays_ms.len() > 6 || *unbounded { ", …" } else { "" };
@@ -217,6 +224,10 @@ impl RouteHandling {
             let mut entry = serde_json::json!({"row": handling.row});
             match &handling.action {
                 Action::NoRetry => entry["action"] = "no-retry".into(),
+                Action::Refused(reason) => {
+                    entry["action"] = "refused".into();
+                    entry["reason"] = reason.as_str().into();
+                }
                 Action::Retries { delays_ms, unbounded } => {
                     entry["action"] = "retry".into();
                     entry["delaysMs"] = delays_ms.iter().map(|delay| serde_json::Value::from(*delay)).collect();

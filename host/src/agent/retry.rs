@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! waterfall (agent/request-error) → cancelled? stop
-//!   → no retry: the turn ends with the failure
+//!   → no retry: the turn ends with the failure (a row that refused the retry, such as a retry
+//!     budget, first gets its reason written: `llm/retry-refused`, ignorable, and shown)
 //!   → retry (checked: delay in range and equal to the record's delayMs, record one JSON object)
 //!       → append llm/retry (the invariant may refuse it: the turn ends with INVARIANT)
 //!       → commit (durable before the wait)
@@ -60,7 +61,16 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
     };
     let (retry, row_id) = match outcome {
         Outcome::Cancelled => return Ok(RetryStep::Cancelled),
-        Outcome::NoRetry { .. } => return Ok(RetryStep::GiveUp(payload.failure.clone())),
+        Outcome::NoRetry { refused: Some((row, reason)), .. } => {
+            let refused = json!({"turn": payload.turn, "step": payload.step, "row": row, "reason": reason});
+            log.append(
+                NewEvent { event_type: "llm/retry-refused", data: js::to_string(&refused), ignorable: true },
+                services.now_ms() as u64,
+            )?;
+            view.retry_refused(&row, &reason);
+            return Ok(RetryStep::GiveUp(payload.failure.clone()));
+        }
+        Outcome::NoRetry { refused: None, .. } => return Ok(RetryStep::GiveUp(payload.failure.clone())),
         Outcome::Retry { retry, row_id } => (retry, row_id),
     };
     let now = services.now_ms() as u64;

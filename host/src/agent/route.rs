@@ -13,4 +13,6 @@ pub struct Route {
     pub policy: RetryPolicy,
     /// What its requests send besides the conversation (recorded in `request/header`).
     pub wire: WireOptions,
+    /// The host of its endpoint (`api.deepseek.com`), for rows that key things by relay.
+    pub endpoint_host: String,
 }

@@ -21,6 +21,7 @@ use crate::session::locate::remember_profile;
 use crate::session::log::{AppendError, OpenError, SessionLog};
 use crate::session::repair::Repair;
 use crate::session::writer::SyncPolicy;
+use crate::store::Counters;
 
 /// Which log the agent runs over.
 #[derive(Debug)]
@@ -57,7 +58,10 @@ pub async fn start(
     view: Box<dyn TurnView>,
     verbose_mock: bool,
 ) -> Result<Started, StartError> {
-    let assembly = Assembly::build(home, profile, composition, verbose_mock).await.map_err(StartError::Config)?;
+    let assembly =
+        Assembly::build(home, profile, composition, verbose_mock, &Counters::Configured(home.root().to_owned()))
+            .await
+            .map_err(StartError::Config)?;
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let (log, repair) = match opening {
         Opening::New { sessions } => {

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use abi_stable::std_types::ROption;
-use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, SessionStartSource};
+use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, RequestSuccess, SessionStartSource};
 use serde_json::{json, Map, Value};
 
 use super::assembly::Assembly;
@@ -198,6 +198,7 @@ impl Agent {
                         data["usage"] = usage;
                     }
                     self.append("assistant/message", &data)?;
+                    self.tell_success(turn, step);
                     self.append("step/end", &json!({"turn": turn, "step": step}))?;
                     let (reason, end) = match completion.finish {
                         Finish::Stop => (json!({"kind": "completed"}), TurnEnd::Completed),
@@ -213,6 +214,7 @@ impl Agent {
             self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
             let payload = RequestErrorPayload {
                 model: self.model().into(),
+                endpoint_host: self.route().endpoint_host.as_str().into(),
                 turn,
                 step,
                 provider: self.route().provider.as_str().into(),
@@ -230,6 +232,33 @@ impl Agent {
                 RetryStep::Again => {}
                 RetryStep::GiveUp(failure) => return self.fail(turn, step, failure),
                 RetryStep::Cancelled => return self.abort(turn, step, None),
+            }
+        }
+    }
+
+    /// Tells the `agent/request-success` listeners the request of `turn`/`step` was answered (a
+    /// listener that fails is logged, and changes nothing).
+    fn tell_success(&self, turn: u64, step: u64) {
+        if self.assembly.request_success.is_empty() {
+            return;
+        }
+        let route = self.route();
+        let success = RequestSuccess {
+            turn,
+            step,
+            provider: route.provider.as_str().into(),
+            endpoint_host: route.endpoint_host.as_str().into(),
+        };
+        let context = CallContext {
+            history: self.log.index(),
+            cancelled: self.cancel.flag(),
+            pending_input: false,
+            services: self.services.as_ref(),
+        };
+        let ctx = context.as_abi();
+        for row in &self.assembly.request_success {
+            if let Err(err) = row.on_request_success(&success, &ctx) {
+                tracing::warn!("row \"{}\": {}", row.row_id(), err.message);
             }
         }
     }

@@ -30,6 +30,8 @@ pub trait TurnView: Send {
     fn retry_tick(&mut self, notice: &RetryNotice, remaining: Duration);
     /// The wait is over (elapsed or cancelled).
     fn retry_done(&mut self);
+    /// Row `row` refused the retry another row decided, for `reason`; the turn ends.
+    fn retry_refused(&mut self, _row: &str, _reason: &str) {}
 }
 
 /// A view that shows nothing (simulations and benchmarks).

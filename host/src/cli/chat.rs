@@ -192,7 +192,8 @@ async fn swap_if_changed(
     for warning in &composition.warnings {
         eprintln!("dsh: {warning}");
     }
-    match Assembly::build(home, &profile, &composition, globals.verbose()).await {
+    let counters = crate::store::Counters::Configured(home.root().to_owned());
+    match Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await {
         Ok(assembly) => {
             let change = describe_change(&agent.assembly, &assembly, &composition.rows);
             eprintln!("profile {profile_name}: {change}");

@@ -15,6 +15,7 @@ use crate::agent::lint;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{yaml, Home, LayerScope, Profile};
+use crate::store::Counters;
 
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
@@ -143,9 +144,10 @@ fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
 fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
-    let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, true);
+    let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
+        rows::load_plugins(&resolution.plugins, true, &Counters::Configured(home.root().to_owned()));
     let problems: Vec<&Problem> =
-        resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).collect();
+        resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).chain(&store_problems).collect();
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();
     let mut warnings: Vec<String> = lint::no_effect(&composition, &routes).iter().map(ToString::to_string).collect();
     warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));
@@ -199,8 +201,11 @@ fn explain(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
-    let built = super::runtime()?
-        .block_on(async { crate::agent::Assembly::build(home, &profile, &composition, globals.verbose()).await });
+    let scratch = std::sync::Arc::new(crate::store::MemoryStore::default());
+    let counters = Counters::Scratch(scratch.clone());
+    let built = super::runtime()?.block_on(async {
+        crate::agent::Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await
+    });
     let assembly = match built {
         Ok(assembly) => assembly,
         Err(problems) => {
@@ -210,7 +215,7 @@ fn explain(
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    let routes = crate::agent::explain::explain(&assembly);
+    let routes = crate::agent::explain::explain(&assembly, &scratch);
     let layer = home.display(&profile.dir.join("cordis.patch.yml"));
     if json {
         let routes: Vec<Value> = routes.iter().map(|route| route.to_json()).collect();
@@ -258,7 +263,8 @@ fn explain(
 fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
-    let (loaded, load_problems) = rows::load_plugins(&resolution.plugins, false);
+    let rows::Loaded { plugins: loaded, problems: load_problems, .. } =
+        rows::load_plugins(&resolution.plugins, false, &Counters::scratch());
     let problems: Vec<&Problem> = resolution.unresolved.iter().chain(&load_problems).collect();
     if !problems.is_empty() {
         for problem in problems {

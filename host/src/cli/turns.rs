@@ -162,6 +162,11 @@ impl TurnView for TerminalView {
             bar.finish_and_clear();
         }
     }
+
+    fn retry_refused(&mut self, row: &str, reason: &str) {
+        self.end_text_line();
+        eprintln!("dsh: retry refused by row \"{row}\": {}", neutralised(reason));
+    }
 }
 
 /// Ctrl-C once cancels the turn; twice exits at once (130). The handler is registered before

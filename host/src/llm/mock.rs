@@ -495,9 +495,10 @@ impl Shared {
                 "headers": request.headers.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect::<serde_json::Map<String, Value>>(),
                 "body": String::from_utf8_lossy(&request.body),
             });
+            // One write of the whole line: concurrent connections append whole lines.
             let appended = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut file| {
                 use std::io::Write;
-                writeln!(file, "{line}")
+                file.write_all(format!("{line}\n").as_bytes())
             });
             if let Err(err) = appended {
                 eprintln!("mock-server: cannot record to {}: {err}", path.display());

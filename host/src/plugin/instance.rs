@@ -7,16 +7,19 @@
 //! row is dropped.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::sabi_types::RRef;
-use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr};
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString, RVec};
 use dsh_abi::ffi::{DownstreamRepr_NE, RequestErrorRef, RequestError_TO, SessionStartRepr_NE};
 use dsh_abi::{
-    Answer, CheckerObject, Continuation, Decision, DownstreamOutcome, Hooks, HostContextRef, PluginError,
-    PluginInstanceObject, RequestErrorPayload, SessionStartSource,
+    Answer, ChainKey, ChainRecord, CheckerObject, Continuation, Decision, DownstreamOutcome, Hooks, HostContext,
+    HostContextRef, HostContext_TO, LogLevel, PluginError, PluginInstanceObject, RequestErrorPayload, RequestSuccess,
+    SessionStartSource,
 };
 
+use crate::store::{CounterStore, MemoryStore};
 use crate::waterfall::{Listener, ListenerError};
 
 pub struct RowInstance {
@@ -25,6 +28,56 @@ pub struct RowInstance {
     hooks: Hooks,
     object: PluginInstanceObject,
     faulted: AtomicBool,
+    /// The counters the row's config names (`store`).
+    store: Arc<dyn CounterStore>,
+}
+
+/// The host context a row's plugin is handed: the call's, with the row's own counter store.
+struct RowContext<'r, 'c> {
+    call: &'r HostContextRef<'c>,
+    store: &'r dyn CounterStore,
+}
+
+impl HostContext for RowContext<'_, '_> {
+    fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord> {
+        self.call.last_retry(key)
+    }
+
+    fn last_turn_events(&self) -> RVec<RString> {
+        self.call.last_turn_events()
+    }
+
+    fn session_header(&self) -> RString {
+        self.call.session_header()
+    }
+
+    fn has_pending_input(&self) -> bool {
+        self.call.has_pending_input()
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.call.is_cancelled()
+    }
+
+    fn now_ms(&self) -> f64 {
+        self.call.now_ms()
+    }
+
+    fn random(&self) -> f64 {
+        self.call.random()
+    }
+
+    fn new_id(&self) -> RString {
+        self.call.new_id()
+    }
+
+    fn log(&self, level: LogLevel, message: RStr<'_>) {
+        self.call.log(level, message)
+    }
+
+    fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString> {
+        self.store.add(key.as_str(), delta, initial, floor, ceiling).map_err(RString::from).into()
+    }
 }
 
 impl RowInstance {
@@ -35,7 +88,35 @@ impl RowInstance {
             hooks,
             object,
             faulted: AtomicBool::new(false),
+            store: Arc::new(MemoryStore::default()),
         }
+    }
+
+    /// The row's counters are in `store`.
+    pub fn with_store(mut self, store: Arc<dyn CounterStore>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// Runs `call` with the context the row's plugin gets.
+    fn in_context<T>(&self, ctx: &HostContextRef<'_>, call: impl FnOnce(HostContextRef<'_>) -> T) -> T {
+        let row = RowContext { call: ctx, store: self.store.as_ref() };
+        call(HostContext_TO::from_ptr(RRef::new(&row), TD_Opaque))
+    }
+
+    /// Tells the row a request was answered (`agent/request-success`).
+    pub fn on_request_success(&self, success: &RequestSuccess, ctx: &HostContextRef<'_>) -> Result<(), ListenerError> {
+        self.call("agent/request-success", || {
+            self.in_context(ctx, |ctx| {
+                self.object.on_request_success(
+                    success.turn,
+                    success.step,
+                    success.provider.as_rstr(),
+                    success.endpoint_host.as_rstr(),
+                    ctx,
+                )
+            })
+        })
     }
 
     pub fn row_id(&self) -> &str {
@@ -90,8 +171,10 @@ impl RowInstance {
         source: SessionStartSource,
         ctx: HostContextRef<'_>,
     ) -> Result<Option<Continuation>, ListenerError> {
-        self.call("agent/session-start", || self.object.on_session_start(SessionStartRepr_NE::from(source), ctx))
-            .map(ROption::into_option)
+        self.call("agent/session-start", || {
+            self.in_context(&ctx, |ctx| self.object.on_session_start(SessionStartRepr_NE::from(source), ctx))
+        })
+        .map(ROption::into_option)
     }
 
     pub fn open_checker(&self, header: &str) -> Result<Option<CheckerObject>, ListenerError> {
@@ -114,7 +197,7 @@ impl Listener for RowInstance {
         }
         self.call_reading(
             "agent/request-error listener",
-            || self.object.on_request_error(view(payload), ctx.sabi_reborrow()),
+            || self.in_context(ctx, |ctx| self.object.on_request_error(view(payload), ctx)),
             Answer::try_from,
         )
     }
@@ -128,7 +211,7 @@ impl Listener for RowInstance {
         let outcome = DownstreamRepr_NE::from(outcome);
         self.call_reading(
             "agent/request-error after_downstream",
-            || self.object.after_downstream(view(payload), ctx.sabi_reborrow(), &outcome),
+            || self.in_context(ctx, |ctx| self.object.after_downstream(view(payload), ctx, &outcome)),
             Decision::try_from,
         )
     }

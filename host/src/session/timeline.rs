@@ -116,6 +116,11 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                     js::display(failure.and_then(|f| f.get("message")))
                 )
             }
+            "llm/retry-refused" => format!(
+                "    retry refused by {} · {}",
+                data.get("row").and_then(Value::as_str).unwrap_or("?"),
+                preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
+            ),
             "llm/retry-started" => {
                 let key = format!("{}/{}", number("retryId"), number("retry"));
                 let waited =

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 /// Event types dsh reads and writes itself; the structure rules concern these.
-pub const DSH_EVENT_TYPES: [&str; 14] = [
+pub const DSH_EVENT_TYPES: [&str; 15] = [
     "turn/start",
     "turn/end",
     "step/start",
@@ -19,6 +19,7 @@ pub const DSH_EVENT_TYPES: [&str; 14] = [
     "tool/result",
     "llm/retry",
     "llm/retry-started",
+    "llm/retry-refused",
 ];
 
 /// The rest of DeepSeek Harness 0.1.0-rc.8's vocabulary: events its logs hold that dsh passes

@@ -1,0 +1,161 @@
+//! The retry budget through the real binary, the real `retry-budget` library and real stores: two
+//! `dsh` processes see one budget through the `machine` store and through a real `redis-server`;
+//! an unreachable store is named by `check` and fails open (one warning per turn) or closed (the
+//! refusal in the log and in `session show`); a small storm stays near one request per turn.
+
+use std::process::Stdio;
+
+use dsh_e2e::turns::{route_patch, SECRET};
+use dsh_e2e::{log_events, MockProcess, RedisServer, Run, TestHome};
+
+/// Waits of 5 ms, up to 5 retries, for every code: a failing relay makes each turn send six
+/// requests when nothing holds the retries back.
+const FAST: &str = "{mode: normal, maxRetries: 5, retryableCodes: [SERVER], backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}";
+
+/// A profile `b` with the budget, its row configured with `config` (a YAML flow mapping).
+fn budget_home(config: &str) -> (TestHome, MockProcess, std::path::PathBuf) {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["plugin", "--profile", "b", "add", "retry-budget"]).code, Some(0));
+    let mock = MockProcess::start(&home, "- status: 503\n");
+    let patch = route_patch(&home, &mock, FAST, "");
+    let budget = format!("\n- id: retry-budget\n  config: {config}\n");
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + &budget).unwrap();
+    (home, mock, patch)
+}
+
+fn turn(home: &TestHome, patch: &std::path::Path) -> Run {
+    Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--profile", "b", "--patch"]).arg(patch).arg("hi"))
+}
+
+/// Two runs, one after the other: the second must meet the budget the first spent.
+fn shared_budget(store: &str) {
+    let (home, mock, patch) = budget_home(&format!("{{maxTokens: 4, store: '{store}'}}"));
+    let first = turn(&home, &patch);
+    assert_eq!(first.code, Some(1), "{}", first.stderr);
+    assert!(
+        first.stderr.contains(
+            "dsh: retry refused by row \"retry-budget\": the retry budget of route:deepseek-official is spent"
+        ),
+        "{}",
+        first.stderr
+    );
+    assert_eq!(mock.request_bodies().len(), 2, "4 tokens: one retry goes ahead (3 left), the next would leave 2");
+    let second = turn(&home, &patch);
+    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    assert_eq!(mock.request_bodies().len(), 3, "the second process found the budget spent: no retry at all");
+}
+
+#[test]
+fn two_processes_share_one_budget_through_the_machine_store() {
+    shared_budget("machine");
+}
+
+#[test]
+fn two_processes_share_one_budget_through_redis() {
+    let redis = RedisServer::start();
+    shared_budget(&redis.url);
+}
+
+#[test]
+fn a_memory_store_is_one_process_budget() {
+    let (home, mock, patch) = budget_home("{maxTokens: 4, store: memory}");
+    for expected in [2, 4] {
+        assert_eq!(turn(&home, &patch).code, Some(1));
+        assert_eq!(mock.request_bodies().len(), expected, "each process starts with a full bucket");
+    }
+}
+
+#[test]
+fn an_unreachable_store_is_named_by_check_and_a_run_fails_open_with_one_warning_per_turn() {
+    let (home, mock, patch) = budget_home("{maxTokens: 4, store: 'redis://127.0.0.1:1'}");
+    let check = home.run(&["config", "--profile", "b", "check", "--patch", patch.to_str().unwrap()]);
+    assert_eq!(check.code, Some(4), "{}", check.stderr);
+    assert!(
+        check.stderr.contains(
+            "row \"retry-budget\": config.store: the counter store cannot be reached: cannot reach redis://127.0.0.1:1"
+        ),
+        "{}",
+        check.stderr
+    );
+    let run = turn(&home, &patch);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(mock.request_bodies().len(), 6, "fail open: every retry goes ahead");
+    let warnings = run.stderr.matches("retry-budget: the budget store cannot be reached").count();
+    assert_eq!(warnings, 1, "one warning per turn: {}", run.stderr);
+}
+
+#[test]
+fn a_closed_row_refuses_when_its_store_is_unreachable_and_the_log_says_why() {
+    let (home, mock, patch) = budget_home("{store: 'redis://127.0.0.1:1', onStoreError: closed}");
+    let run = turn(&home, &patch);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(mock.request_bodies().len(), 1);
+    let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
+    let events = log_events(&home.path().join("sessions").join(id).join("session.jsonl"));
+    let refused = events.iter().find(|event| event["type"] == "llm/retry-refused").expect("the refusal is logged");
+    assert_eq!(refused["ignorable"], true);
+    assert_eq!(refused["data"]["row"], "retry-budget");
+    assert!(refused["data"]["reason"].as_str().unwrap().contains("onStoreError: closed"));
+    assert_eq!(home.run(&["session", "verify", id]).code, Some(0));
+    let show = home.run(&["session", "show", id]);
+    assert!(
+        show.stdout.contains("    retry refused by retry-budget · the retry budget's store cannot be reached"),
+        "{}",
+        show.stdout
+    );
+}
+
+#[test]
+fn config_explain_shows_the_budget_in_front_of_every_retry() {
+    let (home, _mock, patch) = budget_home("{store: machine}");
+    let explain = home.run(&["config", "--profile", "b", "explain", "--json", "--patch", patch.to_str().unwrap()]);
+    assert_eq!(explain.code, Some(0), "{}", explain.stderr);
+    let routes: serde_json::Value = serde_json::from_str(&explain.stdout).unwrap();
+    let server = &routes["routes"][0]["codes"]["SERVER"];
+    assert_eq!(server["row"], "llm-retry");
+    assert_eq!(server["action"], "retry");
+    assert_eq!(server["delaysMs"].as_array().unwrap().len(), 4, "the budget lets four retries through: {server}");
+    assert!(
+        !home.path().join("stores/counters.json").exists() || {
+            let counters = std::fs::read_to_string(home.path().join("stores/counters.json")).unwrap();
+            !counters.contains("deepseek-official")
+        },
+        "explain spends no real budget"
+    );
+}
+
+#[test]
+fn a_small_storm_stays_near_one_request_per_turn_with_the_budget() {
+    let sessions = 6;
+    let storm = |config: Option<&str>| -> f64 {
+        let (home, mock, patch) = budget_home(config.unwrap_or("{store: machine}"));
+        if config.is_none() {
+            assert_eq!(home.run(&["plugin", "--profile", "b", "remove", "retry-budget"]).code, Some(0));
+            let unbudgeted = std::fs::read_to_string(&patch)
+                .unwrap()
+                .replace("- id: retry-budget\n  config: {store: machine}\n", "");
+            std::fs::write(&patch, unbudgeted).unwrap();
+        }
+        let children: Vec<_> = (0..sessions)
+            .map(|_| {
+                home.dsh()
+                    .env("DEEPSEEK_API_KEY", SECRET)
+                    .args(["run", "--profile", "b", "--patch"])
+                    .arg(&patch)
+                    .arg("hi")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let _ = child.wait_with_output();
+        }
+        mock.request_bodies().len() as f64 / sessions as f64
+    };
+    let without = storm(None);
+    let with = storm(Some("{store: machine, maxTokens: 10}"));
+    assert_eq!(without, 6.0, "every turn sends one request and five retries");
+    assert!(with <= 2.0, "with the budget: {with} requests per turn");
+}
