@@ -2,7 +2,8 @@
 # Measures every row of the speed table (spec 95-quality-targets) and writes the medians into the
 # "Performance" section of README.md, between its performance:begin/end markers. Runs the Rust
 # benchmarks of dsh-e2e and benches/verify.sh (which installs the reference TypeScript invariant
-# from the npm registry for the side-by-side timing). Takes about ten minutes on 2 cores.
+# from the npm registry for the side-by-side timing), and the retry-storm table (`storm`, which
+# needs redis-server). Takes about fifteen minutes on 2 cores.
 # The raw outputs stay in target/bench-report/; `--compose-only` rewrites the README from them.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -327,33 +327,63 @@ impl RequestErrorPayload {
     /// The payload as a plugin's guard reads it. A policy mode this build does not know leaves
     /// the policy out (the plugin cannot apply it).
     pub fn from_view(view: &RequestErrorRef<'_>) -> RequestErrorPayload {
+        let mut payload = RequestErrorPayload::new(0, 0, "", Failure::new("", ""), None);
+        payload.read_view(view);
+        payload
+    }
+
+    /// Overwrites this payload with `view`'s, reusing its strings' memory: a guard that keeps
+    /// one payload per instance reads every later payload without allocating.
+    pub fn read_view(&mut self, view: &RequestErrorRef<'_>) {
+        fn set(target: &mut RString, text: RStr<'_>) {
+            target.clear();
+            target.push_str(text.as_str());
+        }
+        self.turn = view.turn();
+        self.step = view.step();
+        set(&mut self.provider, view.provider());
+        set(&mut self.model, view.model());
+        set(&mut self.endpoint_host, view.endpoint_host());
+        set(&mut self.failure.message, view.failure_message());
+        set(&mut self.failure.code, view.failure_code());
+        self.failure.status = view.failure_status();
+        self.failure.provider_retry_after_ms = view.failure_retry_after_ms();
+        match (view.failure_request_id(), &mut self.failure.request_id) {
+            (ROption::RSome(id), ROption::RSome(kept)) => set(kept, id),
+            (id, kept) => *kept = id.map(RString::from),
+        }
         let mode = match view.policy_mode().as_str() {
             "normal" => Some(PolicyMode::Normal),
             "always" => Some(PolicyMode::Always),
             _ => None,
         };
-        let retry_policy = mode.map(|mode| RetryPolicy {
-            mode,
-            max_retries: view.policy_max_retries(),
-            retryable_codes: view.policy_retryable_codes().iter().cloned().collect(),
-            initial_delay_ms: view.policy_initial_delay_ms(),
-            max_delay_ms: view.policy_max_delay_ms(),
-            jitter_ratio: view.policy_jitter_ratio(),
-        });
-        RequestErrorPayload {
-            model: view.model().into(),
-            endpoint_host: view.endpoint_host().into(),
-            turn: view.turn(),
-            step: view.step(),
-            provider: view.provider().into(),
-            failure: Failure {
-                message: view.failure_message().into(),
-                code: view.failure_code().into(),
-                status: view.failure_status(),
-                provider_retry_after_ms: view.failure_retry_after_ms(),
-                request_id: view.failure_request_id().map(RString::from),
-            },
-            retry_policy: retry_policy.into(),
+        let Some(mode) = mode else {
+            self.retry_policy = ROption::RNone;
+            return;
+        };
+        if self.retry_policy.is_none() {
+            self.retry_policy = ROption::RSome(RetryPolicy {
+                mode,
+                max_retries: 0,
+                retryable_codes: Default::default(),
+                initial_delay_ms: 0.0,
+                max_delay_ms: 0.0,
+                jitter_ratio: 0.0,
+            });
         }
+        let ROption::RSome(policy) = &mut self.retry_policy else { unreachable!("set above") };
+        policy.mode = mode;
+        policy.max_retries = view.policy_max_retries();
+        let codes = view.policy_retryable_codes();
+        policy.retryable_codes.truncate(codes.len());
+        for (index, code) in codes.iter().enumerate() {
+            match policy.retryable_codes.get_mut(index) {
+                Some(kept) => set(kept, code.as_rstr()),
+                None => policy.retryable_codes.push(code.clone()),
+            }
+        }
+        policy.initial_delay_ms = view.policy_initial_delay_ms();
+        policy.max_delay_ms = view.policy_max_delay_ms();
+        policy.jitter_ratio = view.policy_jitter_ratio();
     }
 }

@@ -51,24 +51,33 @@ pub fn string(value: f64) -> String {
 /// (key order, number text, string escapes) kept byte for byte. Whitespace inside a JSON string
 /// is always escaped, so the result has no line break.
 pub fn minify(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let mut in_string = false;
-    let mut escaped = false;
-    for c in json.chars() {
-        if in_string {
-            out.push(c);
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            in_string = c == '"';
-            out.push(c);
+    // The bytes of a multi-byte UTF-8 character are never ASCII, so quotes, backslashes and
+    // whitespace found byte by byte are always whole characters. Strings are copied whole.
+    let bytes = json.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let string_start = memchr::memchr(b'"', &bytes[at..]).map_or(bytes.len(), |offset| at + offset);
+        out.extend(bytes[at..string_start].iter().filter(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r')));
+        if string_start == bytes.len() {
+            break;
         }
+        let string_end = closing_quote(bytes, string_start + 1).map_or(bytes.len(), |quote| quote + 1);
+        out.extend_from_slice(&bytes[string_start..string_end]);
+        at = string_end;
     }
-    out
+    String::from_utf8(out).expect("only ASCII whitespace was dropped from valid UTF-8")
+}
+
+/// The index of the quote closing the string whose text starts at `from`, skipping escapes.
+fn closing_quote(bytes: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let found = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
+        if bytes[found] == b'"' {
+            return Some(found);
+        }
+        from = found + 2;
+    }
 }
 
 /// Compact JSON with JavaScript number formatting, keys in serialisation order.
@@ -227,6 +236,18 @@ mod tests {
             let text = number(value);
             let parsed: f64 = text.parse().unwrap();
             prop_assert_eq!(parsed, if value == 0.0 { 0.0 } else { value });
+        }
+
+        #[test]
+        fn minifying_pretty_json_gives_the_compact_text(
+            entries in prop::collection::vec(("[ a-z\"\\\\\n\té]{0,6}", "[ a-z\"\\\\\n\té]{0,12}", any::<i32>()), 0..6)
+        ) {
+            let value: serde_json::Map<String, serde_json::Value> = entries
+                .into_iter()
+                .map(|(key, text, number)| (key, serde_json::json!([text, number, {"nested": [text.len()]}])))
+                .collect();
+            let pretty = serde_json::to_string_pretty(&value).unwrap();
+            prop_assert_eq!(minify(&pretty), serde_json::to_string(&value).unwrap());
         }
     }
 }

@@ -122,7 +122,27 @@ fn guarded<T>(call: impl FnOnce() -> Result<T, String>) -> RResult<T, PluginErro
     }
 }
 
-struct GuardedPlugin<P>(P);
+/// A plugin behind the panic guard, with one payload it reads each call's into (reusing its
+/// memory, so a call allocates nothing to hand the plugin its payload).
+struct GuardedPlugin<P> {
+    plugin: P,
+    payload: std::sync::Mutex<Option<RequestErrorPayload>>,
+}
+
+impl<P> GuardedPlugin<P> {
+    /// Runs `call` with `view` read into the kept payload (or a fresh one, if another thread
+    /// holds it).
+    fn with_payload<T>(&self, view: &RequestErrorRef<'_>, call: impl FnOnce(&RequestErrorPayload) -> T) -> T {
+        match self.payload.try_lock() {
+            Ok(mut kept) => {
+                let payload = kept.get_or_insert_with(|| RequestErrorPayload::from_view(view));
+                payload.read_view(view);
+                call(payload)
+            }
+            Err(_) => call(&RequestErrorPayload::from_view(view)),
+        }
+    }
+}
 
 impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
     fn on_request_error(
@@ -131,8 +151,7 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
         ctx: HostContextRef<'_>,
     ) -> RResult<AnswerRepr_NE, PluginError> {
         guarded(|| {
-            let payload = RequestErrorPayload::from_view(&payload);
-            self.0.on_request_error(&payload, &ctx).map(AnswerRepr_NE::from)
+            self.with_payload(&payload, |payload| self.plugin.on_request_error(payload, &ctx)).map(AnswerRepr_NE::from)
         })
     }
 
@@ -144,8 +163,8 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
     ) -> RResult<DecisionRepr_NE, PluginError> {
         guarded(|| {
             let outcome = DownstreamOutcome::try_from(outcome)?;
-            let payload = RequestErrorPayload::from_view(&payload);
-            self.0.after_downstream(&payload, &ctx, &outcome).map(DecisionRepr_NE::from)
+            self.with_payload(&payload, |payload| self.plugin.after_downstream(payload, &ctx, &outcome))
+                .map(DecisionRepr_NE::from)
         })
     }
 
@@ -156,20 +175,20 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
     ) -> RResult<ROption<Continuation>, PluginError> {
         guarded(|| {
             let source = SessionStartSource::try_from(source)?;
-            self.0.on_session_start(source, &ctx).map(ROption::from)
+            self.plugin.on_session_start(source, &ctx).map(ROption::from)
         })
     }
 
     fn open_checker(&self, header: RStr<'_>) -> RResult<ROption<CheckerObject>, PluginError> {
         guarded(|| {
-            let checker = self.0.open_checker(header.as_str())?;
+            let checker = self.plugin.open_checker(header.as_str())?;
             Ok(checker.map(|checker| SessionChecker_TO::from_ptr(RBox::new(GuardedChecker(checker)), TD_Opaque)).into())
         })
     }
 
     fn dispose(&mut self) {
         // A panic while disposing has nowhere useful to go; the instance is dropped either way.
-        let _ = catch_unwind(AssertUnwindSafe(|| self.0.dispose()));
+        let _ = catch_unwind(AssertUnwindSafe(|| self.plugin.dispose()));
     }
 
     fn on_request_success(
@@ -182,7 +201,7 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
     ) -> RResult<(), PluginError> {
         guarded(|| {
             let success = RequestSuccess { turn, step, provider: provider.into(), endpoint_host: endpoint_host.into() };
-            self.0.on_request_success(&success, &ctx)
+            self.plugin.on_request_success(&success, &ctx)
         })
     }
 }
@@ -223,7 +242,10 @@ pub fn guard_instantiate<P: Plugin>(
         instantiate(row_id.as_str(), &config)
     }));
     match built {
-        Ok(Ok(plugin)) => ROk(PluginInstance_TO::from_ptr(RBox::new(GuardedPlugin(plugin)), TD_Opaque)),
+        Ok(Ok(plugin)) => ROk(PluginInstance_TO::from_ptr(
+            RBox::new(GuardedPlugin { plugin, payload: std::sync::Mutex::new(None) }),
+            TD_Opaque,
+        )),
         Ok(Err(errors)) => RErr(InstantiateError::Config(errors.into_iter().collect::<RVec<_>>())),
         Err(payload) => RErr(InstantiateError::Failed(PluginError::panicked(panic_message(payload)))),
     }

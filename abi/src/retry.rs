@@ -121,13 +121,17 @@ pub fn check_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> 
         ));
     }
     let text = decision.record.as_str();
-    let raw: &RawValue =
-        serde_json::from_str(text).map_err(|err| format!("its llm/retry record is not valid JSON ({err})"))?;
-    if !raw.get().trim_start().starts_with('{') {
-        return Err("its llm/retry record is not a JSON object".to_owned());
-    }
-    let fields: RecordFields<'_> =
-        serde_json::from_str(raw.get()).map_err(|err| format!("its llm/retry record cannot be read ({err})"))?;
+    let fields: RecordFields<'_> = match serde_json::from_str(text) {
+        Ok(fields) => fields,
+        Err(err) if err.is_data() && serde_json::from_str::<&RawValue>(text).is_ok() => {
+            return Err(if text.trim_start().starts_with('{') {
+                format!("its llm/retry record cannot be read ({err})")
+            } else {
+                "its llm/retry record is not a JSON object".to_owned()
+            });
+        }
+        Err(err) => return Err(format!("its llm/retry record is not valid JSON ({err})")),
+    };
     let retry_id = match fields.retry_id {
         Some(id) if !id.is_empty() => id.into_owned(),
         _ => return Err("its llm/retry record has no retryId (a non-empty string)".to_owned()),
@@ -144,7 +148,7 @@ pub fn check_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> 
             fields.delay_ms.map_or("(none)", RawValue::get)
         ));
     }
-    Ok(CheckedRetry { delay_ms, record: js::minify(raw.get()), retry_id, retry })
+    Ok(CheckedRetry { delay_ms, record: js::minify(text.trim()), retry_id, retry })
 }
 
 #[cfg(test)]

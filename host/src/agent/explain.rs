@@ -189,7 +189,8 @@ pub fn describe(action: &Action) -> String {
 }
 
 /// `0.5s`, `2s`, `2.2s`: seconds with at most one decimal.
-fn seconds(ms: f64) -> String {
+/// Milliseconds as seconds rounded to tenths, without a trailing `.0`.
+pub(crate) fn seconds(ms: f64) -> String {
     let tenths = (ms / 100.0).round() / 10.0;
     if tenths.fract() == 0.0 {
         format!("{tenths:.0}s")

@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::{runtime, Globals, EXIT_CONFIG};
+use crate::agent::explain::seconds;
 use crate::agent::replay::{self, Candidate, Scratch, TurnOutcome, TurnResult};
 use crate::agent::Assembly;
 use crate::profile::{Home, LayerScope, Profile};
@@ -115,15 +116,6 @@ fn result_json(result: &TurnResult) -> Value {
         "outcome": result.outcome.as_str(),
         "answerAfterMs": result.answer_after_ms,
     })
-}
-
-fn seconds(ms: f64) -> String {
-    let tenths = (ms / 100.0).round() / 10.0;
-    if tenths.fract() == 0.0 {
-        format!("{tenths:.0}s")
-    } else {
-        format!("{tenths:.1}s")
-    }
 }
 
 fn result_text(result: &TurnResult) -> String {
