@@ -16,26 +16,18 @@ use clap::Args;
 use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
-use super::turns::{neutralised, profile_for, start, turn_summary};
+use super::turns::{neutralised, start, turn_summary, SessionTarget};
 use super::{runtime, Globals};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use crate::agent::Cancel;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::locate::session_log;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// The profile whose rows run the turns (default: the session's own, else web).
-    #[arg(long, value_name = "NAME")]
-    profile: Option<String>,
-    /// Continue this session (an id under the home; a value with a '/' is a log path).
-    #[arg(long, value_name = "ID")]
-    session: Option<String>,
-    /// An extra patch layer, applied after every other layer (repeatable, in order).
-    #[arg(long = "patch", value_name = "FILE")]
-    patches: Vec<PathBuf>,
+    #[command(flatten)]
+    target: SessionTarget,
 }
 
 const HELP: &str = "/waterfall  the request-error listeners, outermost first\n\
@@ -112,15 +104,15 @@ fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result
 
 pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
-    let existing = args.session.as_deref().map(|name| session_log(&home.sessions_dir(), name)).transpose()?;
-    let profile_name = profile_for(args.profile.as_deref(), existing.as_deref());
+    let (existing, profile_name) = args.target.resolve(&home)?;
     let mut input = Input::open()?;
     runtime()?.block_on(async {
-        let mut agent = match start(globals, &home, &profile_name, &args.patches, existing.as_deref(), false).await? {
-            Ok(agent) => agent,
-            Err(code) => return Ok(code),
-        };
-        let (profile, composition) = compose_now(&home, &profile_name, &args.patches)?;
+        let mut agent =
+            match start(globals, &home, &profile_name, &args.target.patches, existing.as_deref(), false).await? {
+                Ok(agent) => agent,
+                Err(code) => return Ok(code),
+            };
+        let (profile, composition) = compose_now(&home, &profile_name, &args.target.patches)?;
         let mut current = snapshot(&profile, &composition.rows);
         let running = Arc::new(Mutex::new(None));
         handle_chat_interrupts(Arc::clone(&running))?;
@@ -134,10 +126,11 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
                 "/exit" | "/quit" => break,
                 "/help" => eprintln!("{HELP}"),
                 "/waterfall" => show_waterfall(&agent),
-                "/profile" => show_profile(&home, &profile_name, &args.patches),
+                "/profile" => show_profile(&home, &profile_name, &args.target.patches),
                 command if command.starts_with('/') => eprintln!("dsh: unknown command {command}; /help lists them"),
                 _ => {
-                    current = swap_if_changed(globals, &home, &profile_name, &args.patches, &mut agent, current).await;
+                    current =
+                        swap_if_changed(globals, &home, &profile_name, &args.target.patches, &mut agent, current).await;
                     let cancel = Cancel::default();
                     agent.cancel = cancel.clone();
                     *running.lock().expect("not poisoned") = Some(cancel);

@@ -1,7 +1,6 @@
 //! `dsh run`: one turn of a profile's agent, streamed to the terminal, with a live countdown line
 //! per scheduled retry.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -10,22 +9,14 @@ use serde_json::json;
 
 use anyhow::Context;
 
-use super::turns::{finish, handle_interrupts, profile_for, start};
+use super::turns::{finish, handle_interrupts, start, SessionTarget};
 use super::{runtime, Globals};
 use crate::agent::turn::{HeaderReason, UserInput};
-use crate::session::locate::session_log;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The profile whose rows run the turn (default: the session's own, else web).
-    #[arg(long, value_name = "NAME")]
-    profile: Option<String>,
-    /// Continue this session (an id under the home; a value with a '/' is a log path).
-    #[arg(long, value_name = "ID")]
-    session: Option<String>,
-    /// An extra patch layer, applied after every other layer (repeatable, in order).
-    #[arg(long = "patch", value_name = "FILE")]
-    patches: Vec<PathBuf>,
+    #[command(flatten)]
+    target: SessionTarget,
     /// Write every session event to stdout as one JSON object per line, instead of the text.
     #[arg(long)]
     json: bool,
@@ -35,8 +26,7 @@ pub struct RunArgs {
 
 pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
-    let existing = args.session.as_deref().map(|name| session_log(&home.sessions_dir(), name)).transpose()?;
-    let profile = profile_for(args.profile.as_deref(), existing.as_deref());
+    let (existing, profile) = args.target.resolve(&home)?;
     let prompt = if args.prompt == "-" {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("cannot read the prompt from stdin")?;
@@ -48,10 +38,11 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("the prompt is empty");
     }
     runtime()?.block_on(async {
-        let mut agent = match start(globals, &home, &profile, &args.patches, existing.as_deref(), args.json).await? {
-            Ok(agent) => agent,
-            Err(code) => return Ok(code),
-        };
+        let mut agent =
+            match start(globals, &home, &profile, &args.target.patches, existing.as_deref(), args.json).await? {
+                Ok(agent) => agent,
+                Err(code) => return Ok(code),
+            };
         if args.json {
             out!(
                 "{}",

@@ -204,6 +204,33 @@ pub(crate) fn print_repair(repair: &Repair) {
     }
 }
 
+/// Which session a turn-running command works on, and through which profile and extra layers.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SessionTarget {
+    /// The profile whose rows run the turns (default: the session's own, else web).
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Continue this session (an id under the home; a value with a '/' is a log path).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// An extra patch layer, applied after every other layer (repeatable, in order).
+    #[arg(long = "patch", value_name = "FILE")]
+    pub patches: Vec<PathBuf>,
+}
+
+impl SessionTarget {
+    /// The log to continue (when `--session` names one) and the profile that runs it.
+    pub fn resolve(&self, home: &Home) -> anyhow::Result<(Option<PathBuf>, String)> {
+        let existing = self
+            .session
+            .as_deref()
+            .map(|name| crate::session::locate::session_log(&home.sessions_dir(), name))
+            .transpose()?;
+        let profile = profile_for(self.profile.as_deref(), existing.as_deref());
+        Ok((existing, profile))
+    }
+}
+
 /// The profile that runs a session: `--profile` when given (said when the session was created
 /// with another), else the one the session was created with, else `web`.
 pub(crate) fn profile_for(explicit: Option<&str>, log: Option<&std::path::Path>) -> String {
