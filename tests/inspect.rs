@@ -155,12 +155,11 @@ fn a_library_whose_constructor_leaves_a_process_behind_cannot_hold_inspect() {
     );
     assert_eq!(run.code, Some(1));
     assert!(run.stderr.contains("not a dsh plugin"), "{}", run.stderr);
-    assert!(dsh_e2e::wait_until(std::time::Duration::from_secs(10), || pid_file.exists()));
-    let pid: i32 = dsh_e2e::wait_until(std::time::Duration::from_secs(10), || {
-        std::fs::read_to_string(&pid_file).is_ok_and(|text| text.trim().parse::<i32>().is_ok())
-    })
-    .then(|| std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap())
-    .expect("the forked child wrote its pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the library wrote its forked child's pid while it opened")
+        .trim()
+        .parse()
+        .expect("a pid");
     // SAFETY: signal 0 only asks whether the process exists.
     let gone = dsh_e2e::wait_until(std::time::Duration::from_secs(10), || unsafe { libc::kill(pid, 0) } != 0);
     assert!(gone, "the process the library left behind was stopped with the inspection");
