@@ -30,6 +30,18 @@ fn exit_1_when_the_turn_failed() {
 }
 
 #[test]
+fn exit_1_when_a_profile_file_cannot_be_parsed() {
+    let home = TestHome::new();
+    assert_eq!(home.run(&["config", "check"]).code, Some(0));
+    home.write("profiles/web/profile.yml", "bundles: {\n");
+    for command in [vec!["config", "check"], vec!["run", "hi"], vec!["config", "explain"]] {
+        let run = home.run(&command);
+        assert_eq!(run.code, Some(1), "{command:?}: {}", run.stderr);
+        assert!(run.stderr.contains("profiles/web/profile.yml: ") && run.stderr.contains("line 2"), "{}", run.stderr);
+    }
+}
+
+#[test]
 fn exit_2_on_a_usage_error() {
     assert_eq!(TestHome::new().run(&["run"]).code, Some(2));
     assert_eq!(TestHome::new().run(&["no-such-command"]).code, Some(2));
