@@ -37,7 +37,11 @@ fn exit_1_when_a_profile_file_cannot_be_parsed() {
     for command in [vec!["config", "check"], vec!["run", "hi"], vec!["config", "explain"]] {
         let run = home.run(&command);
         assert_eq!(run.code, Some(1), "{command:?}: {}", run.stderr);
-        assert!(run.stderr.contains("profiles/web/profile.yml: ") && run.stderr.contains("line 2"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("invalid $DSH_HOME/profiles/web/profile.yml: ") && run.stderr.contains("line 2"),
+            "{}",
+            run.stderr
+        );
     }
 }
 

@@ -276,7 +276,7 @@ impl Profile {
                 Self::create(&dir, &template_bundles(template))?;
             }
         }
-        Self::load(name, dir)
+        Self::load(home, name, dir)
     }
 
     /// Profile `name` as it is, or — a template not created yet — as it would be created, without
@@ -284,7 +284,7 @@ impl Profile {
     pub fn peek(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
         if dir.join("profile.yml").is_file() {
-            return Self::load(name, dir);
+            return Self::load(home, name, dir);
         }
         match bundled::template(name) {
             Some(template) => Ok(Profile {
@@ -302,7 +302,7 @@ impl Profile {
         if !dir.join("profile.yml").is_file() {
             return Err(NotFound(format!("profile {} does not exist", json_quote(name))).into());
         }
-        Self::load(name, dir)
+        Self::load(home, name, dir)
     }
 
     /// Opens profile `name` under its writer `_lock`, creating it (from its template, else with
@@ -311,14 +311,14 @@ impl Profile {
     pub fn open_or_create(home: &Home, name: &str, _lock: &WriterLock) -> anyhow::Result<(Profile, Created)> {
         let dir = Self::dir_of(home, name)?;
         if dir.join("profile.yml").is_file() {
-            return Ok((Self::load(name, dir)?, Created::default()));
+            return Ok((Self::load(home, name, dir)?, Created::default()));
         }
         let bundles: Vec<String> = match bundled::template(name) {
             Some(template) => template_bundles(template),
             None => DEFAULT_BUNDLES.iter().map(|bundle| (*bundle).to_owned()).collect(),
         };
         let created = Self::create(&dir, &bundles)?;
-        Ok((Self::load(name, dir)?, created))
+        Ok((Self::load(home, name, dir)?, created))
     }
 
     /// Creates whatever of the profile's folders and files is missing; never overwrites one.
@@ -347,13 +347,14 @@ impl Profile {
         Ok(created)
     }
 
-    fn load(name: &str, dir: PathBuf) -> anyhow::Result<Profile> {
+    fn load(home: &Home, name: &str, dir: PathBuf) -> anyhow::Result<Profile> {
         let path = dir.join("profile.yml");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let shown = home.display(&path);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {shown}"))?;
         let manifest: ProfileManifest = yaml::from_str::<Option<ProfileManifest>>(&text)
-            .with_context(|| format!("invalid {}", path.display()))?
+            .with_context(|| format!("invalid {shown}"))?
             .unwrap_or_default();
-        manifest.validate().map_err(|problem| anyhow::anyhow!("invalid {}: {problem}", path.display()))?;
+        manifest.validate().map_err(|problem| anyhow::anyhow!("invalid {shown}: {problem}"))?;
         Ok(Profile { name: name.to_owned(), dir, manifest })
     }
 
