@@ -35,6 +35,16 @@ fn a_failed_turn_writes_nothing_to_a_piped_stdout() {
 }
 
 #[test]
+fn a_session_that_cannot_be_created_names_its_folder_and_the_cause_once() {
+    let home = TestHome::new();
+    home.write("sessions", "a file where the sessions folder belongs\n");
+    let run = home.run(&["run", "--profile", "demo", "hi"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains(" in $DSH_HOME/sessions: "), "{}", run.stderr);
+    assert_eq!(run.stderr.matches("os error").count(), 1, "{}", run.stderr);
+}
+
+#[test]
 fn a_continued_session_runs_the_profile_it_was_created_with() {
     let home = TestHome::new();
     let first = home.run(&["run", "--profile", "demo", "Say hello"]);

@@ -10,9 +10,18 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// A temporary file next to `path` holding `contents`, durable, with the mode `path` has (a new
+/// file gets the user's umask, as any editor would give it, not the temporary file's 0600).
 fn staged(path: &Path, contents: &[u8]) -> io::Result<tempfile::NamedTempFile> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut file = tempfile::Builder::new().prefix(".dsh-tmp-").tempfile_in(dir)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".dsh-tmp-");
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let mut file = builder.tempfile_in(dir)?;
+    if let Ok(existing) = std::fs::metadata(path) {
+        file.as_file().set_permissions(existing.permissions())?;
+    }
     file.write_all(contents)?;
     file.as_file().sync_all()?;
     Ok(file)
@@ -47,6 +56,24 @@ fn sync_parent(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_new_one_follows_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let kept = dir.path().join("kept.yml");
+        std::fs::write(&kept, "old").unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&kept, b"new").unwrap();
+        assert_eq!(mode(&kept), 0o640);
+        let by_an_editor = dir.path().join("editor.yml");
+        File::create(&by_an_editor).unwrap();
+        let created = dir.path().join("new.yml");
+        assert!(create_atomic(&created, b"text").unwrap());
+        assert_eq!(mode(&created), mode(&by_an_editor));
+    }
 
     #[test]
     fn create_never_overwrites_and_write_replaces() {

@@ -37,8 +37,8 @@ pub enum Opening<'a> {
 pub enum StartError {
     #[error("the profile cannot run")]
     Config(Vec<Problem>),
-    #[error("cannot create the session log: {0}")]
-    Create(#[from] std::io::Error),
+    #[error("cannot create session {id} in {dir}")]
+    Create { id: String, dir: String, source: std::io::Error },
     #[error(transparent)]
     Open(#[from] OpenError),
 }
@@ -71,14 +71,16 @@ pub async fn start(
                 "cwd": std::env::current_dir().map(|dir| dir.display().to_string()).unwrap_or_default(),
                 "delegationDepth": 0,
             });
+            let cannot_create = |source| StartError::Create { id: id.clone(), dir: home.display(sessions), source };
             let log = SessionLog::create(
                 sessions,
                 &id,
                 &header,
                 |header| assembly.open_checkers(header),
                 SyncPolicy::Durable,
-            )?;
-            remember_profile(log.path(), &profile.name)?;
+            )
+            .map_err(cannot_create)?;
+            remember_profile(log.path(), &profile.name).map_err(cannot_create)?;
             (log, None)
         }
         Opening::Existing { log, lock } => {

@@ -33,7 +33,7 @@ pub enum ImportError {
     Exists { id: String, log: PathBuf },
     #[error("{0}: the log is damaged there; nothing was imported")]
     Corrupt(String),
-    #[error("cannot write the imported log: {0}")]
+    #[error("cannot write the imported log")]
     Io(#[from] io::Error),
 }
 
