@@ -181,6 +181,10 @@ fn readers_take_no_lock_and_see_a_live_log() {
         "{}",
         verify.stderr
     );
+    let list: serde_json::Value =
+        serde_json::from_str(&home.run(&["session", "list", "--json"]).stdout).expect("session list --json");
+    assert_eq!(list[0]["writer"], run.id(), "{list}");
+    assert_eq!(list[0]["damage"], serde_json::Value::Null, "a live writer's last line is not damage: {list}");
     run.kill().unwrap();
     run.wait().unwrap();
 }

@@ -215,3 +215,25 @@ fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_cal
         assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "{name}: nothing was written");
     }
 }
+
+#[test]
+fn session_list_marks_a_torn_log_and_a_damaged_one() {
+    let home = TestHome::new();
+    let torn = interrupted_log().replace("\"id\":\"r\"", "\"id\":\"torn\"") + "{\"type\":\"turn/e";
+    home.write("sessions/torn/session.jsonl", &torn);
+    let mut lines: Vec<String> = interrupted_log().lines().map(str::to_owned).collect();
+    lines[0] = lines[0].replace("\"id\":\"r\"", "\"id\":\"damaged\"");
+    lines[2] = "not an event".to_owned();
+    home.write("sessions/damaged/session.jsonl", &(lines.join("\n") + "\n"));
+    let list = home.run(&["session", "list"]);
+    assert_eq!(list.code, Some(0), "{}", list.stderr);
+    let line_of = |id: &str| list.stdout.lines().find(|line| line.starts_with(id)).unwrap_or_default().to_owned();
+    assert!(line_of("torn ").ends_with("torn last line (dsh session repair cuts it)"), "{}", list.stdout);
+    assert!(line_of("damaged ").contains("damaged at line 3 (byte "), "{}", list.stdout);
+    let json: serde_json::Value = serde_json::from_str(&home.run(&["session", "list", "--json"]).stdout).unwrap();
+    let damage_of = |id: &str| json.as_array().unwrap().iter().find(|s| s["id"] == id).unwrap()["damage"].clone();
+    assert_eq!(damage_of("torn")["kind"], "torn");
+    assert_eq!(damage_of("damaged")["kind"], "corrupt");
+    assert_eq!(damage_of("damaged")["line"], 3);
+    assert_eq!(json[0]["createdAt"], 1, "createdAt as the header writes it");
+}

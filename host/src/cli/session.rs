@@ -13,11 +13,12 @@ use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
+use crate::lock::live_holder;
 use crate::plugin::catalog;
 use crate::plugin::{PluginLibrary, RowInstance};
-use crate::session::locate::{find_log, resolve_log, session_log};
+use crate::session::locate::{find_log, lock_path, resolve_log, session_log};
 use crate::session::log::{OpenError, SessionLog};
-use crate::session::reader::LogReader;
+use crate::session::reader::{Damage, LogReader};
 use crate::session::timeline;
 use crate::session::verify::{self, Report};
 use crate::session::writer::SyncPolicy;
@@ -156,8 +157,14 @@ fn resume(
 struct Summary {
     id: String,
     created: f64,
+    /// `createdAt` as the header writes it (`--json` passes it on unchanged).
+    created_as_written: serde_json::Value,
     turns: u64,
     last_end: String,
+    /// The first line that is not an event (never the last line a live writer is writing).
+    damage: Option<Damage>,
+    /// The process writing the log now, if one is.
+    writer: Option<u32>,
 }
 
 fn summarize(path: &Path) -> anyhow::Result<Summary> {
@@ -166,11 +173,20 @@ fn summarize(path: &Path) -> anyhow::Result<Summary> {
     let mut summary = Summary {
         id: header.get("id").and_then(|id| id.as_str()).unwrap_or("?").to_owned(),
         created: header.get("createdAt").and_then(serde_json::Value::as_f64).unwrap_or(0.0),
+        created_as_written: header.get("createdAt").cloned().unwrap_or_default(),
         turns: 0,
         last_end: "-".to_owned(),
+        damage: None,
+        writer: live_holder(&lock_path(path)),
     };
     while let Some(next) = reader.next_event() {
-        let Ok(event) = next? else { continue };
+        let event = match next? {
+            Ok(event) => event,
+            Err(damage) => {
+                summary.damage.get_or_insert(damage);
+                continue;
+            }
+        };
         match event.event_type {
             "turn/start" => {
                 summary.turns += 1;
@@ -188,7 +204,26 @@ fn summarize(path: &Path) -> anyhow::Result<Summary> {
             _ => {}
         }
     }
+    if summary.writer.is_some() && matches!(summary.damage, Some(Damage::Torn { .. })) {
+        summary.damage = None;
+    }
     Ok(summary)
+}
+
+/// What `session list` adds after a session whose log has a line that is not an event.
+fn damage_note(damage: &Damage) -> String {
+    match damage {
+        Damage::Torn { .. } => "  torn last line (dsh session repair cuts it)".to_owned(),
+        Damage::Corrupt { .. } => format!("  damaged at {} (dsh session verify)", damage.position()),
+    }
+}
+
+fn damage_json(damage: &Damage) -> serde_json::Value {
+    let (kind, at) = match damage {
+        Damage::Torn { at, .. } => ("torn", at),
+        Damage::Corrupt { at, .. } => ("corrupt", at),
+    };
+    json!({"kind": kind, "line": at.line, "byte": at.offset})
 }
 
 fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
@@ -208,7 +243,16 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         let value: Vec<_> = summaries
             .iter()
-            .map(|s| json!({"id": s.id, "createdAt": s.created, "turns": s.turns, "lastEnd": s.last_end}))
+            .map(|s| {
+                json!({
+                    "id": s.id,
+                    "createdAt": s.created_as_written,
+                    "turns": s.turns,
+                    "lastEnd": s.last_end,
+                    "damage": s.damage.as_ref().map(damage_json),
+                    "writer": s.writer,
+                })
+            })
             .collect();
         out!("{}", serde_json::to_string_pretty(&value)?)?;
         return Ok(ExitCode::SUCCESS);
@@ -217,11 +261,13 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
         let created =
             httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(summary.created as u64));
         out!(
-            "{}  {created}  {} turn{}  {}",
+            "{}  {created}  {} turn{}  {}{}{}",
             summary.id,
             summary.turns,
             if summary.turns == 1 { "" } else { "s" },
-            summary.last_end
+            summary.last_end,
+            summary.writer.map(|pid| format!("  (process {pid} is writing it)")).unwrap_or_default(),
+            summary.damage.as_ref().map(damage_note).unwrap_or_default()
         )?;
     }
     Ok(ExitCode::SUCCESS)
