@@ -19,7 +19,7 @@ pub struct JsFormatter;
 
 impl Formatter for JsFormatter {
     fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
-        writer.write_all(number(value).as_bytes())
+        with_number_text(value, |text| writer.write_all(text.as_bytes()))
     }
 
     fn write_f32<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f32) -> io::Result<()> {
@@ -29,10 +29,19 @@ impl Formatter for JsFormatter {
 
 /// `String(value)` for a finite number; `null` for NaN and infinities, as `JSON.stringify` does.
 pub fn number(value: f64) -> String {
-    if value.is_finite() {
-        ryu_js::Buffer::new().format_finite(value).to_owned()
+    with_number_text(value, str::to_owned)
+}
+
+/// Hands `number(value)` to `use_text` without allocating it.
+fn with_number_text<R>(value: f64, use_text: impl FnOnce(&str) -> R) -> R {
+    if is_safe_integer(value) {
+        // Integral doubles in the safe range convert to i64 exactly, and JavaScript writes them
+        // as plain digits (`-0` as `0`), as itoa does.
+        use_text(itoa::Buffer::new().format(value as i64))
+    } else if value.is_finite() {
+        use_text(ryu_js::Buffer::new().format_finite(value))
     } else {
-        "null".to_owned()
+        use_text("null")
     }
 }
 
@@ -52,32 +61,41 @@ pub fn string(value: f64) -> String {
 /// is always escaped, so the result has no line break.
 pub fn minify(json: &str) -> String {
     // The bytes of a multi-byte UTF-8 character are never ASCII, so quotes, backslashes and
-    // whitespace found byte by byte are always whole characters. Strings are copied whole.
+    // whitespace found byte by byte are always whole characters. Strings are skipped whole, and
+    // text that is already compact (every record dsh's own plugins write) is copied once.
     let bytes = json.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let string_start = memchr::memchr(b'"', &bytes[at..]).map_or(bytes.len(), |offset| at + offset);
-        out.extend(bytes[at..string_start].iter().filter(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r')));
-        if string_start == bytes.len() {
-            break;
+    let mut compact: Option<Vec<u8>> = None;
+    let (mut kept_from, mut at) = (0, 0);
+    while let Some(offset) = bytes[at..].iter().position(|&byte| matches!(byte, b'"' | b' ' | b'\t' | b'\n' | b'\r')) {
+        at += offset;
+        if bytes[at] == b'"' {
+            at = after_string(bytes, at + 1);
+        } else {
+            compact.get_or_insert_with(|| Vec::with_capacity(bytes.len())).extend_from_slice(&bytes[kept_from..at]);
+            at += 1;
+            kept_from = at;
         }
-        let string_end = closing_quote(bytes, string_start + 1).map_or(bytes.len(), |quote| quote + 1);
-        out.extend_from_slice(&bytes[string_start..string_end]);
-        at = string_end;
     }
-    String::from_utf8(out).expect("only ASCII whitespace was dropped from valid UTF-8")
+    match compact {
+        None => json.to_owned(),
+        Some(mut out) => {
+            out.extend_from_slice(&bytes[kept_from..]);
+            String::from_utf8(out).expect("only ASCII whitespace was dropped from valid UTF-8")
+        }
+    }
 }
 
-/// The index of the quote closing the string whose text starts at `from`, skipping escapes.
-fn closing_quote(bytes: &[u8], mut from: usize) -> Option<usize> {
-    loop {
-        let found = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
-        if bytes[found] == b'"' {
-            return Some(found);
+/// Where the text after the string whose contents start at `at` begins, skipping escapes.
+fn after_string(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(offset) = bytes.get(at..).and_then(|rest| rest.iter().position(|&byte| matches!(byte, b'"' | b'\\')))
+    {
+        at += offset;
+        if bytes[at] == b'"' {
+            return at + 1;
         }
-        from = found + 2;
+        at += 2;
     }
+    bytes.len()
 }
 
 /// Compact JSON with JavaScript number formatting, keys in serialisation order.
@@ -248,6 +266,22 @@ mod tests {
                 .collect();
             let pretty = serde_json::to_string_pretty(&value).unwrap();
             prop_assert_eq!(minify(&pretty), serde_json::to_string(&value).unwrap());
+        }
+
+        #[test]
+        fn safe_integers_are_written_as_ryu_js_writes_them(value in -9_007_199_254_740_991i64..=9_007_199_254_740_991) {
+            let value = value as f64;
+            let mut by_ryu = ryu_js::Buffer::new();
+            prop_assert_eq!(number(value), by_ryu.format_finite(value));
+        }
+
+        #[test]
+        fn minifying_any_text_keeps_every_byte_but_whitespace_outside_strings(text in "[ a\"\\\\\n\té{}:,]{0,40}") {
+            let once = minify(&text);
+            prop_assert_eq!(minify(&once), once.clone());
+            let kept: String = text.chars().filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r')).collect();
+            let dropped: String = once.chars().filter(|c| !matches!(c, ' ' | '\t' | '\n' | '\r')).collect();
+            prop_assert_eq!(dropped, kept);
         }
     }
 }
