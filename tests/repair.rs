@@ -5,8 +5,14 @@ use dsh_e2e::{log_events, TestHome};
 
 const HEADER: &str = "{\"type\":\"session\",\"version\":0,\"id\":\"r\",\"createdAt\":1,\"delegationDepth\":0}\n";
 
+/// One event line as dsh writes it (surface events carry `"surfaceOp":"append"`).
 fn event(seq: u64, event_type: &str, data: &str) -> String {
-    format!("{{\"type\":\"{event_type}\",\"seq\":{seq},\"time\":{},\"data\":{data}}}\n", 1000 + seq)
+    let surface = matches!(event_type, "user/message" | "assistant/message" | "tool/result");
+    format!(
+        "{{\"type\":\"{event_type}\",\"seq\":{seq},\"time\":{},\"data\":{data}{}}}\n",
+        1000 + seq,
+        if surface { ",\"surfaceOp\":\"append\"" } else { "" }
+    )
 }
 
 fn interrupted_log() -> String {
