@@ -32,9 +32,9 @@ pub struct SessionArgs {
 
 #[derive(Debug, Subcommand)]
 enum SessionCommand {
-    /// Sessions under the home, newest first: id, created, turns, how the last turn ended.
+    /// Sessions under the home, newest first: id, created, turns, how the last turn ended, damage and a live writer.
     List {
-        /// Print a JSON array of `{id, createdAt, turns, lastEnd}`.
+        /// Print a JSON array of `{id, createdAt, turns, lastEnd, damage, writer}`.
         #[arg(long)]
         json: bool,
     },
@@ -156,9 +156,8 @@ fn resume(
 
 struct Summary {
     id: String,
-    created: f64,
     /// `createdAt` as the header writes it (`--json` passes it on unchanged).
-    created_as_written: serde_json::Value,
+    created_at: serde_json::Value,
     turns: u64,
     last_end: String,
     /// The first line that is not an event (never the last line a live writer is writing).
@@ -172,8 +171,7 @@ fn summarize(path: &Path) -> anyhow::Result<Summary> {
     let header: serde_json::Value = serde_json::from_str(reader.header())?;
     let mut summary = Summary {
         id: header.get("id").and_then(|id| id.as_str()).unwrap_or("?").to_owned(),
-        created: header.get("createdAt").and_then(serde_json::Value::as_f64).unwrap_or(0.0),
-        created_as_written: header.get("createdAt").cloned().unwrap_or_default(),
+        created_at: header.get("createdAt").cloned().unwrap_or_default(),
         turns: 0,
         last_end: "-".to_owned(),
         damage: None,
@@ -210,6 +208,13 @@ fn summarize(path: &Path) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
+impl Summary {
+    /// When the session was created, in epoch milliseconds (0 when the header does not say).
+    fn created_ms(&self) -> f64 {
+        self.created_at.as_f64().unwrap_or(0.0)
+    }
+}
+
 /// What `session list` adds after a session whose log has a line that is not an event.
 fn damage_note(damage: &Damage) -> String {
     match damage {
@@ -235,18 +240,18 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
             let Some(log) = find_log(&dir) else { continue };
             match summarize(&log) {
                 Ok(summary) => summaries.push(summary),
-                Err(err) => eprintln!("dsh: {}: {err}", log.display()),
+                Err(err) => eprintln!("dsh: {}: {err:#}", log.display()),
             }
         }
     }
-    summaries.sort_by(|a, b| b.created.total_cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+    summaries.sort_by(|a, b| b.created_ms().total_cmp(&a.created_ms()).then_with(|| a.id.cmp(&b.id)));
     if json {
         let value: Vec<_> = summaries
             .iter()
             .map(|s| {
                 json!({
                     "id": s.id,
-                    "createdAt": s.created_as_written,
+                    "createdAt": s.created_at,
                     "turns": s.turns,
                     "lastEnd": s.last_end,
                     "damage": s.damage.as_ref().map(damage_json),
@@ -258,8 +263,9 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for summary in &summaries {
-        let created =
-            httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(summary.created as u64));
+        let created = httpdate::fmt_http_date(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(summary.created_ms() as u64),
+        );
         out!(
             "{}  {created}  {} turn{}  {}{}{}",
             summary.id,
