@@ -521,6 +521,11 @@ fn check_failure(failure: &JsValue<'_>) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_chain_entry_takes_48_bytes() {
+        assert_eq!(std::mem::size_of::<Chain>(), 48);
+    }
+
     fn run(events: &[(&str, &str)]) -> Vec<(usize, String)> {
         let mut checker = RetryChecker::default();
         events
