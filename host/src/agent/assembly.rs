@@ -242,13 +242,9 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
                     Ok(spec) => match counters.open(&spec) {
                         Ok(store) => Some(instance.with_store(store)),
                         Err((store, why)) => {
-                            store_problems.push(Problem {
-                                file: Some(row.config_layer.clone()),
-                                row: Some(row.row_id.clone()),
-                                key: Some("config.store".to_owned()),
-                                message: format!("the counter store cannot be reached: {why}"),
-                                hint: None,
-                            });
+                            let unreachable =
+                                ConfigError::new("store", format!("the counter store cannot be reached: {why}"));
+                            store_problems.push(Problem::config(Some(&row.config_layer), &row.row_id, &unreachable));
                             Some(instance.with_store(store))
                         }
                     },
