@@ -10,15 +10,21 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// A temporary file next to `path` holding `contents`, durable, with the mode `path` has (a new
-/// file gets the user's umask, as any editor would give it, not the temporary file's 0600).
-fn staged(path: &Path, contents: &[u8]) -> io::Result<tempfile::NamedTempFile> {
-    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+/// A temporary file in `dir`, to be renamed into place, created with the mode any editor would
+/// give a new file (the user's umask), not tempfile's 0600.
+pub fn temp_file_in(dir: &Path, prefix: &str) -> io::Result<tempfile::NamedTempFile> {
     let mut builder = tempfile::Builder::new();
-    builder.prefix(".dsh-tmp-");
+    builder.prefix(prefix);
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut file = builder.tempfile_in(dir)?;
+    builder.tempfile_in(dir)
+}
+
+/// A temporary file next to `path` holding `contents`, durable, with the mode `path` has (or,
+/// for a new file, the user's umask).
+fn staged(path: &Path, contents: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut file = temp_file_in(dir, ".dsh-tmp-")?;
     if let Ok(existing) = std::fs::metadata(path) {
         file.as_file().set_permissions(existing.permissions())?;
     }

@@ -62,7 +62,7 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
         return Err(ImportError::Exists { log: dir.join(LOG_FILE), id: session_id });
     }
     std::fs::create_dir_all(sessions)?;
-    let staged = tempfile::Builder::new().prefix(".dsh-import-").tempfile_in(sessions)?;
+    let staged = fsutil::temp_file_in(sessions, ".dsh-import-")?;
     let mut out = BufWriter::new(staged.as_file());
     writeln!(out, "{}", reader.header())?;
     let mut events = 0;
