@@ -16,7 +16,7 @@ use clap::Args;
 use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
-use super::turns::{neutralised, start, turn_summary, SessionTarget};
+use super::turns::{neutralised, start, turn_summary, Ready, SessionTarget};
 use super::{runtime, Globals};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
@@ -107,12 +107,11 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
     let (existing, profile_name) = args.target.resolve(&home)?;
     let mut input = Input::open()?;
     runtime()?.block_on(async {
-        let mut agent =
+        let Ready { mut agent, profile, composition } =
             match start(globals, &home, &profile_name, &args.target.patches, existing.as_deref(), false).await? {
-                Ok(agent) => agent,
+                Ok(ready) => ready,
                 Err(code) => return Ok(code),
             };
-        let (profile, composition) = compose_now(&home, &profile_name, &args.target.patches)?;
         let mut current = snapshot(&profile, &composition.rows);
         let running = Arc::new(Mutex::new(None));
         handle_chat_interrupts(Arc::clone(&running))?;

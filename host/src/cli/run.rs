@@ -40,7 +40,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
         let mut agent =
             match start(globals, &home, &profile, &args.target.patches, existing.as_deref(), args.json).await? {
-                Ok(agent) => agent,
+                Ok(ready) => ready.agent,
                 Err(code) => return Ok(code),
             };
         if args.json {

@@ -125,7 +125,7 @@ fn resume(
     let profile = profile_for(profile, Some(&log));
     runtime()?.block_on(async {
         let mut agent = match start(globals, &home, &profile, patches, Some(&log), json).await? {
-            Ok(agent) => agent,
+            Ok(ready) => ready.agent,
             Err(code) => return Ok(code),
         };
         if json {

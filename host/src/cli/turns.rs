@@ -14,7 +14,8 @@ use crate::agent::session::{self, Opening, StartError};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
 use crate::agent::Cancel;
-use crate::profile::{Home, LayerScope};
+use crate::profile::patch::Composition;
+use crate::profile::{Home, LayerScope, Profile};
 use crate::session::log::SessionLog;
 use crate::session::repair::Repair;
 
@@ -251,6 +252,13 @@ pub(crate) fn profile_for(explicit: Option<&str>, log: Option<&std::path::Path>)
 /// The profile commands use when none is named.
 pub(crate) const DEFAULT_PROFILE: &str = "web";
 
+/// An agent, and the profile and composition its rows were built from.
+pub(crate) struct Ready {
+    pub agent: Agent,
+    pub profile: Profile,
+    pub composition: Composition,
+}
+
 /// Composes `profile` and starts its agent over a new session or the log at `existing`; prints
 /// the composition warnings and what opening the log repaired. `Err(code)`: the profile cannot
 /// run (its problems are printed).
@@ -261,7 +269,7 @@ pub(crate) async fn start(
     patches: &[PathBuf],
     existing: Option<&std::path::Path>,
     json: bool,
-) -> anyhow::Result<Result<Agent, ExitCode>> {
+) -> anyhow::Result<Result<Ready, ExitCode>> {
     let lock = existing.map(SessionLog::lock).transpose()?;
     let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
     let sessions = home.sessions_dir();
@@ -292,7 +300,7 @@ pub(crate) async fn start(
             let _ = out.flush();
         }));
     }
-    Ok(Ok(agent))
+    Ok(Ok(Ready { agent, profile, composition }))
 }
 
 /// Prints how the turn ended and returns the exit code.
