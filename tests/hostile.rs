@@ -127,7 +127,12 @@ fn a_closed_stdout_ends_quietly_and_the_turn_is_recorded_to_its_end() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
-    let run = Run { code: output.status.code(), stdout: String::new(), stderr: stderr.into_owned() };
+    let run = Run {
+        command: "dsh run (streamed)".into(),
+        code: output.status.code(),
+        stdout: String::new(),
+        stderr: stderr.into_owned(),
+    };
     let log = home.path().join("sessions").join(session_id(&run)).join("session.jsonl");
     let events = log_events(&log);
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "completed");

@@ -11,6 +11,7 @@ mod conformance_llm_retry;
 mod conformance_yaml;
 mod contract;
 mod daily;
+mod edges;
 mod fallback;
 mod hostile;
 mod inspect;

@@ -401,12 +401,69 @@ pub fn log_events(path: &Path) -> Vec<serde_json::Value> {
 
 /// What a finished command said.
 pub struct Run {
+    /// The command line, for failure messages.
+    pub command: String,
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
 }
 
+/// A command as a shell would show it.
+fn command_line(command: &Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|part| part.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "$ {}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}", self.command, self.code, self.stdout, self.stderr)
+    }
+}
+
 impl Run {
+    /// Asserts the exit code; on a mismatch the panic shows the command, its exit code, stdout
+    /// and stderr.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Run {
+        assert_eq!(self.code, Some(code), "unexpected exit code:\n{self}");
+        self
+    }
+
+    /// Asserts that stderr holds `text`, showing the whole run when it does not.
+    #[track_caller]
+    pub fn expect_stderr(&self, text: &str) -> &Run {
+        assert!(self.stderr.contains(text), "stderr lacks {text:?}:\n{self}");
+        self
+    }
+
+    /// Runs the command with `input` on its stdin.
+    pub fn with_input(command: &mut Command, input: &[u8]) -> Run {
+        use std::io::Write;
+        let line = command_line(command);
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run dsh");
+        let mut stdin = child.stdin.take().expect("piped");
+        let input = input.to_vec();
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let output = child.wait_with_output().expect("wait for dsh");
+        let _ = feeder.join();
+        Run {
+            command: line,
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
     /// Runs the command and also reports its peak resident memory in KiB (via `wait4`).
     // The child is reaped by wait4, which std cannot do but which also reports the peak RSS.
     #[allow(clippy::zombie_processes)]
@@ -434,6 +491,7 @@ impl Run {
         assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
         let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
         let run = Run {
+            command: command_line(command),
             code,
             stdout: String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned(),
             stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
@@ -444,6 +502,7 @@ impl Run {
     pub fn of(command: &mut Command) -> Run {
         let output = command.output().expect("run dsh");
         Run {
+            command: command_line(command),
             code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),

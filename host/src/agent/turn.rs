@@ -25,8 +25,8 @@ use super::retry::{retry_step, RetryParts, RetryStep};
 use super::route::Route;
 use super::view::TurnView;
 use crate::context::{CallContext, Services};
-use crate::llm::openai::{ChatMessage, ChatRequest, Finish};
-use crate::session::log::{AppendError, NewEvent, SessionLog};
+use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish};
+use crate::session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +45,19 @@ pub struct UserInput {
     pub text: String,
     /// The message's `source`, e.g. `{kind: user}`.
     pub source: Value,
+}
+
+impl UserInput {
+    /// The `user/message` data this input is recorded as; `Err` when it cannot be one log line,
+    /// before anything of the turn is written.
+    pub fn message_data(&self) -> Result<String, AppendError> {
+        let message = json!({
+            "id": self.id, "role": "user", "content": [{"type": "text", "text": self.text}], "source": self.source,
+        });
+        let data = js::to_string(&message);
+        check_line_fits("user/message", &data)?;
+        Ok(data)
+    }
 }
 
 /// `request/header`'s `reason`.
@@ -150,26 +163,12 @@ impl Agent {
     pub async fn run_turn(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
         let turn = self.log.rules().last_turn() + 1;
         let step = 1;
+        let message = input.message_data()?;
         self.append("turn/start", &json!({"turn": turn}))?;
         self.append("step/start", &json!({"turn": turn, "step": step}))?;
-        let message = json!({
-            "id": input.id, "role": "user", "content": [{"type": "text", "text": input.text}], "source": input.source,
-        });
-        self.append("user/message", &message)?;
-        let header = self.request_header();
-        let unchanged = self
-            .log
-            .last_request_header()
-            .and_then(|last| serde_json::from_str::<Value>(last).ok())
-            .is_some_and(|last| last.get("header") == Some(&header));
-        if !unchanged || reason == HeaderReason::Resume {
-            let reason = match (reason, self.log.last_request_header()) {
-                (HeaderReason::Resume, _) => "resume",
-                (_, None) => "initial",
-                _ => "change",
-            };
-            self.append("request/header", &json!({"header": header, "reason": reason}))?;
-        }
+        let now = self.now_ms();
+        self.log.append(NewEvent { event_type: "user/message", data: message, ignorable: false }, now)?;
+        self.append_header(reason)?;
         loop {
             self.log.commit()?;
             if self.cancel.is_cancelled() {
@@ -185,29 +184,10 @@ impl Agent {
             };
             self.view.attempt_ended(attempt.is_ok());
             let attempt_failure = match attempt {
-                Ok(completion) => {
-                    let mut content = Vec::new();
-                    if !completion.reasoning.is_empty() {
-                        content.push(json!({"type": "reasoning", "text": completion.reasoning}));
-                    }
-                    content.push(json!({"type": "text", "text": completion.text}));
-                    let source = json!({"kind": "model", "provider": self.route().provider, "model": self.model()});
-                    let message = json!({"role": "assistant", "content": content, "source": source, "id": self.services.new_id()});
-                    let mut data = json!({"turn": turn, "step": step, "message": message});
-                    if let Some(usage) = completion.usage {
-                        data["usage"] = usage;
-                    }
-                    self.append("assistant/message", &data)?;
-                    self.tell_success(turn, step);
-                    self.append("step/end", &json!({"turn": turn, "step": step}))?;
-                    let (reason, end) = match completion.finish {
-                        Finish::Stop => (json!({"kind": "completed"}), TurnEnd::Completed),
-                        Finish::Length => (json!({"kind": "max-tokens"}), TurnEnd::MaxTokens),
-                    };
-                    self.append("turn/end", &json!({"turn": turn, "reason": reason}))?;
-                    self.log.commit()?;
-                    return Ok(end);
-                }
+                Ok(completion) => match self.complete(turn, step, completion)? {
+                    Ok(end) => return Ok(end),
+                    Err(failure) => AttemptFailure { failure, partial_text: String::new() },
+                },
                 Err(attempt) => attempt,
             };
             let failure = attempt_failure.failure;
@@ -234,6 +214,63 @@ impl Agent {
                 RetryStep::Cancelled => return self.abort(turn, step, None),
             }
         }
+    }
+
+    /// Appends `request/header` when the header changed since the last one, or on a resume.
+    fn append_header(&mut self, reason: HeaderReason) -> Result<(), AppendError> {
+        let header = self.request_header();
+        let unchanged = self
+            .log
+            .last_request_header()
+            .and_then(|last| serde_json::from_str::<Value>(last).ok())
+            .is_some_and(|last| last.get("header") == Some(&header));
+        if !unchanged || reason == HeaderReason::Resume {
+            let reason = match (reason, self.log.last_request_header()) {
+                (HeaderReason::Resume, _) => "resume",
+                (_, None) => "initial",
+                _ => "change",
+            };
+            self.append("request/header", &json!({"header": header, "reason": reason}))?;
+        }
+        Ok(())
+    }
+
+    /// Records a successful answer and ends the turn; an answer too long to be logged as one
+    /// line is a failed attempt instead (`Ok(Err(failure))`), retried like any other.
+    fn complete(
+        &mut self,
+        turn: u64,
+        step: u64,
+        completion: Completion,
+    ) -> Result<Result<TurnEnd, Failure>, AppendError> {
+        let mut content = Vec::new();
+        if !completion.reasoning.is_empty() {
+            content.push(json!({"type": "reasoning", "text": completion.reasoning}));
+        }
+        content.push(json!({"type": "text", "text": completion.text}));
+        let source = json!({"kind": "model", "provider": self.route().provider, "model": self.model()});
+        let message = json!({"role": "assistant", "content": content, "source": source, "id": self.services.new_id()});
+        let mut data = json!({"turn": turn, "step": step, "message": message});
+        if let Some(usage) = completion.usage {
+            data["usage"] = usage;
+        }
+        match self.append("assistant/message", &data) {
+            Err(AppendError::TooLong { bytes, .. }) => {
+                let message =
+                    format!("the answer would take a log line of {bytes} bytes, more than a session log line may hold");
+                return Ok(Err(Failure::new("UNKNOWN", message)));
+            }
+            appended => appended?,
+        }
+        self.tell_success(turn, step);
+        self.append("step/end", &json!({"turn": turn, "step": step}))?;
+        let (reason, end) = match completion.finish {
+            Finish::Stop => (json!({"kind": "completed"}), TurnEnd::Completed),
+            Finish::Length => (json!({"kind": "max-tokens"}), TurnEnd::MaxTokens),
+        };
+        self.append("turn/end", &json!({"turn": turn, "reason": reason}))?;
+        self.log.commit()?;
+        Ok(Ok(end))
     }
 
     /// Tells the `agent/request-success` listeners the request of `turn`/`step` was answered (a

@@ -7,7 +7,7 @@
 //! line says what changed — `profile web: relay-retry now handles request errors; llm-retry
 //! disabled`. The session's checkers stay the ones it opened with.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,7 @@ use clap::Args;
 use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
+use super::input;
 use super::turns::{neutralised, start, turn_summary, Ready, SessionTarget};
 use super::{runtime, Globals};
 use crate::agent::assembly::Assembly;
@@ -23,6 +24,7 @@ use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use crate::agent::Cancel;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
+use crate::session::log::AppendError;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -49,7 +51,8 @@ fn snapshot(profile: &Profile, rows: &[Value]) -> Snapshot {
 /// Where messages come from.
 enum Input {
     Editor(Box<rustyline::DefaultEditor>),
-    Lines(std::io::StdinLock<'static>),
+    /// Stdin, the number of the last line read, and whether a line was refused.
+    Lines(std::io::StdinLock<'static>, u64, bool),
 }
 
 impl Input {
@@ -57,8 +60,13 @@ impl Input {
         if std::io::stdin().is_terminal() {
             Ok(Input::Editor(Box::new(rustyline::DefaultEditor::new()?)))
         } else {
-            Ok(Input::Lines(std::io::stdin().lock()))
+            Ok(Input::Lines(std::io::stdin().lock(), 0, false))
         }
+    }
+
+    /// Whether a line of the input was refused (a scripted chat then exits 1).
+    fn refused_a_line(&self) -> bool {
+        matches!(self, Input::Lines(_, _, true))
     }
 
     /// The next message, `None` at the end (Ctrl-D, end of input).
@@ -75,10 +83,17 @@ impl Input {
                     Err(err) => return Err(err.into()),
                 }
             },
-            Input::Lines(lines) => {
-                let mut line = String::new();
-                Ok((lines.read_line(&mut line)? > 0).then(|| line.trim_end_matches(['\n', '\r']).to_owned()))
-            }
+            Input::Lines(lines, number, refused) => loop {
+                let Some(line) = input::read_line(lines)? else { return Ok(None) };
+                *number += 1;
+                match line.text(&format!("line {number} of the input")) {
+                    Ok(text) => return Ok(Some(text)),
+                    Err(why) => {
+                        eprintln!("dsh: {why}; skipped");
+                        *refused = true;
+                    }
+                }
+            },
         }
     }
 }
@@ -137,18 +152,30 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
                         UserInput { id: agent.services.new_id(), text: line.clone(), source: json!({"kind": "user"}) };
                     let end = agent.run_turn(input, HeaderReason::Initial).await;
                     *running.lock().expect("not poisoned") = None;
-                    let end = end?;
+                    let end = match end {
+                        Err(refused @ AppendError::TooLong { .. }) => {
+                            eprintln!("dsh: {refused}; the message was skipped");
+                            code = ExitCode::FAILURE;
+                            continue;
+                        }
+                        end => end?,
+                    };
                     if matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens) {
                         out!()?;
                     }
                     if let Some(summary) = turn_summary(&end) {
                         eprintln!("{summary}");
                     }
-                    code = if matches!(end, TurnEnd::Error(_)) { ExitCode::FAILURE } else { ExitCode::SUCCESS };
+                    if matches!(end, TurnEnd::Error(_)) {
+                        code = ExitCode::FAILURE;
+                    }
                 }
             }
         }
         eprintln!("session {}", agent.log.id());
+        if input.refused_a_line() {
+            code = ExitCode::FAILURE;
+        }
         Ok(code)
     })
 }

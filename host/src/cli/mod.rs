@@ -25,6 +25,7 @@ macro_rules! out_text {
 
 mod chat;
 mod config;
+mod input;
 mod mock;
 mod plugin;
 mod replay;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use anyhow::Context;
 
+use super::input;
 use super::turns::{finish, handle_interrupts, start, SessionTarget};
 use super::{runtime, Globals};
 use crate::agent::turn::{HeaderReason, UserInput};
@@ -28,15 +29,15 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let (existing, profile) = args.target.resolve(&home)?;
     let prompt = if args.prompt == "-" {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("cannot read the prompt from stdin")?;
-        text.trim_end_matches(['\n', '\r']).to_owned()
+        let line = input::read_all(std::io::stdin().lock()).context("cannot read the prompt from stdin")?;
+        line.text("the prompt on stdin").map_err(anyhow::Error::msg)?.trim_end_matches(['\n', '\r']).to_owned()
     } else {
         args.prompt.clone()
     };
     if prompt.trim().is_empty() {
         anyhow::bail!("the prompt is empty");
     }
+    UserInput { id: String::new(), text: prompt.clone(), source: json!({"kind": "user"}) }.message_data()?;
     runtime()?.block_on(async {
         let mut agent =
             match start(globals, &home, &profile, &args.target.patches, existing.as_deref(), args.json).await? {

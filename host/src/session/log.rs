@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
 use super::locate::{lock_path, LOG_FILE};
-use super::reader::{is_compressed, Damage, LogReader, Position, ReadError};
+use super::reader::{is_compressed, Damage, LogReader, Position, ReadError, MAX_LINE_BYTES};
 use super::repair::{self, Repair};
 use super::state::{SessionState, SurfaceMessage};
 use super::structure::{header_violations, Rule, StructureRules};
@@ -65,9 +65,28 @@ pub enum AppendError {
     /// The host built an event that breaks the session structure (a bug); it was not written.
     #[error("refusing to append {event_type}: {violation}")]
     Structure { event_type: String, violation: String },
+    /// The event's line would be longer than a log line may hold ([`MAX_LINE_BYTES`]); it was
+    /// not written, and the log stays usable.
+    #[error("refusing to append {event_type}: its line would take {bytes} bytes, more than the {} MiB ({MAX_LINE_BYTES} bytes) a session log line may hold", MAX_LINE_BYTES >> 20)]
+    TooLong { event_type: String, bytes: usize },
     /// Writing or syncing failed; the log accepts nothing more.
     #[error(transparent)]
     Fatal(#[from] WriteFailed),
+}
+
+/// The most an event's envelope adds to its `data` and type: the widest `seq` and `time` (safe
+/// integers), `ignorable`, `surfaceOp` and the newline.
+const ENVELOPE_BYTES: usize = 128;
+
+/// Whether an event of `event_type` with `data` (its JSON text) fits in one log line, whatever
+/// `seq` and `time` it gets; `Err` says how long its line could be. Checked before anything of a
+/// turn is written, so input that cannot be logged is refused without leaving a trace.
+pub fn check_line_fits(event_type: &str, data: &str) -> Result<(), AppendError> {
+    let bytes = data.len() + event_type.len() + ENVELOPE_BYTES;
+    if bytes > MAX_LINE_BYTES {
+        return Err(AppendError::TooLong { event_type: event_type.to_owned(), bytes });
+    }
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -271,6 +290,16 @@ impl SessionLog {
         let rules = self.gate.rules();
         let seq = rules.next_seq();
         let time = rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
+        let line = format!(
+            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{}}}",
+            js::to_string(event.event_type),
+            event.data,
+            if event.ignorable { ",\"ignorable\":true" } else { "" },
+            if vocabulary::is_surface(event.event_type) { ",\"surfaceOp\":\"append\"" } else { "" },
+        );
+        if line.len() + 1 > MAX_LINE_BYTES {
+            return Err(AppendError::TooLong { event_type: event.event_type.to_owned(), bytes: line.len() + 1 });
+        }
         let candidate = GateEvent {
             event_type: event.event_type,
             seq: Some(seq as f64),
@@ -279,13 +308,6 @@ impl SessionLog {
             ignorable: event.ignorable,
         };
         self.gate.admit(&candidate).map_err(|finding| refusal(event.event_type, finding))?;
-        let line = format!(
-            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{}}}",
-            js::to_string(event.event_type),
-            event.data,
-            if event.ignorable { ",\"ignorable\":true" } else { "" },
-            if vocabulary::is_surface(event.event_type) { ",\"surfaceOp\":\"append\"" } else { "" },
-        );
         self.state.take_in(event.event_type, &line, &event.data);
         let at = self.writer.push(line)?;
         Ok(Appended { seq, time, at })
@@ -325,6 +347,35 @@ mod tests {
         log.commit().unwrap();
         let written = std::fs::read_to_string(log.path()).unwrap();
         assert_eq!(written.lines().count(), 3, "{written}");
+    }
+
+    fn padded(len: usize) -> NewEvent<'static> {
+        NewEvent { event_type: "test/pad", data: format!("{{\"pad\":\"{}\"}}", "a".repeat(len)), ignorable: true }
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_reader_limit_is_written_and_read_back_and_one_byte_more_is_refused() {
+        let sessions = tempfile::tempdir().unwrap();
+        let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
+        let mut log = SessionLog::create(sessions.path(), "s", &header, |_| Vec::new(), SyncPolicy::Unsynced).unwrap();
+        let envelope = r#"{"type":"test/pad","seq":0,"time":5,"data":{"pad":""},"ignorable":true}"#.len() + 1;
+        let err = log.append(padded(MAX_LINE_BYTES - envelope + 1), 5).unwrap_err();
+        assert!(matches!(err, AppendError::TooLong { bytes, .. } if bytes == MAX_LINE_BYTES + 1), "{err}");
+        log.append(padded(MAX_LINE_BYTES - envelope), 5).unwrap();
+        log.commit().unwrap();
+        assert_eq!(std::fs::metadata(log.path()).unwrap().len() as usize, log.header().len() + 1 + MAX_LINE_BYTES);
+        let mut reader = LogReader::open(log.path()).unwrap();
+        assert!(matches!(reader.next_event(), Some(Ok(Ok(_)))), "the reader takes the longest line the writer writes");
+        assert!(reader.next_event().is_none());
+    }
+
+    #[test]
+    fn the_turn_check_refuses_data_that_could_not_be_one_line() {
+        let fits = format!("{{\"pad\":\"{}\"}}", "a".repeat(MAX_LINE_BYTES - 300));
+        check_line_fits("user/message", &fits).unwrap();
+        let over = format!("{{\"pad\":\"{}\"}}", "a".repeat(MAX_LINE_BYTES));
+        let err = check_line_fits("user/message", &over).unwrap_err();
+        assert!(err.to_string().contains("more than the 64 MiB (67108864 bytes) a session log line may hold"), "{err}");
     }
 
     #[test]
