@@ -1,7 +1,12 @@
 //! The attacks of issue 24, each at its boundary: input one byte over a limit, layers that
 //! expand, stores that never answer, files swapped under dsh, and what reaches a terminal.
 
-use dsh_e2e::{Run, TestHome};
+use std::ffi::OsStr;
+use std::time::Duration;
+
+use dsh_e2e::turns::{route_patch, session_id, spawn_dsh, SECRET};
+use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome};
+use serde_json::Value;
 
 /// The longest line a session log holds (the reader's limit).
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -12,7 +17,7 @@ fn a_prompt_one_byte_over_the_line_limit_is_refused_before_anything_is_written()
     let prompt = vec![b'B'; MAX_LINE_BYTES + 1];
     let run = Run::with_input(home.dsh().args(["run", "--profile", "demo", "-"]), &prompt);
     run.expect_code(1).expect_stderr("the prompt on stdin is longer than the 64 MiB (67108864 bytes)");
-    assert!(dsh_e2e::only_session_log(&home).is_none(), "no session was created:\n{run}");
+    assert!(only_session_log(&home).is_none(), "no session was created:\n{run}");
 }
 
 #[test]
@@ -22,7 +27,7 @@ fn a_prompt_whose_escaped_line_would_not_fit_is_refused_before_anything_is_writt
     let prompt = vec![0x01u8; MAX_LINE_BYTES / 4];
     let run = Run::with_input(home.dsh().args(["run", "--profile", "demo", "-"]), &prompt);
     run.expect_code(1).expect_stderr("refusing to append user/message: its line would take");
-    assert!(dsh_e2e::only_session_log(&home).is_none(), "no session was created:\n{run}");
+    assert!(only_session_log(&home).is_none(), "no session was created:\n{run}");
 }
 
 #[test]
@@ -35,8 +40,60 @@ fn a_chat_skips_a_line_too_long_to_log_and_one_that_is_not_utf8_runs_the_rest_an
     run.expect_code(1)
         .expect_stderr("line 2 of the input is longer than the 64 MiB")
         .expect_stderr("line 3 of the input (5 bytes) is not UTF-8 text");
-    let log = dsh_e2e::only_session_log(&home).expect("one session");
-    let turns = dsh_e2e::log_events(&log).iter().filter(|event| event["type"] == "turn/start").count();
+    let log = only_session_log(&home).expect("one session");
+    let turns = log_events(&log).iter().filter(|event| event["type"] == "turn/start").count();
     assert_eq!(turns, 2, "the first and last lines ran:\n{run}");
     home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
+}
+
+/// Waits until `mock` has received `count` requests (it records each before answering).
+fn wait_for_requests(mock: &MockProcess, count: usize) {
+    let arrived = wait_until(Duration::from_secs(30), || mock.request_bodies().len() >= count);
+    assert!(arrived, "the mock never received request {count}");
+}
+
+#[test]
+fn a_session_created_with_patch_resumes_after_kill_9_on_the_route_its_layer_set_even_when_the_file_is_gone() {
+    let home = TestHome::new();
+    home.run(&["plugin", "--profile", "fb", "add", "dsh-retry"]).expect_code(0);
+    let mock = MockProcess::start(&home, "- stall: 600000\n- ok: resumed on the patched route\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let mut child = spawn_dsh(
+        &home,
+        ["run".as_ref(), "--profile".as_ref(), "fb".as_ref(), "--patch".as_ref(), patch.as_os_str(), OsStr::new("hi")],
+    );
+    wait_for_requests(&mock, 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = only_session_log(&home).unwrap();
+    let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
+    std::fs::remove_file(&patch).unwrap();
+    let resumed = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["session", "resume", &id]));
+    resumed.expect_code(0).expect_stderr("is gone; running with the copy kept in");
+    assert!(resumed.stdout.contains("resumed on the patched route"), "{resumed}");
+    assert!(!resumed.stderr.contains("MISSING_CREDENTIAL"), "{resumed}");
+    assert_eq!(mock.request_bodies().len(), 2, "the continuation was sent once, to the patched route");
+    home.run(&["session", "verify", &id]).expect_code(0);
+}
+
+#[test]
+fn a_continued_session_keeps_its_recorded_model_unless_asked_otherwise_and_says_so() {
+    let home = TestHome::new();
+    let first = home.run(&["run", "--profile", "demo", "hi"]);
+    first.expect_code(0);
+    let id = session_id(&first);
+    home.write("profiles/demo/cordis.patch.yml", "- id: agent\n  config: {provider: demo, model: another-model}\n");
+    home.run(&["run", "--session", &id, "again"])
+        .expect_code(0)
+        .expect_stderr("continuing on provider demo (model dsh-demo) as the session recorded; the profile now says provider demo (model another-model)");
+    let asked = home.write("model.yml", "- id: agent\n  config: {provider: demo, model: third-model}\n");
+    Run::of(home.dsh().args(["run", "--session", &id, "--patch"]).arg(&asked).arg("and now"))
+        .expect_code(0)
+        .expect_stderr("continuing on provider demo (model third-model) as asked");
+    let models: Vec<Value> = log_events(&only_session_log(&home).unwrap())
+        .into_iter()
+        .filter(|event| event["type"] == "request/header")
+        .map(|event| event["data"]["header"]["config"]["model"].clone())
+        .collect();
+    assert_eq!(models, ["dsh-demo", "third-model"]);
 }

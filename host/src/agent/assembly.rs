@@ -328,6 +328,14 @@ pub struct Assembly {
 }
 
 impl Assembly {
+    /// The model the agent's turns ask for: the agent row's, else its route's.
+    pub fn model(&self) -> &str {
+        match &self.agent.model {
+            Some(model) => model,
+            None => self.routes.get(&self.agent.provider).map_or("", |route| route.model.as_str()),
+        }
+    }
+
     /// Resolves, loads and instantiates every enabled row; starts the mock servers of `llm-mock`
     /// routes. `Err` lists every problem.
     pub async fn build(

@@ -2,7 +2,7 @@
 //! (repaired on open), `agent/session-start` raised, and — for a cold resume — the continuation
 //! turns listeners enqueue, each run once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_abi::{Continuation, SessionStartSource};
@@ -17,8 +17,8 @@ use crate::lock::WriterLock;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
-use crate::session::locate::remember_profile;
 use crate::session::log::{AppendError, OpenError, SessionLog};
+use crate::session::meta::SessionMeta;
 use crate::session::repair::Repair;
 use crate::session::writer::SyncPolicy;
 use crate::store::Counters;
@@ -26,11 +26,13 @@ use crate::store::Counters;
 /// Which log the agent runs over.
 #[derive(Debug)]
 pub enum Opening<'a> {
-    /// A new session under this `sessions/` directory.
-    New { sessions: &'a Path },
+    /// A new session under this `sessions/` directory, created with these `--patch` layers
+    /// (kept with the session).
+    New { sessions: &'a Path, patches: &'a [PathBuf] },
     /// An existing log, under its writer lock, repaired on open (a turn left open is closed as
-    /// interrupted).
-    Existing { log: &'a Path, lock: WriterLock },
+    /// interrupted). With `keep_route`, its turns go to the provider and model the session
+    /// recorded (when the profile has that route), else where the profile says.
+    Existing { log: &'a Path, lock: WriterLock, keep_route: bool },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +45,12 @@ pub enum StartError {
     Open(#[from] OpenError),
 }
 
-/// An agent ready to run turns, and what opening an existing log repaired.
+/// An agent ready to run turns, what opening an existing log repaired, and what changed since
+/// the session's turns last ran (for the user).
 pub struct Started {
     pub agent: Agent,
     pub repair: Option<Repair>,
+    pub notes: Vec<String>,
 }
 
 /// Assembles `composition` and opens the session log.
@@ -58,13 +62,14 @@ pub async fn start(
     view: Box<dyn TurnView>,
     verbose_mock: bool,
 ) -> Result<Started, StartError> {
-    let assembly =
+    let mut assembly =
         Assembly::build(home, profile, composition, verbose_mock, &Counters::Configured(home.root().to_owned()))
             .await
             .map_err(StartError::Config)?;
     let services: Arc<dyn Services> = Arc::new(SystemServices);
+    let mut notes = Vec::new();
     let (log, repair) = match opening {
-        Opening::New { sessions } => {
+        Opening::New { sessions, patches } => {
             let id = services.new_id();
             let header = json!({
                 "type": "session", "version": 0, "id": id, "createdAt": epoch_ms(),
@@ -80,16 +85,48 @@ pub async fn start(
                 SyncPolicy::Durable,
             )
             .map_err(cannot_create)?;
-            remember_profile(log.path(), &profile.name).map_err(cannot_create)?;
+            let mut meta = SessionMeta {
+                profile: Some(profile.name.clone()),
+                provider: Some(assembly.agent.provider.clone()),
+                model: Some(assembly.model().to_owned()),
+                ..SessionMeta::default()
+            };
+            meta.keep_patches(log.path(), patches).and_then(|()| meta.write(log.path())).map_err(cannot_create)?;
             (log, None)
         }
-        Opening::Existing { log, lock } => {
+        Opening::Existing { log, lock, keep_route } => {
             let open_checkers = |header: &str| assembly.open_checkers(header);
             let (log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
+            notes = recorded_route(&mut assembly, &SessionMeta::read(log.path()), keep_route);
             (log, Some(repair))
         }
     };
-    Ok(Started { agent: Agent { log, assembly, services, cancel: Cancel::default(), view }, repair })
+    Ok(Started { agent: Agent { log, assembly, services, cancel: Cancel::default(), view }, repair, notes })
+}
+
+/// Sends a continued session's turns to the provider and model it recorded when `keep` and the
+/// profile still has that route; says what differs.
+fn recorded_route(assembly: &mut Assembly, meta: &SessionMeta, keep: bool) -> Vec<String> {
+    let Some(provider) = &meta.provider else { return Vec::new() };
+    let model = meta.model.as_deref().unwrap_or_default();
+    if *provider == assembly.agent.provider && model == assembly.model() {
+        return Vec::new();
+    }
+    let now = format!("provider {} (model {})", assembly.agent.provider, assembly.model());
+    let route = assembly.routes.get(provider).filter(|_| keep);
+    let Some(route) = route else {
+        let why = if keep { "which this profile has no row for" } else { "" };
+        let why = if why.is_empty() { "as asked".to_owned() } else { format!("({provider}: {why})") };
+        return vec![format!(
+            "the session's turns went to provider {provider} (model {model}); continuing on {now} {why}"
+        )];
+    };
+    let note = format!(
+        "continuing on provider {provider} (model {model}) as the session recorded; the profile now says {now}"
+    );
+    assembly.agent.model = (model != route.model && !model.is_empty()).then(|| model.to_owned());
+    assembly.agent.provider = provider.clone();
+    vec![note]
 }
 
 impl Agent {

@@ -104,7 +104,7 @@ impl Agent {
 
     /// The agent's model, or else its route's.
     fn model(&self) -> &str {
-        self.agent().model.as_deref().unwrap_or(&self.route().model)
+        self.assembly.model()
     }
 
     /// Raises `agent/session-start` and returns the continuations listeners ask for, each with

@@ -119,18 +119,18 @@ fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result
 
 pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
-    let (existing, profile_name) = args.target.resolve(&home)?;
+    let target = args.target.resolve(&home)?;
+    let (profile_name, patches) = (target.profile.clone(), target.patches.clone());
     let mut input = Input::open()?;
     runtime()?.block_on(async {
-        let Ready { mut agent, profile, composition } =
-            match start(globals, &home, &profile_name, &args.target.patches, existing.as_deref(), false).await? {
-                Ok(ready) => ready,
-                Err(code) => return Ok(code),
-            };
+        let Ready { mut agent, profile, composition } = match start(globals, &home, &target, false).await? {
+            Ok(ready) => ready,
+            Err(code) => return Ok(code),
+        };
         let mut current = snapshot(&profile, &composition.rows);
         let running = Arc::new(Mutex::new(None));
         handle_chat_interrupts(Arc::clone(&running))?;
-        agent.announce(if existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
+        agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
         eprintln!("dsh: chat in session {} (profile {profile_name}); /exit or Ctrl-D ends it", agent.log.id());
         let mut code = ExitCode::SUCCESS;
         while let Some(line) = tokio::task::block_in_place(|| input.next())? {
@@ -140,11 +140,10 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
                 "/exit" | "/quit" => break,
                 "/help" => eprintln!("{HELP}"),
                 "/waterfall" => show_waterfall(&agent),
-                "/profile" => show_profile(&home, &profile_name, &args.target.patches),
+                "/profile" => show_profile(&home, &profile_name, &patches),
                 command if command.starts_with('/') => eprintln!("dsh: unknown command {command}; /help lists them"),
                 _ => {
-                    current =
-                        swap_if_changed(globals, &home, &profile_name, &args.target.patches, &mut agent, current).await;
+                    current = swap_if_changed(globals, &home, &profile_name, &patches, &mut agent, current).await;
                     let cancel = Cancel::default();
                     agent.cancel = cancel.clone();
                     *running.lock().expect("not poisoned") = Some(cancel);

@@ -14,7 +14,8 @@ use crate::agent::explain::seconds;
 use crate::agent::replay::{self, Candidate, Scratch, TurnOutcome, TurnResult};
 use crate::agent::Assembly;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::locate::{find_log, remembered_profile, session_log};
+use crate::session::locate::{find_log, session_log};
+use crate::session::meta::SessionMeta;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -184,7 +185,7 @@ pub fn run(globals: &Globals, args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     for log in &logs {
         let session = replay::read_session(log).with_context(|| format!("cannot read {}", log.display()))?;
-        let own = remembered_profile(log).unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
+        let own = SessionMeta::read(log).profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
         let mut scratches: Vec<Scratch> = Vec::new();
         for spec in &specs {
             let key = (spec.profile.clone().unwrap_or_else(|| own.clone()), spec.patches.clone());

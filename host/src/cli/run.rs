@@ -27,7 +27,7 @@ pub struct RunArgs {
 
 pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
-    let (existing, profile) = args.target.resolve(&home)?;
+    let target = args.target.resolve(&home)?;
     let prompt = if args.prompt == "-" {
         let line = input::read_all(std::io::stdin().lock()).context("cannot read the prompt from stdin")?;
         line.text("the prompt on stdin").map_err(anyhow::Error::msg)?.trim_end_matches(['\n', '\r']).to_owned()
@@ -40,18 +40,18 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     UserInput { id: String::new(), text: prompt.clone(), source: json!({"kind": "user"}) }.message_data()?;
     runtime()?.block_on(async {
         let mut agent =
-            match start(globals, &home, &profile, &args.target.patches, existing.as_deref(), args.json).await? {
+            match start(globals, &home, &target, args.json).await? {
                 Ok(ready) => ready.agent,
                 Err(code) => return Ok(code),
             };
         if args.json {
             out!(
                 "{}",
-                json!({"session": agent.log.id(), "profile": profile, "log": agent.log.path().display().to_string()})
+                json!({"session": agent.log.id(), "profile": target.profile, "log": agent.log.path().display().to_string()})
             )?;
         }
         handle_interrupts(agent.cancel.clone())?;
-        agent.announce(if existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
+        agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
         let input = UserInput { id: agent.services.new_id(), text: prompt, source: json!({"kind": "user"}) };
         let end = agent.run_turn(input, HeaderReason::Initial).await?;
         Ok(finish(&agent, &end, args.json))

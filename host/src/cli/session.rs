@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::turns::{finish, handle_interrupts, print_repair, profile_for, start};
+use super::turns::{finish, handle_interrupts, neutralised, print_repair, resolve_for, start};
 use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
@@ -122,16 +122,16 @@ fn resume(
 ) -> anyhow::Result<ExitCode> {
     let home = globals.home()?;
     let log = session_log(&home.sessions_dir(), session)?;
-    let profile = profile_for(profile, Some(&log));
+    let target = resolve_for(Some(log.clone()), profile, patches);
     runtime()?.block_on(async {
-        let mut agent = match start(globals, &home, &profile, patches, Some(&log), json).await? {
+        let mut agent = match start(globals, &home, &target, json).await? {
             Ok(ready) => ready.agent,
             Err(code) => return Ok(code),
         };
         if json {
             out!(
                 "{}",
-                json!({"session": agent.log.id(), "profile": profile, "log": agent.log.path().display().to_string()})
+                json!({"session": agent.log.id(), "profile": target.profile, "log": agent.log.path().display().to_string()})
             )?;
         }
         handle_interrupts(agent.cancel.clone())?;
@@ -234,6 +234,9 @@ fn damage_json(damage: &Damage) -> serde_json::Value {
 fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
     let sessions = globals.home()?.sessions_dir();
     let mut summaries = Vec::new();
+    if sessions.exists() && !sessions.is_dir() {
+        return Err(crate::session::import::ImportError::SessionsNotAFolder(sessions).into());
+    }
     if sessions.is_dir() {
         for entry in std::fs::read_dir(&sessions)? {
             let dir = entry?.path();
@@ -268,7 +271,7 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
         );
         out!(
             "{}  {created}  {} turn{}  {}{}{}",
-            summary.id,
+            neutralised(&summary.id),
             summary.turns,
             if summary.turns == 1 { "" } else { "s" },
             summary.last_end,
@@ -291,7 +294,7 @@ fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for line in timeline::render(&path)? {
-        out!("{line}")?;
+        out!("{}", neutralised(&line))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -366,6 +369,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode
             find_log(path).ok_or_else(|| NotFound(format!("{}: no session.jsonl in this directory", path.display())))?
         }
         false if path.is_file() => path.to_owned(),
+        false if path.exists() => return Err(crate::session::import::ImportError::NotAFile(path.to_owned()).into()),
         false => return Err(NotFound(format!("{}: no such file", path.display())).into()),
     };
     let checkers = bundled_invariant()?;

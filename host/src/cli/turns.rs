@@ -17,6 +17,7 @@ use crate::agent::Cancel;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
 use crate::session::log::SessionLog;
+use crate::session::meta::SessionMeta;
 use crate::session::repair::Repair;
 
 /// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
@@ -219,23 +220,52 @@ pub(crate) struct SessionTarget {
     pub patches: Vec<PathBuf>,
 }
 
+/// The session a command continues (when it names one), the profile that runs it and the extra
+/// layers it runs with.
+pub(crate) struct Resolved {
+    pub existing: Option<PathBuf>,
+    pub profile: String,
+    pub patches: Vec<PathBuf>,
+    /// Neither `--profile` nor `--patch` was given: a continued session keeps its recorded route.
+    pub as_recorded: bool,
+}
+
 impl SessionTarget {
-    /// The log to continue (when `--session` names one) and the profile that runs it.
-    pub fn resolve(&self, home: &Home) -> anyhow::Result<(Option<PathBuf>, String)> {
+    /// The log to continue (when `--session` names one), the profile and the layers that run it.
+    pub fn resolve(&self, home: &Home) -> anyhow::Result<Resolved> {
         let existing = self
             .session
             .as_deref()
             .map(|name| crate::session::locate::session_log(&home.sessions_dir(), name))
             .transpose()?;
-        let profile = profile_for(self.profile.as_deref(), existing.as_deref());
-        Ok((existing, profile))
+        Ok(resolve_for(existing, self.profile.as_deref(), &self.patches))
     }
 }
 
-/// The profile that runs a session: `--profile` when given (said when the session was created
-/// with another), else the one the session was created with, else `web`.
-pub(crate) fn profile_for(explicit: Option<&str>, log: Option<&std::path::Path>) -> String {
-    let remembered = log.and_then(crate::session::locate::remembered_profile);
+/// What a session runs with: `--profile` and `--patch` when given (said when the session was
+/// created with others), else what the session recorded, else profile `web` and no layers.
+pub(crate) fn resolve_for(
+    existing: Option<PathBuf>,
+    explicit_profile: Option<&str>,
+    explicit_patches: &[PathBuf],
+) -> Resolved {
+    let meta = existing.as_deref().map(SessionMeta::read).unwrap_or_default();
+    let profile = profile_for(explicit_profile, meta.profile.clone());
+    let patches = match &existing {
+        Some(log) => {
+            let (patches, notes) = meta.patches_for(log, explicit_patches);
+            for note in notes {
+                eprintln!("dsh: {note}");
+            }
+            patches
+        }
+        None => explicit_patches.to_vec(),
+    };
+    let as_recorded = explicit_profile.is_none() && explicit_patches.is_empty();
+    Resolved { existing, profile, patches, as_recorded }
+}
+
+fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
     match (explicit, remembered) {
         (Some(explicit), Some(remembered)) if explicit != remembered => {
             eprintln!(
@@ -265,17 +295,17 @@ pub(crate) struct Ready {
 pub(crate) async fn start(
     globals: &Globals,
     home: &Home,
-    profile: &str,
-    patches: &[PathBuf],
-    existing: Option<&std::path::Path>,
+    target: &Resolved,
     json: bool,
 ) -> anyhow::Result<Result<Ready, ExitCode>> {
+    let Resolved { existing, profile, patches, as_recorded } = target;
+    let existing = existing.as_deref();
     let lock = existing.map(SessionLog::lock).transpose()?;
     let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
     let sessions = home.sessions_dir();
     let opening = match (existing, lock) {
-        (Some(log), Some(lock)) => Opening::Existing { log, lock },
-        _ => Opening::New { sessions: &sessions },
+        (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: *as_recorded },
+        _ => Opening::New { sessions: &sessions, patches },
     };
     let view = Box::new(TerminalView::new(json));
     let started = match session::start(home, &profile, &composition, opening, view, globals.verbose()).await {
@@ -291,6 +321,9 @@ pub(crate) async fn start(
     };
     if let Some(repair) = &started.repair {
         print_repair(repair);
+    }
+    for note in &started.notes {
+        eprintln!("dsh: {note}");
     }
     let mut agent = started.agent;
     if json {

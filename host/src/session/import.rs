@@ -10,6 +10,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::locate::LOG_FILE;
+use super::meta::SessionMeta;
 use super::reader::{Damage, LogReader, ReadError};
 use crate::fsutil;
 
@@ -27,8 +28,12 @@ pub struct Imported {
 pub enum ImportError {
     #[error(transparent)]
     Read(#[from] ReadError),
-    #[error("the header's id {0} cannot name a session directory (it must be one path component)")]
+    #[error("the header's id {id} is not a session id ({rule})", id = .0, rule = super::locate::SESSION_ID_RULE)]
     BadId(String),
+    #[error("{}: not a regular file (a log to import is a file, or a session folder holding one)", .0.display())]
+    NotAFile(PathBuf),
+    #[error("{} is not a folder; move it away to keep sessions there", .0.display())]
+    SessionsNotAFolder(PathBuf),
     #[error("a session {id} is already in the home ({}); it was not overwritten", .log.display())]
     Exists { id: String, log: PathBuf },
     #[error("{0}: the log is damaged there; nothing was imported")]
@@ -41,12 +46,7 @@ fn session_id(header: &str) -> Result<String, ImportError> {
     let header: serde_json::Value =
         serde_json::from_str(header).map_err(|err| ReadError::BadHeader(format!("unreadable header: {err}")))?;
     let id = header.get("id").and_then(serde_json::Value::as_str).unwrap_or_default();
-    let one_component = !id.is_empty()
-        && id != "."
-        && id != ".."
-        && !id.contains(['/', '\\', '\0'])
-        && Path::new(id).components().count() == 1;
-    if one_component {
+    if super::locate::is_session_id(id) {
         Ok(id.to_owned())
     } else {
         Err(ImportError::BadId(dsh_abi::js::to_string(&id)))
@@ -55,6 +55,12 @@ fn session_id(header: &str) -> Result<String, ImportError> {
 
 /// Copies the log at `source` into `sessions/<id>/session.jsonl`.
 pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
+    if !std::fs::metadata(source).is_ok_and(|meta| meta.is_file()) {
+        return Err(ImportError::NotAFile(source.to_owned()));
+    }
+    if sessions.exists() && !sessions.is_dir() {
+        return Err(ImportError::SessionsNotAFolder(sessions.to_owned()));
+    }
     let mut reader = LogReader::open(source)?;
     let session_id = session_id(reader.header())?;
     let dir = sessions.join(&session_id);
@@ -67,9 +73,13 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     writeln!(out, "{}", reader.header())?;
     let mut events = 0;
     let mut torn = None;
+    let mut route = SessionMeta::default();
     while let Some(next) = reader.next_event() {
         match next? {
             Ok(event) => {
+                if event.event_type == "request/header" {
+                    note_route(&mut route, event.data);
+                }
                 out.write_all(event.line.as_bytes())?;
                 out.write_all(b"\n")?;
                 events += 1;
@@ -89,9 +99,21 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     }
     let log = dir.join(LOG_FILE);
     staged.persist_noclobber(&log).map_err(|err| err.error)?;
+    route.write(&log)?;
     fsutil::sync_dir(&dir)?;
     fsutil::sync_dir(sessions)?;
     Ok(Imported { session_id, log, events, torn })
+}
+
+/// Keeps the provider and model a `request/header` names, so the imported session continues on
+/// the model it was recorded with.
+fn note_route(route: &mut SessionMeta, data: &str) {
+    let Ok(data) = serde_json::from_str::<serde_json::Value>(data) else { return };
+    let config = &data["header"]["config"];
+    if let (Some(provider), Some(model)) = (config["provider"].as_str(), config["model"].as_str()) {
+        route.provider = Some(provider.to_owned());
+        route.model = Some(model.to_owned());
+    }
 }
 
 #[cfg(test)]
@@ -117,10 +139,44 @@ mod tests {
     }
 
     #[test]
+    fn an_imported_session_keeps_the_provider_and_model_it_was_recorded_with() {
+        let scratch = tempfile::tempdir().unwrap();
+        let source = scratch.path().join("in.jsonl");
+        let events = [
+            r#"{"type":"turn/start","seq":0,"time":2,"data":{"turn":1}}"#,
+            r#"{"type":"request/header","seq":1,"time":2,"data":{"header":{"config":{"provider":"p","model":"m-1"}},"reason":"initial"}}"#,
+        ];
+        std::fs::write(&source, format!("{HEADER}\n{}\n", events.join("\n"))).unwrap();
+        let imported = import(&source, &scratch.path().join("sessions")).unwrap();
+        let meta = SessionMeta::read(&imported.log);
+        assert_eq!((meta.provider.as_deref(), meta.model.as_deref()), (Some("p"), Some("m-1")));
+    }
+
+    #[test]
+    fn a_fifo_a_device_and_a_sessions_file_are_named_as_what_they_are() {
+        let scratch = tempfile::tempdir().unwrap();
+        let sessions = scratch.path().join("sessions");
+        let err = import(Path::new("/dev/zero"), &sessions).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/dev/zero: not a regular file (a log to import is a file, or a session folder holding one)"
+        );
+        let source = scratch.path().join("in.jsonl");
+        std::fs::write(&source, format!("{HEADER}\n")).unwrap();
+        std::fs::write(&sessions, "").unwrap();
+        let err = import(&source, &sessions).unwrap_err();
+        assert!(err.to_string().ends_with("sessions is not a folder; move it away to keep sessions there"), "{err}");
+    }
+
+    #[test]
     fn an_id_that_is_not_one_path_component_is_refused() {
         let scratch = tempfile::tempdir().unwrap();
         let source = scratch.path().join("in.jsonl");
-        std::fs::write(&source, format!("{}\n", HEADER.replace("\"s1\"", "\"../x\""))).unwrap();
-        assert!(matches!(import(&source, &scratch.path().join("sessions")), Err(ImportError::BadId(_))));
+        for id in ["../x", "-rf", "a\\u001b[2Jb", "a\\nb", ""] {
+            std::fs::write(&source, format!("{}\n", HEADER.replace("\"s1\"", &format!("\"{id}\"")))).unwrap();
+            let err = import(&source, &scratch.path().join("sessions")).unwrap_err();
+            assert!(matches!(err, ImportError::BadId(_)), "{id}: {err}");
+            assert!(!err.to_string().contains('\u{1b}'), "{err}");
+        }
     }
 }

@@ -9,20 +9,15 @@ use crate::NotFound;
 
 pub const LOG_FILE: &str = "session.jsonl";
 pub const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
-/// What dsh remembers of a session beside its log: `{"profile": NAME}`.
-pub const META_FILE: &str = "dsh.json";
+/// What a session id is, for messages.
+pub const SESSION_ID_RULE: &str = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
-/// Remembers that the session whose log is `log` runs profile `profile`.
-pub fn remember_profile(log: &Path, profile: &str) -> std::io::Result<()> {
-    let meta = log.with_file_name(META_FILE);
-    crate::fsutil::write_atomic(&meta, serde_json::json!({"profile": profile}).to_string().as_bytes())
-}
-
-/// The profile the session whose log is `log` was created with, when dsh created it.
-pub fn remembered_profile(log: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(log.with_file_name(META_FILE)).ok()?;
-    let meta: serde_json::Value = serde_json::from_str(&text).ok()?;
-    meta.get("profile")?.as_str().map(str::to_owned)
+/// Whether `id` can name a session: what dsh creates (a UUID) and DeepSeek Harness creates, and
+/// nothing that a terminal or a shell reads as more than a name.
+pub fn is_session_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// The log of a session to continue: an id names a session under `sessions` (never a file in the

@@ -21,6 +21,7 @@ pub mod import;
 pub mod index;
 pub mod locate;
 pub mod log;
+pub mod meta;
 pub mod read_ahead;
 pub mod reader;
 pub mod repair;
