@@ -14,8 +14,8 @@ const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 #[test]
 fn a_prompt_one_byte_over_the_line_limit_is_refused_before_anything_is_written() {
     let home = TestHome::new();
-    let prompt = vec![b'B'; MAX_LINE_BYTES + 1];
-    let run = Run::with_input(home.dsh().args(["run", "--profile", "demo", "-"]), &prompt);
+    let script = format!("head -c {} /dev/zero | tr '\\0' B | \"$DSH\" run --profile demo -", MAX_LINE_BYTES + 1);
+    let run = Run::of(&mut home.shell(&script));
     run.expect_code(1).expect_stderr("the prompt on stdin is longer than the 64 MiB (67108864 bytes)");
     assert!(only_session_log(&home).is_none(), "no session was created:\n{run}");
 }
@@ -24,8 +24,8 @@ fn a_prompt_one_byte_over_the_line_limit_is_refused_before_anything_is_written()
 fn a_prompt_whose_escaped_line_would_not_fit_is_refused_before_anything_is_written() {
     let home = TestHome::new();
     // Each control byte is written as a six-byte escape: the raw prompt fits, its line would not.
-    let prompt = vec![0x01u8; MAX_LINE_BYTES / 4];
-    let run = Run::with_input(home.dsh().args(["run", "--profile", "demo", "-"]), &prompt);
+    let script = format!("head -c {} /dev/zero | tr '\\0' '\\001' | \"$DSH\" run --profile demo -", MAX_LINE_BYTES / 4);
+    let run = Run::of(&mut home.shell(&script));
     run.expect_code(1).expect_stderr("refusing to append user/message: its line would take");
     assert!(only_session_log(&home).is_none(), "no session was created:\n{run}");
 }
@@ -33,10 +33,11 @@ fn a_prompt_whose_escaped_line_would_not_fit_is_refused_before_anything_is_writt
 #[test]
 fn a_chat_skips_a_line_too_long_to_log_and_one_that_is_not_utf8_runs_the_rest_and_exits_1() {
     let home = TestHome::new();
-    let mut input = b"first\n".to_vec();
-    input.extend(std::iter::repeat_n(b'B', MAX_LINE_BYTES + 1));
-    input.extend_from_slice(b"\ncaf\xe9\nlast\n");
-    let run = Run::with_input(home.dsh().args(["chat", "--profile", "demo"]), &input);
+    let script = format!(
+        "{{ echo first; head -c {} /dev/zero | tr '\\0' B; printf '\\ncaf\\351\\nlast\\n'; }} | \"$DSH\" chat --profile demo",
+        MAX_LINE_BYTES + 1
+    );
+    let run = Run::of(&mut home.shell(&script));
     run.expect_code(1)
         .expect_stderr("line 2 of the input is longer than the 64 MiB")
         .expect_stderr("line 3 of the input (5 bytes) is not UTF-8 text");
@@ -96,4 +97,42 @@ fn a_continued_session_keeps_its_recorded_model_unless_asked_otherwise_and_says_
         .map(|event| event["data"]["header"]["config"]["model"].clone())
         .collect();
     assert_eq!(models, ["dsh-demo", "third-model"]);
+}
+
+/// The most memory composing any layer may take (the README's figure), in KiB.
+const LAYER_MEMORY_BOUND_KIB: i64 = 200 * 1024;
+
+#[test]
+fn an_alias_bomb_layer_is_refused_naming_its_file_in_bounded_memory() {
+    let home = TestHome::new();
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..10 {
+        bomb.push_str(&format!("a{level}: &a{level} [{}]\n", vec![format!("*a{}", level - 1); 10].join(", ")));
+    }
+    let layer = home.write("bomb.yml", &bomb);
+    for command in ["check", "explain"] {
+        let (run, peak) =
+            Run::measured(home.dsh().args(["config", command, "--profile", "demo", "--patch"]).arg(&layer));
+        run.expect_code(1).expect_stderr(
+            "bomb.yml: line 6, column 45: the document holds or expands through aliases to more than 1000000 values",
+        );
+        assert!(peak < LAYER_MEMORY_BOUND_KIB, "peak RSS {peak} KiB:\n{run}");
+    }
+}
+
+#[test]
+fn a_layer_one_byte_over_sixteen_mebibytes_is_refused_naming_its_file() {
+    let home = TestHome::new();
+    let script = format!(
+        "head -c {} /dev/zero | tr '\\0' '#' > big.yml && \"$DSH\" config check --profile demo --patch big.yml",
+        16 * 1024 * 1024 + 1
+    );
+    Run::of(&mut home.shell(&script))
+        .expect_code(1)
+        .expect_stderr("big.yml: it is longer than the 16 MiB a layer may hold");
+    let script = format!(
+        "{{ echo '[]'; head -c {} /dev/zero | tr '\\0' '#'; }} > big.yml && \"$DSH\" config check --profile demo --patch big.yml",
+        16 * 1024 * 1024 - 3
+    );
+    Run::of(&mut home.shell(&script)).expect_code(0);
 }

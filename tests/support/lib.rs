@@ -217,6 +217,21 @@ impl TestHome {
     /// `dsh` with this home, no colour, and no inherited secrets.
     pub fn dsh(&self) -> Command {
         let mut command = Command::new(artifacts().dsh());
+        self.configure(&mut command);
+        command
+    }
+
+    /// `sh -c SCRIPT` with the environment of [`TestHome::dsh`] and `$DSH` naming the binary:
+    /// large input is made by the shell (`head -c … | "$DSH" run -`), so this process never holds
+    /// it (a child inherits its parent's peak memory, which would skew every measured run).
+    pub fn shell(&self, script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(script).env("DSH", artifacts().dsh());
+        self.configure(&mut command);
+        command
+    }
+
+    fn configure(&self, command: &mut Command) {
         command
             .env("DSH_HOME", self.path())
             .env("NO_COLOR", "1")
@@ -224,7 +239,6 @@ impl TestHome {
             .env_remove("DSH_PLUGIN_PATH")
             .env_remove("DSH_LOG")
             .current_dir(self.path());
-        command
     }
 }
 
@@ -437,31 +451,6 @@ impl Run {
     pub fn expect_stderr(&self, text: &str) -> &Run {
         assert!(self.stderr.contains(text), "stderr lacks {text:?}:\n{self}");
         self
-    }
-
-    /// Runs the command with `input` on its stdin.
-    pub fn with_input(command: &mut Command, input: &[u8]) -> Run {
-        use std::io::Write;
-        let line = command_line(command);
-        let mut child = command
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("run dsh");
-        let mut stdin = child.stdin.take().expect("piped");
-        let input = input.to_vec();
-        let feeder = std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-        let output = child.wait_with_output().expect("wait for dsh");
-        let _ = feeder.join();
-        Run {
-            command: line,
-            code: output.status.code(),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
     }
 
     /// Runs the command and also reports its peak resident memory in KiB (via `wait4`).

@@ -19,6 +19,7 @@
 //! children are not indexed.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 
 use dsh_abi::js;
@@ -49,6 +50,10 @@ impl LayerKind {
         }
     }
 }
+
+/// The longest layer file dsh reads: real layers are a few kilobytes; a layer this long at
+/// [`yaml::MAX_VALUES`] values composes in bounded memory (the README's figure).
+pub const MAX_LAYER_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayerError {
@@ -98,13 +103,18 @@ impl Layer {
         Ok(Layer { label: label.to_owned(), entries })
     }
 
-    /// Reads and parses a layer file; a missing file is an error (the caller named it).
+    /// Reads and parses a layer file of at most [`MAX_LAYER_BYTES`]; a missing file is an error
+    /// (the caller named it).
     pub fn read(kind: LayerKind, label: &str, path: &Path, file: &str) -> Result<Layer, LayerError> {
-        let text = std::fs::read_to_string(path).map_err(|err| LayerError::Read {
-            noun: kind.noun(),
-            file: file.to_owned(),
-            reason: err.to_string(),
-        })?;
+        let failed = |reason: String| LayerError::Read { noun: kind.noun(), file: file.to_owned(), reason };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|opened| opened.take(MAX_LAYER_BYTES as u64 + 1).read_to_end(&mut bytes))
+            .map_err(|err| failed(err.to_string()))?;
+        if bytes.len() > MAX_LAYER_BYTES {
+            return Err(failed(format!("it is longer than the {} MiB a layer may hold", MAX_LAYER_BYTES >> 20)));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| failed("it is not UTF-8 text".to_owned()))?;
         Layer::parse_as(kind, label, file, &text)
     }
 }

@@ -47,15 +47,59 @@ pub enum YamlError {
     UnsupportedTag { line: usize, column: usize, tag: String },
     #[error("line {line}, column {column}: {message}")]
     Value { line: usize, column: usize, message: String },
+    /// The document holds, or expands through aliases to, more values than [`MAX_VALUES`]. (The
+    /// parser itself refuses nesting deeper than it can read.)
+    #[error("line {line}, column {column}: {what}; nothing of it was used")]
+    TooLarge { line: usize, column: usize, what: String },
     /// Valid JSON data of the wrong shape for the type asked for.
     #[error("{0}")]
     Shape(String),
 }
 
+/// The most values (scalars, sequences and mappings, each alias counted as the values it copies)
+/// a document may hold: an alias bomb of a few hundred bytes is refused before it expands.
+pub const MAX_VALUES: usize = 1_000_000;
+
+/// The most scalar text a document may hold, each alias counted as the text it copies.
+pub const MAX_TEXT_BYTES: usize = 32 * 1024 * 1024;
+
+/// How much a document (or one anchored value) holds: values and scalar text.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    values: usize,
+    text: usize,
+}
+
+impl Size {
+    fn plus(self, other: Size) -> Size {
+        Size { values: self.values.saturating_add(other.values), text: self.text.saturating_add(other.text) }
+    }
+
+    fn minus(self, earlier: Size) -> Size {
+        Size { values: self.values - earlier.values, text: self.text - earlier.text }
+    }
+
+    /// What is past a limit, for the error.
+    fn excess(self) -> Option<String> {
+        if self.values > MAX_VALUES {
+            Some(format!("the document holds or expands through aliases to more than {MAX_VALUES} values"))
+        } else if self.text > MAX_TEXT_BYTES {
+            Some(format!(
+                "the document holds or expands through aliases to more than {} MiB of text",
+                MAX_TEXT_BYTES >> 20
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 /// Parses one document. `Ok(None)` for a document with no content (empty or comments only).
 pub fn parse(text: &str) -> Result<Option<Value>, YamlError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let read = |text: &str| Reader { parser: Parser::new_from_str(text), text, anchors: HashMap::new() }.document();
+    let read = |text: &str| {
+        Reader { parser: Parser::new_from_str(text), text, anchors: HashMap::new(), size: Size::default() }.document()
+    };
     let mut text = std::borrow::Cow::Borrowed(text);
     // js-yaml reads a quoted scalar whose continuation lines are not indented past their parent;
     // yaml-rust2 refuses it (naming the line where the scalar starts). Indenting the lines after
@@ -128,7 +172,10 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
 struct Reader<'a> {
     parser: Parser<std::str::Chars<'a>>,
     text: &'a str,
-    anchors: HashMap<usize, Value>,
+    /// Each anchored value and what it holds.
+    anchors: HashMap<usize, (Value, Size)>,
+    /// What was made so far, aliases counted as what they copy.
+    size: Size,
 }
 
 impl Reader<'_> {
@@ -154,8 +201,35 @@ impl Reader<'_> {
         }
     }
 
+    /// Counts what was made at `mark`, refusing a document past [`MAX_VALUES`] or
+    /// [`MAX_TEXT_BYTES`].
+    fn count(&mut self, made: Size, mark: Marker) -> Result<(), YamlError> {
+        self.size = self.size.plus(made);
+        match self.size.excess() {
+            Some(what) => Err(YamlError::TooLarge { line: mark.line(), column: mark.col() + 1, what }),
+            None => Ok(()),
+        }
+    }
+
     fn node(&mut self, event: Event, mark: Marker) -> Result<Value, YamlError> {
-        let (value, anchor) = match event {
+        if let Event::Alias(anchor) = event {
+            let (value, count) = self.anchors.get(&anchor).ok_or_else(|| value_error(mark, "unknown alias"))?;
+            let (value, count) = (value.clone(), *count);
+            self.count(count, mark)?;
+            return Ok(value);
+        }
+        let before = self.size;
+        let text = if let Event::Scalar(text, ..) = &event { text.len() } else { 0 };
+        self.count(Size { values: 1, text }, mark)?;
+        let (value, anchor) = self.collection_or_scalar(event, mark)?;
+        if anchor != 0 {
+            self.anchors.insert(anchor, (value.clone(), self.size.minus(before)));
+        }
+        Ok(value)
+    }
+
+    fn collection_or_scalar(&mut self, event: Event, mark: Marker) -> Result<(Value, usize), YamlError> {
+        Ok(match event {
             Event::Scalar(text, style, anchor, tag) => (self.scalar(&text, style, tag.as_ref(), mark)?, anchor),
             Event::SequenceStart(anchor, tag) => {
                 self.collection_tag(tag.as_ref(), "seq", mark)?;
@@ -186,15 +260,8 @@ impl Reader<'_> {
                 }
                 (Value::Object(object), anchor)
             }
-            Event::Alias(anchor) => {
-                return self.anchors.get(&anchor).cloned().ok_or_else(|| value_error(mark, "unknown alias"))
-            }
             other => return Err(value_error(mark, format!("unexpected YAML event {other:?}"))),
-        };
-        if anchor != 0 {
-            self.anchors.insert(anchor, value.clone());
-        }
-        Ok(value)
+        })
     }
 
     /// Refuses what js-yaml cannot read as a mapping key: nothing at all (`: v`) and a tagged
@@ -683,5 +750,56 @@ mod tests {
                 let _ = parse(&text);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+
+    /// `[&a [998 zeros], *a × aliases, extra…]`: 1 + 999 × (aliases + 1) + extra values.
+    fn expanding(aliases: usize, extra: usize) -> String {
+        let anchored = vec!["0"; 998].join(",");
+        let mut items = vec![format!("&a [{anchored}]")];
+        items.extend(std::iter::repeat_n("*a".to_owned(), aliases));
+        items.extend(std::iter::repeat_n("0".to_owned(), extra));
+        format!("[{}]", items.join(", "))
+    }
+
+    #[test]
+    fn a_document_of_exactly_the_value_limit_is_read_and_one_value_more_is_refused() {
+        let exact = parse(&expanding(1000, 0)).unwrap().unwrap();
+        assert_eq!(exact.as_array().unwrap().len(), 1001);
+        let err = parse(&expanding(1000, 1)).unwrap_err();
+        assert!(matches!(err, YamlError::TooLarge { line: 1, .. }), "{err}");
+        assert!(err.to_string().contains("more than 1000000 values"), "{err}");
+    }
+
+    #[test]
+    fn an_alias_bomb_of_a_few_hundred_bytes_is_refused_before_it_expands() {
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in 1..10 {
+            let previous = format!("*a{}", level - 1);
+            bomb.push_str(&format!("a{level}: &a{level} [{}]\n", vec![previous; 10].join(", ")));
+        }
+        assert!(bomb.len() < 600, "{}", bomb.len());
+        let err = parse(&bomb).unwrap_err();
+        assert!(matches!(err, YamlError::TooLarge { .. }), "{err}");
+    }
+
+    #[test]
+    fn an_alias_of_long_text_copied_past_the_text_limit_is_refused() {
+        let text = "x".repeat(1024 * 1024);
+        let copies = vec!["*t"; MAX_TEXT_BYTES >> 20].join(", ");
+        let err = parse(&format!("[&t {text}, {copies}]")).unwrap_err();
+        assert!(err.to_string().contains("more than 32 MiB of text"), "{err}");
+        let fewer = vec!["*t"; (MAX_TEXT_BYTES >> 20) - 1].join(", ");
+        parse(&format!("[&t {text}, {fewer}]")).unwrap();
+    }
+
+    #[test]
+    fn nesting_too_deep_to_read_is_refused_without_overflowing_the_stack() {
+        let err = parse(&"[".repeat(100_000)).unwrap_err();
+        assert!(err.to_string().contains("recursion limit exceeded"), "{err}");
     }
 }
