@@ -20,6 +20,7 @@ pub mod agent;
 pub mod bundled;
 pub mod cli;
 pub mod context;
+pub mod counters;
 pub mod fsutil;
 pub mod llm;
 pub mod lock;
@@ -27,7 +28,6 @@ pub mod plugin;
 pub mod problem;
 pub mod profile;
 pub mod session;
-pub mod store;
 pub mod waterfall;
 
 /// Something the user named does not exist (a profile, session, plugin or file); exit code 3.

@@ -26,7 +26,7 @@ use crate::profile::{Home, Profile};
 use crate::session::gate::RowChecker;
 use sha2::{Digest, Sha256};
 
-use crate::store::{Counters, StoreSpec};
+use crate::counters::{Counters, StoreSpec};
 
 /// An enabled row served by a plugin library.
 #[derive(Debug, Clone)]

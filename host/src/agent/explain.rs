@@ -14,10 +14,10 @@ use dsh_abi::{Answer, Decision, DownstreamOutcome, Failure, HostContextRef, Requ
 use super::assembly::Assembly;
 use super::route::Route;
 use crate::context::{CallContext, ScriptedServices};
+use crate::counters::MemoryStore;
 use crate::llm::classify::ADAPTER_CODES;
 use crate::plugin::RowInstance;
 use crate::session::index::HistoryIndex;
-use crate::store::MemoryStore;
 use crate::waterfall::{self, Listener, ListenerError, Outcome};
 
 /// A chain still retrying after this many retries is shown as one without end.

@@ -13,6 +13,7 @@ use super::cancel::Cancel;
 use super::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use super::view::TurnView;
 use crate::context::{epoch_ms, Services, SystemServices};
+use crate::counters::Counters;
 use crate::lock::WriterLock;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
@@ -21,7 +22,6 @@ use crate::session::log::{AppendError, OpenError, SessionLog};
 use crate::session::meta::SessionMeta;
 use crate::session::repair::Repair;
 use crate::session::writer::SyncPolicy;
-use crate::store::Counters;
 
 /// Which log the agent runs over.
 #[derive(Debug)]

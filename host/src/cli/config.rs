@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::{Globals, EXIT_CONFIG};
 use crate::agent::assembly::{self as rows, LoadedPlugin};
 use crate::agent::lint;
+use crate::counters::Counters;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{yaml, Home, LayerScope, Profile};
-use crate::store::Counters;
 
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
@@ -201,7 +201,7 @@ fn explain(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
-    let scratch = std::sync::Arc::new(crate::store::MemoryStore::default());
+    let scratch = std::sync::Arc::new(crate::counters::MemoryStore::default());
     let counters = Counters::Scratch(scratch.clone());
     let built = super::runtime()?.block_on(async {
         crate::agent::Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await

@@ -287,7 +287,8 @@ async fn candidate(
 ) -> anyhow::Result<Result<Candidate, ExitCode>> {
     let profile = Profile::peek(home, profile)?;
     let composition = profile.compose(home, patches, LayerScope::All)?;
-    match Assembly::build(home, &profile, &composition, globals.verbose(), &crate::store::Counters::scratch()).await {
+    match Assembly::build(home, &profile, &composition, globals.verbose(), &crate::counters::Counters::scratch()).await
+    {
         Ok(assembly) => {
             let policies = assembly.routes.iter().map(|(name, route)| (name.clone(), route.policy.clone())).collect();
             let fallback = assembly.routes.get(&assembly.agent.provider).map(|route| route.policy.clone());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::turns::{finish, handle_interrupts, neutralised, print_repair, resolve_for, start};
+use super::turns::{finish, handle_interrupts, lock_log, neutralised, print_repair, resolve_for, start};
 use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
@@ -300,8 +300,9 @@ fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn repair(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
-    let lock = SessionLog::lock(&path)?;
+    let home = globals.home()?;
+    let path = resolve_log(&home.sessions_dir(), name)?;
+    let lock = lock_log(&home, &path)?;
     let invariant = bundled_invariant()?;
     let open_checkers = |header: &str| open_checkers(&invariant, header);
     match SessionLog::open(&path, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {

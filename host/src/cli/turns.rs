@@ -300,7 +300,7 @@ pub(crate) async fn start(
 ) -> anyhow::Result<Result<Ready, ExitCode>> {
     let Resolved { existing, profile, patches, as_recorded } = target;
     let existing = existing.as_deref();
-    let lock = existing.map(SessionLog::lock).transpose()?;
+    let lock = existing.map(|log| lock_log(home, log)).transpose()?;
     let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
     let sessions = home.sessions_dir();
     let opening = match (existing, lock) {
@@ -334,6 +334,16 @@ pub(crate) async fn start(
         }));
     }
     Ok(Ok(Ready { agent, profile, composition }))
+}
+
+/// Takes the writer lock of the log at `log`; a log outside the home's sessions keeps no lock
+/// file beside it once the lock is released.
+pub(crate) fn lock_log(home: &Home, log: &std::path::Path) -> Result<crate::lock::WriterLock, crate::lock::LockError> {
+    let mut lock = SessionLog::lock(log)?;
+    if !log.starts_with(home.sessions_dir()) {
+        lock.remove_when_released();
+    }
+    Ok(lock)
 }
 
 /// Prints how the turn ended and returns the exit code.

@@ -19,7 +19,7 @@ use dsh_abi::{
     SessionStartSource,
 };
 
-use crate::store::{CounterStore, MemoryStore};
+use crate::counters::{CounterStore, MemoryStore};
 use crate::waterfall::{Listener, ListenerError};
 
 pub struct RowInstance {

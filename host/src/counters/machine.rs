@@ -1,0 +1,97 @@
+//! Counters of every dsh process of the machine: `$DSH_HOME/stores/counters.json`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::{clamped, CounterStore};
+use crate::lock::open_no_follow;
+
+/// Counters of every dsh process of the machine: a JSON object in `counters.json`, read and
+/// rewritten under an exclusive `flock` of the file itself. Not fsynced: a crash may lose the
+/// last updates of a budget, never corrupt a session.
+pub struct MachineStore {
+    path: PathBuf,
+}
+
+impl MachineStore {
+    /// The store of the home at `root` (`$DSH_HOME/stores/counters.json`), created if missing.
+    pub fn open(root: &Path) -> Result<MachineStore, String> {
+        let dir = root.join("stores");
+        std::fs::create_dir_all(&dir).map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        let store = MachineStore { path: dir.join("counters.json") };
+        store.file()?;
+        Ok(store)
+    }
+
+    fn file(&self) -> Result<File, String> {
+        open_no_follow(&self.path, true).map_err(|err| format!("cannot open {}: {err}", self.path.display()))
+    }
+}
+
+impl CounterStore for MachineStore {
+    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+        let mut file = self.file()?;
+        file.lock().map_err(|err| format!("cannot lock {}: {err}", self.path.display()))?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|err| format!("cannot read {}: {err}", self.path.display()))?;
+        let mut counters: Map<String, Value> = match text.trim() {
+            "" => Map::new(),
+            text => serde_json::from_str(text).map_err(|err| {
+                format!("{} is not a JSON object of counters ({err}); fix or delete it", self.path.display())
+            })?,
+        };
+        let value = counters.get(key).and_then(Value::as_f64).unwrap_or(initial);
+        let value = clamped(value, delta, floor, ceiling);
+        counters.insert(key.to_owned(), Value::from(value));
+        let written = serde_json::to_string(&counters).expect("a JSON object");
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.set_len(0))
+            .and_then(|()| file.write_all(written.as_bytes()))
+            .map_err(|err| format!("cannot write {}: {err}", self.path.display()))?;
+        Ok(value)
+    }
+
+    fn describe(&self) -> String {
+        format!("machine ({})", self.path.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_machine_stores_of_one_home_share_their_counters() {
+        let home = tempfile::tempdir().unwrap();
+        let (one, two) = (MachineStore::open(home.path()).unwrap(), MachineStore::open(home.path()).unwrap());
+        assert_eq!(one.add("relay", -1.0, 10.0, 0.0, 10.0), Ok(9.0));
+        assert_eq!(two.add("relay", -1.0, 10.0, 0.0, 10.0), Ok(8.0));
+        assert_eq!(one.add("other", 0.0, 3.0, 0.0, 10.0), Ok(3.0));
+    }
+
+    #[test]
+    fn a_corrupt_counters_file_fails_the_update_and_is_left_as_it_was() {
+        let home = tempfile::tempdir().unwrap();
+        let store = MachineStore::open(home.path()).unwrap();
+        std::fs::write(&store.path, "{\"relay\": 3").unwrap();
+        let err = store.add("relay", -1.0, 10.0, 0.0, 10.0).unwrap_err();
+        assert!(err.contains("is not a JSON object of counters"), "{err}");
+        assert_eq!(std::fs::read_to_string(&store.path).unwrap(), "{\"relay\": 3");
+    }
+
+    #[test]
+    fn a_counters_file_replaced_by_a_link_is_never_written_through() {
+        let home = tempfile::tempdir().unwrap();
+        let store = MachineStore::open(home.path()).unwrap();
+        let target = home.path().join("precious");
+        std::fs::write(&target, "keep me").unwrap();
+        std::fs::remove_file(&store.path).unwrap();
+        std::os::unix::fs::symlink(&target, &store.path).unwrap();
+        let err = store.add("relay", -1.0, 10.0, 0.0, 10.0).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    }
+}

@@ -1,0 +1,206 @@
+//! Counters of a fleet, in Redis (`dsh:counter:<key>`), each update one server-side script.
+//!
+//! The `redis` crate encodes the commands and parses the replies; this file owns the socket, so
+//! that every exchange — connecting, authenticating, each update — ends within [`REDIS_TIMEOUT`]
+//! and reads at most [`MAX_REPLY_BYTES`]: a server that accepts connections and never answers, or
+//! streams an endless reply, fails the update (the row's `onStoreError` decides) instead of
+//! hanging the turn or growing without bound. Credentials in the URL never reach a message.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
+
+use super::CounterStore;
+
+/// How long a Redis store may take to connect, or to answer one request, before the update fails.
+pub const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The longest reply read from the store; an update's reply is a number of a few bytes.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024;
+
+const ADD_SCRIPT: &str = r"
+local value = tonumber(redis.call('GET', KEYS[1]) or ARGV[2])
+value = value + tonumber(ARGV[1])
+local floor, ceiling = tonumber(ARGV[3]), tonumber(ARGV[4])
+if value < floor then value = floor end
+if value > ceiling then value = ceiling end
+redis.call('SET', KEYS[1], tostring(value))
+return tostring(value)
+";
+
+pub struct RedisStore {
+    /// The URL with its credentials redacted, for messages.
+    shown: String,
+    info: ConnectionInfo,
+    connection: Mutex<Option<TcpStream>>,
+}
+
+/// `url` with any user name and password replaced by `[redacted]`.
+pub fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://[redacted]{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Reads from a socket until a deadline, at most `left` bytes in all.
+struct Bounded<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+    left: usize,
+}
+
+impl Read for Bounded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in time"));
+        }
+        if self.left == 0 {
+            let message = format!("a reply longer than {MAX_REPLY_BYTES} bytes");
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message));
+        }
+        self.stream.set_read_timeout(Some(remaining))?;
+        let room = buf.len().min(self.left);
+        let read = self.stream.read(&mut buf[..room])?;
+        self.left -= read;
+        Ok(read)
+    }
+}
+
+/// Sends `command` and reads its one reply, within [`REDIS_TIMEOUT`] and [`MAX_REPLY_BYTES`].
+fn exchange(stream: &TcpStream, command: &redis::Cmd) -> Result<redis::Value, String> {
+    let deadline = Instant::now() + REDIS_TIMEOUT;
+    let mut writer = stream;
+    stream.set_write_timeout(Some(REDIS_TIMEOUT)).map_err(|err| err.to_string())?;
+    writer.write_all(&command.get_packed_command()).map_err(|err| format!("cannot send: {err}"))?;
+    let reader = Bounded { stream, deadline, left: MAX_REPLY_BYTES };
+    match redis::Parser::new().parse_value(reader) {
+        Ok(redis::Value::ServerError(err)) => Err(format!("the server refused: {err:?}")),
+        Ok(value) => Ok(value),
+        Err(err) if err.is_timeout() => Err(format!("no answer within {} ms", REDIS_TIMEOUT.as_millis())),
+        Err(err) => Err(format!("cannot read its answer: {err}")),
+    }
+}
+
+impl RedisStore {
+    /// A store at `url` (`redis://[USER:PASSWORD@]HOST:PORT[/DB]`); it connects at its first update.
+    pub fn new(url: &str) -> Result<RedisStore, String> {
+        let shown = redacted_url(url);
+        let info = url.into_connection_info().map_err(|err| format!("{shown} is not a Redis URL: {err}"))?;
+        if !matches!(info.addr, ConnectionAddr::Tcp(..)) {
+            return Err(format!("{shown}: only redis://HOST:PORT stores are supported (no TLS, no sockets)"));
+        }
+        Ok(RedisStore { shown, info, connection: Mutex::new(None) })
+    }
+
+    fn connect(&self) -> Result<TcpStream, String> {
+        let ConnectionAddr::Tcp(host, port) = &self.info.addr else { unreachable!("checked in new") };
+        let cannot = |why: String| format!("cannot reach {}: {why}", self.shown);
+        let address = (host.as_str(), *port)
+            .to_socket_addrs()
+            .map_err(|err| cannot(err.to_string()))?
+            .next()
+            .ok_or_else(|| cannot("the host has no address".to_owned()))?;
+        let stream = TcpStream::connect_timeout(&address, REDIS_TIMEOUT).map_err(|err| cannot(err.to_string()))?;
+        let redis = &self.info.redis;
+        if let Some(password) = &redis.password {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = &redis.username {
+                auth.arg(user);
+            }
+            exchange(&stream, auth.arg(password)).map_err(|why| cannot(format!("authentication: {why}")))?;
+        }
+        if redis.db != 0 {
+            exchange(&stream, redis::cmd("SELECT").arg(redis.db)).map_err(cannot)?;
+        }
+        Ok(stream)
+    }
+
+    /// Whether the server answers (`PING`).
+    pub fn ping(&self) -> Result<(), String> {
+        let stream = self.connect()?;
+        exchange(&stream, &redis::cmd("PING")).map_err(|why| format!("{}: {why}", self.shown))?;
+        *self.connection.lock().map_err(|_| "poisoned".to_owned())? = Some(stream);
+        Ok(())
+    }
+}
+
+impl CounterStore for RedisStore {
+    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+        let mut slot = self.connection.lock().map_err(|_| "the Redis store is poisoned".to_owned())?;
+        let stream = match slot.take() {
+            Some(stream) => stream,
+            None => self.connect()?,
+        };
+        let mut update = redis::cmd("EVAL");
+        update.arg(ADD_SCRIPT).arg(1).arg(format!("dsh:counter:{key}")).arg(delta).arg(initial).arg(floor).arg(ceiling);
+        let value = exchange(&stream, &update).map_err(|why| format!("{}: {why}", self.shown))?;
+        *slot = Some(stream);
+        let text = match value {
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            other => return Err(format!("{} answered {other:?}, not a number", self.shown)),
+        };
+        text.parse().map_err(|_| format!("{} answered {text:?}, not a number", self.shown))
+    }
+
+    fn describe(&self) -> String {
+        self.shown.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A server that accepts connections and then does `serve` with each.
+    fn server(serve: fn(TcpStream)) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("redis://:s3cret-pass@{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                std::thread::spawn(move || serve(stream));
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn a_server_that_never_answers_fails_the_update_within_the_deadline_without_naming_the_password() {
+        let url = server(|stream| {
+            std::thread::sleep(Duration::from_secs(30));
+            drop(stream);
+        });
+        let store = RedisStore::new(&url).unwrap();
+        let err = store.add("k", 1.0, 0.0, 0.0, 10.0).unwrap_err();
+        assert!(err.contains("authentication: no answer within 1000 ms"), "{err}");
+        assert!(!err.contains("s3cret-pass") && err.contains("[redacted]"), "{err}");
+    }
+
+    #[test]
+    fn an_endless_reply_is_cut_at_the_reply_cap() {
+        let url = server(|mut stream| {
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"$999999999\r\n");
+            let chunk = vec![b'x'; 64 * 1024];
+            while stream.write_all(&chunk).is_ok() {}
+        });
+        let store = RedisStore::new(&url).unwrap();
+        let err = store.add("k", 1.0, 0.0, 0.0, 10.0).unwrap_err();
+        assert!(err.contains("longer than 65536 bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_url_with_credentials_is_shown_redacted() {
+        assert_eq!(redacted_url("redis://:pw@h:1/2"), "redis://[redacted]@h:1/2");
+        assert_eq!(redacted_url("redis://user:p@w@h:1"), "redis://[redacted]@h:1");
+        assert_eq!(redacted_url("redis://h:1/0"), "redis://h:1/0");
+    }
+}
