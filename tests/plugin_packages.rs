@@ -196,6 +196,12 @@ fn an_installed_library_changed_after_install_is_refused_with_the_way_out() {
     let run = home.run(&["run", "hi"]);
     assert_eq!(run.code, Some(4), "{}", run.stderr);
     assert!(run.stderr.contains("disable the row with `- {id: relay-retry, disabled: true}`"), "{}", run.stderr);
+    let list = home.run(&["plugin", "list", "--json"]);
+    list.expect_code(0);
+    let listed: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let relay = listed.as_array().unwrap().iter().find(|package| package["name"] == "relay-retry").unwrap();
+    assert!(relay["error"].as_str().unwrap().contains("is not the library that was installed"), "{relay}");
+    assert!(relay["abiVersion"].is_null(), "the changed library was not opened to list it: {relay}");
 }
 
 #[test]

@@ -24,7 +24,6 @@ use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
 use crate::session::gate::RowChecker;
-use sha2::{Digest, Sha256};
 
 use crate::counters::{Counters, StoreSpec};
 
@@ -207,7 +206,7 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
             Some(library) => library.clone(),
             None => {
                 let opened = match &row.installed_sha256 {
-                    Some(recorded) => check_installed_hash(&row.library, recorded),
+                    Some(recorded) => crate::plugin::install::check_installed_hash(&row.library, recorded),
                     None => Ok(()),
                 }
                 .and_then(|()| PluginLibrary::load(&row.library).map_err(|err| err.to_string()));
@@ -278,22 +277,6 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
 }
 
 /// Checks that an installed library is the one `plugin add` installed.
-fn check_installed_hash(library: &std::path::Path, recorded: &str) -> Result<(), String> {
-    let bytes = std::fs::read(library).map_err(|err| format!("cannot read {}: {err}", library.display()))?;
-    let found = hex::encode(Sha256::digest(&bytes));
-    if found == recorded {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} is not the library that was installed (sha256 {}… recorded in profile.yml, {}… found): it changed \
-             after `dsh plugin add`",
-            library.display(),
-            &recorded[..recorded.len().min(12)],
-            &found[..12]
-        ))
-    }
-}
-
 /// What a user can do about a row whose library is refused.
 fn way_out(row: &PluginRow) -> String {
     let disable = format!(

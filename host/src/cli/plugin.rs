@@ -348,6 +348,13 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
     let dsh = dsh_executable()?;
     let listed = profile_packages(&home, &profile);
     let status = |package: &Listed| -> (Option<u32>, Option<String>) {
+        let changed = match (&package.library, &package.sha256) {
+            (Some(library), Some(recorded)) => crate::plugin::install::check_installed_hash(library, recorded).err(),
+            _ => None,
+        };
+        if let Some(changed) = changed {
+            return (None, Some(changed));
+        }
         match (&package.library, package.source.as_str()) {
             (Some(library), _) => match inspect::inspect_in_child(&dsh, library) {
                 Ok(info) => (Some(info.abi_version), None),

@@ -222,6 +222,24 @@ fn package_version(package_id: &str, name: &str) -> Option<String> {
     }
 }
 
+/// Whether the library at `library` is still the one `plugin add` installed (`recorded` is
+/// its sha256 from `profile.yml`); `Err` says how it differs. The library is never loaded.
+pub fn check_installed_hash(library: &std::path::Path, recorded: &str) -> Result<(), String> {
+    let bytes = std::fs::read(library).map_err(|err| format!("cannot read {}: {err}", library.display()))?;
+    let found = sha256_hex(&bytes);
+    if found == recorded {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not the library that was installed (sha256 {}… recorded in profile.yml, {}… found): it changed \
+             after `dsh plugin add`",
+            library.display(),
+            &recorded[..recorded.len().min(12)],
+            &found[..12]
+        ))
+    }
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -268,13 +286,25 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
     let mut library_entry = None;
     let mut staged = None;
     if let Some(library) = &candidate.library {
-        let info = inspect::inspect_in_child(dsh_executable, library).map_err(|err| anyhow::anyhow!("{err}"))?;
-        check_manifest(&candidate, &info)?;
+        // Read once: the bytes hashed, the copy inspected and the file installed are the same,
+        // whatever happens to the source file meanwhile.
         let bytes = std::fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
         let sha256 = sha256_hex(&bytes);
         let file_name = content_addressed_name(&candidate.name, &sha256);
         let relative = format!("plugins/{}/{file_name}", candidate.name);
-        staged = Some(stage_package(profile, &candidate, &bytes, &file_name)?);
+        let staging = stage_package(profile, &candidate, &bytes, &file_name)?;
+        let copy = staging.join(&file_name);
+        let checked = inspect::inspect_in_child(dsh_executable, &copy)
+            .map_err(|err| {
+                let message = err.to_string().replace(&copy.display().to_string(), &library.display().to_string());
+                anyhow::anyhow!("{message}")
+            })
+            .and_then(|info| check_manifest(&candidate, &info));
+        if let Err(err) = checked {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(err);
+        }
+        staged = Some(staging);
         manifest.packages.insert(
             candidate.name.clone(),
             InstalledPackage {
