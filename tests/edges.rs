@@ -136,3 +136,54 @@ fn a_layer_one_byte_over_sixteen_mebibytes_is_refused_naming_its_file() {
     );
     Run::of(&mut home.shell(&script)).expect_code(0);
 }
+
+/// Starts `dsh ARGS` on a route that fails with 503 and waits 30 s between retries; returns once
+/// the first retry is scheduled (durable in the log).
+fn waiting_in_a_retry(home: &TestHome, mock: &MockProcess, args: &[&str]) -> (std::process::Child, std::path::PathBuf) {
+    let policy = "{mode: normal, backoff: {initialDelayMs: 30000, maxDelayMs: 30000, jitterRatio: 0}}";
+    let patch = route_patch(home, mock, policy, "");
+    let mut child = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(args)
+        .arg("--patch")
+        .arg(&patch)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(stdin) = child.stdin.as_mut() {
+        use std::io::Write;
+        let _ = stdin.write_all(b"hi\nnever sent\n");
+    }
+    let scheduled = wait_until(Duration::from_secs(30), || {
+        only_session_log(home)
+            .is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("\"llm/retry\""))
+    });
+    assert!(scheduled, "the retry was never scheduled");
+    (child, only_session_log(home).unwrap())
+}
+
+#[test]
+fn sigterm_during_a_retry_wait_closes_the_turn_and_exits_143_in_run_and_chat() {
+    for args in [&["run", "hi"][..], &["chat"][..]] {
+        let home = TestHome::new();
+        let mock = MockProcess::start(&home, "- status: 503\n");
+        let (child, log) = waiting_in_a_retry(&home, &mock, args);
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(143), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        let events = log_events(&log);
+        let last = events.last().unwrap();
+        assert_eq!(
+            (last["type"].as_str(), last["data"]["reason"]["kind"].as_str()),
+            (Some("turn/end"), Some("aborted")),
+            "{args:?}"
+        );
+        let turns = events.iter().filter(|event| event["type"] == "turn/start").count();
+        assert_eq!(turns, 1, "{args:?}: the chat ended after the cancelled turn");
+        home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
+    }
+}

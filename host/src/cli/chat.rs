@@ -10,6 +10,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
@@ -17,7 +18,9 @@ use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
 use super::input;
-use super::turns::{neutralised, start, turn_summary, Ready, SessionTarget};
+use super::turns::{
+    neutralised, next_stop_signal, start, turn_summary, Ready, SessionTarget, EXIT_TERMINATED, TERMINATED,
+};
 use super::{runtime, Globals};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
@@ -99,17 +102,20 @@ impl Input {
 }
 
 /// Ctrl-C cancels the running turn; between turns it ends the chat (a line editor reads it as a
-/// key, so this only happens when stdin is not a terminal).
+/// key, so this only happens when stdin is not a terminal). SIGTERM cancels the running turn and
+/// ends the chat after it, or ends it at once between turns.
 fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupts = signal(SignalKind::interrupt())?;
+    let mut terminations = signal(SignalKind::terminate())?;
     tokio::spawn(async move {
-        while interrupts.recv().await.is_some() {
+        while next_stop_signal(&mut interrupts, &mut terminations).await.is_some() {
             match current.lock().expect("not poisoned").as_ref() {
                 Some(cancel) => {
                     cancel.cancel();
                     eprintln!("\ndsh: cancelling the turn");
                 }
+                None if TERMINATED.load(Ordering::SeqCst) => std::process::exit(i32::from(EXIT_TERMINATED)),
                 None => std::process::exit(130),
             }
         }
@@ -168,11 +174,15 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
                     if matches!(end, TurnEnd::Error(_)) {
                         code = ExitCode::FAILURE;
                     }
+                    if TERMINATED.load(Ordering::SeqCst) {
+                        code = ExitCode::from(EXIT_TERMINATED);
+                        break;
+                    }
                 }
             }
         }
         eprintln!("session {}", agent.log.id());
-        if input.refused_a_line() {
+        if input.refused_a_line() && !TERMINATED.load(Ordering::SeqCst) {
             code = ExitCode::FAILURE;
         }
         Ok(code)

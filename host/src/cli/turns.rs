@@ -171,19 +171,51 @@ impl TurnView for TerminalView {
     }
 }
 
-/// Ctrl-C once cancels the turn; twice exits at once (130). The handler is registered before
-/// this returns, so a Ctrl-C that comes right after is never lost.
+/// Set once SIGTERM arrived: the running turn ends as with Ctrl-C (closed in the log), and dsh
+/// exits with [`EXIT_TERMINATED`].
+pub(crate) static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The exit code after SIGTERM (128 + 15, as shells report it).
+pub(crate) const EXIT_TERMINATED: u8 = 143;
+
+/// The exit code for a process stopped by a signal now, without finishing its turn.
+fn exit_code_now() -> i32 {
+    if TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
+        i32::from(EXIT_TERMINATED)
+    } else {
+        130
+    }
+}
+
+/// Waits for the next Ctrl-C or SIGTERM (noting a SIGTERM); `None` when neither can come.
+pub(crate) async fn next_stop_signal(
+    interrupts: &mut tokio::signal::unix::Signal,
+    terminations: &mut tokio::signal::unix::Signal,
+) -> Option<()> {
+    tokio::select! {
+        got = interrupts.recv() => got,
+        got = terminations.recv() => {
+            TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
+            got
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM once cancels the turn (it is closed in the log); a second one exits at once
+/// (130, or 143 after a SIGTERM). The handlers are registered before this returns, so a signal
+/// that comes right after is never lost.
 pub(crate) fn handle_interrupts(cancel: Cancel) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupts = signal(SignalKind::interrupt())?;
+    let mut terminations = signal(SignalKind::terminate())?;
     tokio::spawn(async move {
-        if interrupts.recv().await.is_none() {
+        if next_stop_signal(&mut interrupts, &mut terminations).await.is_none() {
             return;
         }
         cancel.cancel();
         eprintln!("\ndsh: cancelling the turn (Ctrl-C again exits at once)");
-        if interrupts.recv().await.is_some() {
-            std::process::exit(130);
+        if next_stop_signal(&mut interrupts, &mut terminations).await.is_some() {
+            std::process::exit(exit_code_now());
         }
     });
     Ok(())
@@ -358,7 +390,7 @@ pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
     match end {
         TurnEnd::Completed | TurnEnd::MaxTokens => ExitCode::SUCCESS,
         TurnEnd::Error(_) => ExitCode::FAILURE,
-        TurnEnd::Aborted => ExitCode::from(130),
+        TurnEnd::Aborted => ExitCode::from(exit_code_now() as u8),
     }
 }
 
