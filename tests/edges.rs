@@ -187,3 +187,14 @@ fn sigterm_during_a_retry_wait_closes_the_turn_and_exits_143_in_run_and_chat() {
         home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
     }
 }
+
+#[test]
+fn config_check_json_on_a_layer_that_does_not_parse_prints_its_document_with_the_reason() {
+    let home = TestHome::new();
+    let layer = home.write("broken.yml", "- id: agent\n  config: [unclosed\n");
+    let run = Run::of(home.dsh().args(["config", "check", "--json", "--profile", "demo", "--patch"]).arg(&layer));
+    run.expect_code(1);
+    let document: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("{err}:\n{run}"));
+    assert_eq!(document["valid"], false);
+    assert!(document["error"].as_str().unwrap().contains("broken.yml"), "{document}");
+}

@@ -142,7 +142,19 @@ fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
 }
 
 fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
-    let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
+    let (profile, composition) = match compose(home, profile_name, patches, LayerScope::All) {
+        Ok(composed) => composed,
+        Err(err) if json => {
+            // The document has its usual shape, with the reason nothing could be composed.
+            let document = serde_json::json!({
+                "profile": profile_name, "valid": false, "enabledRows": 0, "providers": [], "plugins": [],
+                "problems": [], "warnings": [], "skippedEntries": [], "error": format!("{err:#}"),
+            });
+            out!("{}", serde_json::to_string_pretty(&document)?)?;
+            return Ok(ExitCode::from(super::exit_code_of(&err)));
+        }
+        Err(err) => return Err(err),
+    };
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
         rows::load_plugins(&resolution.plugins, true, &Counters::Configured(home.root().to_owned()));

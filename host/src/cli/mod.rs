@@ -157,7 +157,7 @@ fn manual() -> anyhow::Result<ExitCode> {
 }
 
 /// The exit code that says what kind of error ended a command.
-fn exit_code_of(err: &anyhow::Error) -> u8 {
+pub(crate) fn exit_code_of(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<NotFound>().is_some() {
         3
     } else if err.downcast_ref::<Busy>().is_some()

@@ -21,12 +21,17 @@ const FILES: [(&str, &str); 5] = [
 /// The interface crate's folder inside a generated crate.
 const INTERFACE_DIR: &str = "dsh-abi";
 
-/// Whether `name` can name both a dsh package and a Rust crate: ASCII letters, digits, `-` and
-/// `_`, starting with a letter.
+/// Crate names a new plugin cannot take: the crates it is built with, and the names Rust keeps.
+const TAKEN_CRATE_NAMES: [&str; 10] =
+    ["dsh_abi", "abi_stable", "std", "core", "alloc", "proc_macro", "test", "self", "crate", "super"];
+
+/// Whether `name` can name both a dsh package and a Rust crate that builds: ASCII letters,
+/// digits, `-` and `_`, starting with a letter, and none of [`TAKEN_CRATE_NAMES`].
 pub fn is_plugin_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && name.len() <= 64
+        && !TAKEN_CRATE_NAMES.contains(&name.replace('-', "_").as_str())
 }
 
 /// The files of a new plugin crate named `name`: relative path and text.
@@ -47,7 +52,8 @@ pub fn files(name: &str) -> Vec<(PathBuf, String)> {
 pub fn create(dir: &Path, name: &str) -> anyhow::Result<Vec<PathBuf>> {
     if !is_plugin_name(name) {
         bail!(
-            "{} cannot name a plugin: use ASCII letters, digits, '-' and '_', starting with a letter",
+            "{} cannot name a plugin: use ASCII letters, digits, '-' and '_', starting with a letter, and not a \
+             crate the plugin is built with (dsh-abi, abi_stable) or a name Rust keeps (std, core, test, …)",
             dsh_abi::js::to_string(name)
         );
     }
@@ -82,6 +88,14 @@ fn write_all(dir: &Path, name: &str) -> anyhow::Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_would_clash_with_the_crates_a_plugin_is_built_with_is_refused() {
+        for taken in ["dsh-abi", "dsh_abi", "abi-stable", "std", "test"] {
+            assert!(!is_plugin_name(taken), "{taken}");
+        }
+        assert!(is_plugin_name("dsh-abi-helper"));
+    }
 
     #[test]
     fn a_new_crate_names_itself_everywhere_and_vendors_the_interface() {
