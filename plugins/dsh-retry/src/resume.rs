@@ -93,18 +93,27 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
     }
     let in_turn: Vec<&Value> =
         events.iter().filter(|event| number(data(event, "turn")).is_none_or(|t| t == turn)).collect();
+    let started = |position: usize, retry: &Value| {
+        let same = |key: &str, other: &Value| js::strict_equals(data(other, key), data(retry, key));
+        in_turn[position + 1..].iter().any(|later| {
+            event_type(later) == "llm/retry-started"
+                && ["retryId", "turn", "step", "retry"].iter().all(|key| same(key, later))
+        })
+    };
+    let latest_retry = in_turn.iter().enumerate().rev().find(|(_, event)| event_type(event) == "llm/retry");
+    if let Some((position, retry)) = latest_retry {
+        if !is_own_policy_key(data(retry, "policyKey")) && !started(position, retry) {
+            // Another executor's retry was pending: its work is its own to resume (fail closed).
+            return None;
+        }
+    }
     let own_retry = in_turn.iter().enumerate().rev().find(|(_, event)| {
         event_type(event) == "llm/retry"
             && data(event, "mode") == Some(&Value::from("normal"))
             && is_own_policy_key(data(event, "policyKey"))
     });
     if let Some((position, retry)) = own_retry {
-        let same = |key: &str, other: &Value| js::strict_equals(data(other, key), data(retry, key));
-        let started = in_turn[position + 1..].iter().any(|later| {
-            event_type(later) == "llm/retry-started"
-                && ["retryId", "turn", "step", "retry"].iter().all(|key| same(key, later))
-        });
-        if !started {
+        if !started(position, retry) {
             let retry_id = data(retry, "retryId").and_then(Value::as_str)?.to_owned();
             let number = number(data(retry, "retry"))?;
             let time = retry.get("time").and_then(Value::as_f64)?;
@@ -275,6 +284,15 @@ mod tests {
                 "Continuing interrupted tool step from turn 1 after a restart.".to_owned()
             ))
         );
+    }
+
+    #[test]
+    fn another_executors_pending_retry_is_never_resumed_but_a_started_one_does_not_hide_the_request() {
+        let foreign = r#"["only-503",1]"#;
+        let pending = Log::started_turn().retry(foreign, 1).interrupted();
+        assert_eq!(summary(&pending), None);
+        let started = Log::started_turn().retry(foreign, 1).started(1).interrupted();
+        assert!(summary(&started).unwrap().0.ends_with(":request:1:1"));
     }
 
     #[test]
