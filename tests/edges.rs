@@ -198,3 +198,13 @@ fn config_check_json_on_a_layer_that_does_not_parse_prints_its_document_with_the
     assert_eq!(document["valid"], false);
     assert!(document["error"].as_str().unwrap().contains("broken.yml"), "{document}");
 }
+
+#[test]
+fn replay_all_reports_a_log_it_cannot_read_and_replays_the_others() {
+    let home = TestHome::new();
+    home.run(&["run", "--profile", "demo", "hi"]).expect_code(0);
+    home.write("sessions/empty/session.jsonl", "");
+    let run = home.run(&["session", "replay", "--all"]);
+    run.expect_code(0).expect_stderr("empty/session.jsonl: cannot be replayed");
+    assert!(run.stdout.contains("1 session (1 could not be read), 1 turn replayed"), "{run}");
+}

@@ -191,6 +191,9 @@ pub fn describe(action: &Action) -> String {
 /// `0.5s`, `2s`, `2.2s`: seconds with at most one decimal.
 /// Milliseconds as seconds rounded to tenths, without a trailing `.0`.
 pub(crate) fn seconds(ms: f64) -> String {
+    if !ms.is_finite() || ms >= 1e15 {
+        return crate::session::timeline::seconds(ms);
+    }
     let tenths = (ms / 100.0).round() / 10.0;
     if tenths.fract() == 0.0 {
         format!("{tenths:.0}s")

@@ -135,6 +135,21 @@ fn result_text(result: &TurnResult) -> String {
     )
 }
 
+/// Says when a log breaks a rule `dsh session verify` checks: its replay shows what it holds, which
+/// may not be what happened.
+fn warn_if_unsound(log: &std::path::Path) {
+    let Ok(report) = crate::session::verify::verify_log(log, |_| Vec::new()) else { return };
+    if let Some(first) = report.violations.first() {
+        eprintln!(
+            "dsh: {} fails dsh session verify ({} violation{}, the first: {}); replaying what it holds",
+            log.display(),
+            report.violations.len(),
+            if report.violations.len() == 1 { "" } else { "s" },
+            super::turns::neutralised(&first.message)
+        );
+    }
+}
+
 /// Totals over the turns replayed, for the recorded run or one candidate.
 #[derive(Debug, Default, Clone)]
 struct Totals {
@@ -183,8 +198,17 @@ pub fn run(globals: &Globals, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             println_out(&format!("candidate {name}: {}", spec.label()))?;
         }
     }
+    let mut unreadable = 0;
     for log in &logs {
-        let session = replay::read_session(log).with_context(|| format!("cannot read {}", log.display()))?;
+        let session = match replay::read_session(log) {
+            Ok(session) => session,
+            Err(err) => {
+                eprintln!("dsh: {}: cannot be replayed ({err:#}); going on with the others", log.display());
+                unreadable += 1;
+                continue;
+            }
+        };
+        warn_if_unsound(log);
         let own = SessionMeta::read(log).profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
         let mut scratches: Vec<Scratch> = Vec::new();
         for spec in &specs {
@@ -238,15 +262,16 @@ pub fn run(globals: &Globals, args: ReplayArgs) -> anyhow::Result<ExitCode> {
             names.iter().zip(&candidate_totals).map(|(name, totals)| totals.to_json(name)).collect();
         let labels: Vec<String> = specs.iter().map(Spec::label).collect();
         println_out(
-            &json!({"summary": {"sessions": logs.len(), "recorded": recorded_totals.to_json("recorded"), "candidates": candidates, "labels": labels, "assumption": ASSUMPTION}})
+            &json!({"summary": {"sessions": logs.len() - unreadable, "unreadable": unreadable, "recorded": recorded_totals.to_json("recorded"), "candidates": candidates, "labels": labels, "assumption": ASSUMPTION}})
                 .to_string(),
         )?;
         return Ok(ExitCode::SUCCESS);
     }
+    let replayed = logs.len() - unreadable;
+    let skipped = if unreadable > 0 { format!(" ({unreadable} could not be read)") } else { String::new() };
     println_out(&format!(
-        "\n{} session{}, {} turn{} replayed",
-        logs.len(),
-        if logs.len() == 1 { "" } else { "s" },
+        "\n{replayed} session{}{skipped}, {} turn{} replayed",
+        if replayed == 1 { "" } else { "s" },
         recorded_totals.turns,
         if recorded_totals.turns == 1 { "" } else { "s" }
     ))?;

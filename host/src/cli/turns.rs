@@ -89,15 +89,9 @@ pub(crate) fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
         .collect()
 }
 
-/// `2.2s` below ten seconds (tenths, rounded up, as `session show` prints delays), `14s` from
-/// ten seconds on.
+/// The time left, as `session show` prints delays ([`crate::session::timeline::seconds`]).
 fn remaining_text(remaining: Duration) -> String {
-    let ms = remaining.as_millis();
-    if ms >= 10_000 {
-        format!("{}s", ms.div_ceil(1000))
-    } else {
-        format!("{:.1}s", ms.div_ceil(100) as f64 / 10.0)
-    }
+    crate::session::timeline::seconds(remaining.as_millis() as f64)
 }
 
 fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {

@@ -36,8 +36,20 @@ fn end_text(reason: Option<&Value>) -> String {
     }
 }
 
-fn seconds(ms: f64) -> String {
-    format!("{:.1}s", ms / 1000.0)
+/// A delay as every screen shows it, the live countdown included: tenths of a second rounded up
+/// below ten seconds (`0.9s` for 918.6 ms), whole seconds rounded up from there, and a delay no
+/// clock reaches in exponent form (`1.0e305s`, not 306 digits).
+pub fn seconds(ms: f64) -> String {
+    if !ms.is_finite() {
+        return "∞".to_owned();
+    }
+    if ms < 10_000.0 {
+        format!("{:.1}s", (ms.max(0.0) / 100.0).ceil() / 10.0)
+    } else if ms < 1e15 {
+        format!("{}s", (ms / 1000.0).ceil())
+    } else {
+        format!("{:.1e}s", ms / 1000.0)
+    }
 }
 
 /// Renders the log at `path` as text lines.
@@ -140,4 +152,19 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
         lines.push(line);
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_are_shown_rounded_up_one_way_everywhere_and_huge_ones_stay_short() {
+        assert_eq!(seconds(918.6), "1.0s");
+        assert_eq!(seconds(900.0), "0.9s");
+        assert_eq!(seconds(2151.0), "2.2s");
+        assert_eq!(seconds(12_100.0), "13s");
+        assert_eq!(seconds(1e308), "1.0e305s");
+        assert_eq!(seconds(f64::INFINITY), "∞");
+    }
 }
