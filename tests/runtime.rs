@@ -229,7 +229,7 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
     }
     let show = home.run(&["session", "show", id]);
     assert_eq!(show.code, Some(0));
-    assert!(show.stdout.contains("    retry 1/5 · SERVER · 0.0s · HTTP 503 from"), "{}", show.stdout);
+    assert!(show.stdout.contains("    retry 1/5 · SERVER · 0.1s · HTTP 503 from"), "{}", show.stdout);
     assert!(show.stdout.contains("    assistant: Hello there"), "{}", show.stdout);
     let list = home.run(&["session", "list"]);
     assert!(list.stdout.starts_with(id) && list.stdout.contains("1 turn  completed"), "{}", list.stdout);

@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&layers[0]).unwrap(), "- id: a\n", "the copy holds what the session ran");
         assert!(notes[0].contains("one.yml changed since the session was created"), "{notes:?}");
         assert!(notes[1].contains("two.yml is gone"), "{notes:?}");
-        let (layers, notes) = meta.patches_for(&log, &[two.clone()]);
+        let (layers, notes) = meta.patches_for(&log, std::slice::from_ref(&two));
         assert_eq!(layers, [two]);
         assert!(notes[0].starts_with("the session was created with --patch"), "{notes:?}");
     }
