@@ -3,7 +3,7 @@
 
 use std::io::{self, BufRead, Read};
 
-use crate::session::reader::MAX_LINE_BYTES;
+use crate::session::reader::{read_bounded_line, MAX_LINE_BYTES};
 
 /// One line of input.
 #[derive(Debug, PartialEq, Eq)]
@@ -19,35 +19,14 @@ pub enum Line {
 /// at the end of the input.
 pub fn read_line(input: &mut impl BufRead) -> io::Result<Option<Line>> {
     let mut kept = Vec::new();
-    let mut read = 0u64;
-    loop {
-        let available = match input.fill_buf() {
-            Ok(available) => available,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err),
-        };
-        if available.is_empty() {
-            break;
-        }
-        let (taken, done) = match memchr::memchr(b'\n', available) {
-            Some(newline) => (newline + 1, true),
-            None => (available.len(), false),
-        };
-        let room = (MAX_LINE_BYTES + 1).saturating_sub(kept.len());
-        kept.extend_from_slice(&available[..taken.min(room)]);
-        input.consume(taken);
-        read += taken as u64;
-        if done {
-            break;
-        }
-    }
+    let read = read_bounded_line(input, &mut kept, MAX_LINE_BYTES + 1)?;
     if read == 0 {
         return Ok(None);
     }
     while matches!(kept.last(), Some(b'\n' | b'\r')) {
         kept.pop();
     }
-    Ok(Some(classify(kept, read)))
+    Ok(Some(classify(kept, read as u64)))
 }
 
 /// All of `input` as one prompt, read up to one byte past [`MAX_LINE_BYTES`].

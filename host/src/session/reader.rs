@@ -34,6 +34,33 @@ const BUFFER_BYTES: usize = 256 * 1024;
 /// longer line is damage (it is skipped without being held in memory), in plain and zstd logs.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
+/// Reads one line (with its newline, if any) from `input` into `kept`, keeping at most `limit`
+/// bytes of it and skipping the rest without holding it; returns the bytes the line took.
+pub fn read_bounded_line(input: &mut impl BufRead, kept: &mut Vec<u8>, limit: usize) -> io::Result<usize> {
+    let mut read = 0usize;
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if available.is_empty() {
+            return Ok(read);
+        }
+        let (taken, done) = match memchr::memchr(b'\n', available) {
+            Some(newline) => (newline + 1, true),
+            None => (available.len(), false),
+        };
+        let room = limit.saturating_sub(kept.len());
+        kept.extend_from_slice(&available[..taken.min(room)]);
+        input.consume(taken);
+        read += taken;
+        if done {
+            return Ok(read);
+        }
+    }
+}
+
 /// Where in the file a line starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
@@ -201,28 +228,7 @@ impl LogReader {
     fn read_line(&mut self) -> io::Result<usize> {
         self.buffer.clear();
         self.overlong = None;
-        let mut read = 0usize;
-        loop {
-            let available = match self.input.fill_buf() {
-                Ok(available) => available,
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                Err(err) => return Err(err),
-            };
-            if available.is_empty() {
-                break;
-            }
-            let (taken, done) = match memchr::memchr(b'\n', available) {
-                Some(newline) => (newline + 1, true),
-                None => (available.len(), false),
-            };
-            let room = MAX_LINE_BYTES.saturating_sub(self.buffer.len());
-            self.buffer.extend_from_slice(&available[..taken.min(room)]);
-            self.input.consume(taken);
-            read += taken;
-            if done {
-                break;
-            }
-        }
+        let read = read_bounded_line(&mut self.input, &mut self.buffer, MAX_LINE_BYTES)?;
         if read > MAX_LINE_BYTES {
             self.overlong = Some(read as u64);
         }
