@@ -320,7 +320,7 @@ fn check_reports_every_problem_with_file_row_and_key() {
     assert_eq!(run.code, Some(4));
     for expected in [
         "$DSH_HOME/p.yml: row \"llm-retry\": config.retryPolicy: llm-retry: retryPolicy belongs under each provider configuration",
-        "$DSH_HOME/p.yml: row \"llm-retry-invariant\": config.mode: llm-retry-invariant: mode must be \"enforce\" or \"report\", got \"loud\"",
+        "$DSH_HOME/p.yml: row \"llm-retry-invariant\": config.mode: llm-retry-invariant: must be \"enforce\" or \"report\", got \"loud\"",
         "$DSH_HOME/p.yml: row \"llm-deepseek\": config.retryPolicy.backoff.jitterRatio: must be between 0 and 1",
         "$DSH_HOME/p.yml: row \"agent\": config.tools: unknown key \"tools\"",
         "dsh: profile web: 4 problems found",

@@ -73,7 +73,7 @@ fn a_bare_star_fails_config_check_with_the_reason() {
     let run = home.run(&["config", "--profile", "relay", "check"]);
     assert_eq!(run.code, Some(4));
     assert!(
-        run.stderr.contains("row \"relay-retry\": config.retryableCodes: a bare \"*\" would retry every failure, including cancellations and configuration errors; list codes or prefixes such as \"HTTP_*\""),
+        run.stderr.contains("row \"relay-retry\": config.retryableCodes: relay-retry: a bare \"*\" would retry every failure, including cancellations and configuration errors; list codes or prefixes such as \"HTTP_*\""),
         "{}",
         run.stderr
     );

@@ -18,6 +18,7 @@
 // `#[sabi_trait]` expands to impl blocks inside a generated constant.
 #![allow(non_local_definitions)]
 
+pub mod config;
 pub mod events;
 pub mod ffi;
 pub mod host;
@@ -32,12 +33,13 @@ pub mod retry;
 pub mod testing;
 pub mod types;
 
+pub use config::{Key, Kind, Row, Schema};
 pub use host::{HostContext, HostContextRef, HostContext_TO};
 pub use instance::{
     CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
 };
 pub use module::{PluginModule, PluginModuleRef};
-pub use plugin::{config_object, Checker, Plugin};
+pub use plugin::{Checker, Plugin};
 pub use record::RetryRecord;
 pub use types::*;
 

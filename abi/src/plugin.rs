@@ -6,12 +6,12 @@
 //! host). Plugins must keep `panic = "unwind"`.
 
 use std::any::Any;
-use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RVec};
 
+use crate::config::Schema;
 use crate::ffi::{
     AnswerRepr_NE, DecisionRepr_NE, DownstreamRepr_NE, RequestErrorRef, SessionStartRepr_NE, VerdictRepr_NE,
 };
@@ -20,22 +20,9 @@ use crate::instance::{
     CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
 };
 use crate::types::{
-    Answer, ConfigError, ConfigKey, Continuation, Decision, DownstreamOutcome, EventRef, Hooks, InstantiateError,
-    Manifest, PluginError, RequestErrorPayload, RequestSuccess, SessionStartSource, Verdict,
+    Answer, ConfigError, Continuation, Decision, DownstreamOutcome, EventRef, Hooks, InstantiateError, Manifest,
+    PluginError, RequestErrorPayload, RequestSuccess, SessionStartSource, Verdict,
 };
-
-/// A row config as an object (`null`, no config, is an empty one); anything else is the error
-/// `<plugin>: configuration must be an object`.
-pub fn config_object<'a>(
-    plugin: &str,
-    config: &'a serde_json::Value,
-) -> Result<Cow<'a, serde_json::Map<String, serde_json::Value>>, Vec<ConfigError>> {
-    match config {
-        serde_json::Value::Null => Ok(Cow::Owned(serde_json::Map::new())),
-        serde_json::Value::Object(object) => Ok(Cow::Borrowed(object)),
-        _ => Err(vec![ConfigError::new("", format!("{plugin}: configuration must be an object"))]),
-    }
-}
 
 /// A plugin instance for one configured row. Every hook is optional; the manifest's [`Hooks`]
 /// tell the host which ones to call.
@@ -88,18 +75,15 @@ pub trait Checker: Send + 'static {
 }
 
 impl Manifest {
-    /// A manifest for this interface version.
-    pub fn new(name: &str, version: &str, hooks: Hooks, description: &str, config_keys: &[(&str, &str)]) -> Manifest {
+    /// A manifest for this interface version; its config keys are the schema's.
+    pub fn new(name: &str, version: &str, hooks: Hooks, description: &str, config: &Schema) -> Manifest {
         Manifest {
             name: name.into(),
             version: version.into(),
             abi_version: crate::ABI_VERSION,
             hooks,
             description: description.into(),
-            config_keys: config_keys
-                .iter()
-                .map(|(name, summary)| ConfigKey { name: (*name).into(), summary: (*summary).into() })
-                .collect(),
+            config_keys: config.manifest_keys(),
         }
     }
 }

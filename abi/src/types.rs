@@ -25,12 +25,17 @@ impl Hooks {
     /// `agent/request-success`: `on_request_success`, told of every request that was answered
     /// (a dsh extension, added after ABI version 2).
     pub const REQUEST_SUCCESS: Hooks = Hooks(1 << 3);
+    /// Not a hook but a capability: the row adds to shared counters (`counter_add`), kept in the
+    /// store its config's [`COUNTER_STORE_KEY`](crate::config::COUNTER_STORE_KEY) names. A row
+    /// without it has no counters, and a `store` key in its config is its own.
+    pub const COUNTERS: Hooks = Hooks(1 << 4);
 
-    const NAMES: [(Hooks, &'static str); 4] = [
+    const NAMES: [(Hooks, &'static str); 5] = [
         (Hooks::REQUEST_ERROR, "agent/request-error"),
         (Hooks::SESSION_START, "agent/session-start"),
         (Hooks::CHECKER, "session/check"),
         (Hooks::REQUEST_SUCCESS, "agent/request-success"),
+        (Hooks::COUNTERS, "counters"),
     ];
 
     pub const fn union(self, other: Hooks) -> Hooks {

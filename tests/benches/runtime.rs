@@ -266,6 +266,8 @@ fn simulated_day() {
             request_success: Vec::new(),
             checkers: vec![Arc::clone(&invariant)],
             mock_servers: Vec::new(),
+            counters: dsh_host::counters::Counters::scratch(),
+            may_wait: false,
         };
         let header = json!({"type": "session", "version": 0, "id": "day", "createdAt": 1.8e12, "delegationDepth": 0});
         let log = SessionLog::create(

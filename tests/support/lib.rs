@@ -453,39 +453,26 @@ impl Run {
         self
     }
 
-    /// Runs the command and also reports its peak resident memory in KiB (via `wait4`).
-    // The child is reaped by wait4, which std cannot do but which also reports the peak RSS.
-    #[allow(clippy::zombie_processes)]
+    /// Runs the command and also reports its peak resident memory in KiB, measured by the
+    /// small `peak-rss` process between this one and the command (see `tests/bin/peak_rss.rs`).
     pub fn measured(command: &mut Command) -> (Run, i64) {
-        use std::io::Read;
-        let mut child =
-            command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("run dsh");
-        let mut stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        let out = std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let _ = stdout.read_to_end(&mut text);
-            text
-        });
-        let err = std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let _ = stderr.read_to_end(&mut text);
-            text
-        });
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: the pid is our own child, and both out-pointers live for the call.
-        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-        assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
-        let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-        let run = Run {
-            command: command_line(command),
-            code,
-            stdout: String::from_utf8_lossy(&out.join().unwrap_or_default()).into_owned(),
-            stderr: String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned(),
-        };
-        (run, usage.ru_maxrss)
+        let mut wrapped = Command::new(profile_dir().join("peak-rss"));
+        wrapped.arg(command.get_program()).args(command.get_args());
+        if let Some(dir) = command.get_current_dir() {
+            wrapped.current_dir(dir);
+        }
+        for (key, value) in command.get_envs() {
+            match value {
+                Some(value) => wrapped.env(key, value),
+                None => wrapped.env_remove(key),
+            };
+        }
+        let mut run = Run::of(&mut wrapped);
+        let (stderr, peak) = run.stderr.rsplit_once("peak-rss-kib: ").expect("peak-rss reports the peak");
+        let peak = peak.trim().parse().expect("a number of KiB");
+        run.stderr = stderr.to_owned();
+        run.command = command_line(command);
+        (run, peak)
     }
 
     pub fn of(command: &mut Command) -> Run {

@@ -9,6 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use dsh_abi::config::COUNTER_STORE_KEY;
 use dsh_abi::{ConfigError, Hooks};
 use serde_json::Value;
 
@@ -236,35 +237,13 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
             continue;
         }
         let instance = if instantiate {
-            match library.instantiate(&row.row_id, &row.config) {
-                Ok(instance) => match StoreSpec::parse(row.config.get("store")) {
-                    Ok(spec) => match counters.open(&spec) {
-                        Ok(store) => Some(instance.with_store(store)),
-                        Err((store, why)) => {
-                            let unreachable =
-                                ConfigError::new("store", format!("the counter store cannot be reached: {why}"));
-                            store_problems.push(Problem::config(Some(&row.config_layer), &row.row_id, &unreachable));
-                            Some(instance.with_store(store))
-                        }
-                    },
-                    Err(why) => {
-                        problems.push(Problem::config(
-                            Some(&row.config_layer),
-                            &row.row_id,
-                            &ConfigError::new("store", why),
-                        ));
-                        continue;
-                    }
-                },
-                Err(InstantiateFailure::Config(errors)) => {
-                    problems.extend(errors.iter().map(|error| {
-                        Problem::config(Some(&row.config_layer), &row.row_id, error)
-                            .with_hint(migration::config_hint(&row.package, error.path.as_str()))
-                    }));
-                    continue;
+            match instantiate_row(row, &library, counters) {
+                Ok((instance, unreachable)) => {
+                    store_problems.extend(unreachable);
+                    Some(instance)
                 }
-                Err(InstantiateFailure::Failed(message)) => {
-                    problems.push(Problem::row(Some(&row.config_layer), &row.row_id, message));
+                Err(row_problems) => {
+                    problems.extend(row_problems);
                     continue;
                 }
             }
@@ -274,6 +253,41 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
         loaded.push(LoadedPlugin { row: row.clone(), library, instance });
     }
     Loaded { plugins: loaded, problems, store_problems }
+}
+
+/// A row's instance, with its counter store when its manifest asks for counters (and, then, a
+/// problem when the store cannot be reached now); or every problem of its config.
+fn instantiate_row(
+    row: &PluginRow,
+    library: &PluginLibrary,
+    counters: &Counters,
+) -> Result<(RowInstance, Option<Problem>), Vec<Problem>> {
+    let config_problem = |error: &ConfigError| Problem::config(Some(&row.config_layer), &row.row_id, error);
+    let instance = match library.instantiate(&row.row_id, &row.config) {
+        Ok(instance) => instance,
+        Err(InstantiateFailure::Config(errors)) => {
+            return Err(errors
+                .iter()
+                .map(|error| config_problem(error).with_hint(migration::config_hint(&row.package, error.path.as_str())))
+                .collect())
+        }
+        Err(InstantiateFailure::Failed(message)) => {
+            return Err(vec![Problem::row(Some(&row.config_layer), &row.row_id, message)])
+        }
+    };
+    if !library.manifest.hooks.contains(Hooks::COUNTERS) {
+        return Ok((instance, None));
+    }
+    let spec = StoreSpec::parse(row.config.get(COUNTER_STORE_KEY))
+        .map_err(|why| vec![config_problem(&ConfigError::new(COUNTER_STORE_KEY, why))])?;
+    match counters.open(&spec) {
+        Ok(store) => Ok((instance.with_store(store), None)),
+        Err((store, why)) => {
+            let unreachable =
+                ConfigError::new(COUNTER_STORE_KEY, format!("the counter store cannot be reached: {why}"));
+            Ok((instance.with_store(store), Some(config_problem(&unreachable))))
+        }
+    }
 }
 
 /// Checks that an installed library is the one `plugin add` installed.
@@ -294,6 +308,56 @@ fn way_out(row: &PluginRow) -> String {
     }
 }
 
+/// The route of every provider row, with the mock servers of `llm-mock` routes started.
+async fn open_routes(
+    home: &Home,
+    providers: Vec<ProviderConfig>,
+    verbose_mock: bool,
+) -> Result<(HashMap<String, Route>, Vec<MockServer>), Vec<Problem>> {
+    let mut routes = HashMap::new();
+    let mut mock_servers = Vec::new();
+    for provider in providers {
+        let base_url = match &provider.endpoint {
+            Endpoint::Url(url) => url.clone(),
+            Endpoint::Mock(script) => {
+                let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+                let log = MockLog { stderr: verbose_mock, record: None };
+                let server = MockServer::start(listen, script.clone(), log).await.map_err(|err| {
+                    vec![Problem::row(None, &provider.row_id, format!("cannot start the mock server: {err}"))]
+                })?;
+                let url = server.base_url();
+                mock_servers.push(server);
+                url
+            }
+        };
+        let mut adapter = OpenAiAdapter::new(&provider, &base_url).map_err(|err| {
+            vec![Problem::row(None, &provider.row_id, format!("cannot build the HTTP client: {err}"))]
+        })?;
+        if provider.wire.attribution {
+            let home = home.clone();
+            adapter = adapter.with_user_id(Arc::new(move || match home.anonymous_user_id() {
+                Ok(id) => Some(id),
+                Err(err) => {
+                    tracing::warn!("cannot keep the anonymous user id in the dsh home: {err}");
+                    None
+                }
+            }));
+        }
+        let endpoint_host =
+            reqwest::Url::parse(&base_url).ok().and_then(|url| url.host_str().map(str::to_owned)).unwrap_or_default();
+        let route = Route {
+            endpoint_host,
+            provider: provider.provider.clone(),
+            model: provider.model.clone(),
+            client: Box::new(adapter),
+            policy: provider.retry_policy,
+            wire: provider.wire,
+        };
+        routes.insert(provider.provider, route);
+    }
+    Ok((routes, mock_servers))
+}
+
 /// A profile's running parts.
 pub struct Assembly {
     pub agent: AgentConfig,
@@ -308,6 +372,10 @@ pub struct Assembly {
     pub checkers: Vec<Arc<RowInstance>>,
     /// In-process mock servers serving `llm-mock` routes.
     pub mock_servers: Vec<MockServer>,
+    /// The counter stores the rows were given; a rebuild of the profile shares them.
+    pub counters: Counters,
+    /// Whether a request-error or request-success call may wait on a counter store's I/O.
+    pub may_wait: bool,
 }
 
 impl Assembly {
@@ -343,49 +411,7 @@ impl Assembly {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let mut routes = HashMap::new();
-        let mut mock_servers = Vec::new();
-        for provider in providers {
-            let base_url = match &provider.endpoint {
-                Endpoint::Url(url) => url.clone(),
-                Endpoint::Mock(script) => {
-                    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-                    let log = MockLog { stderr: verbose_mock, record: None };
-                    let server = MockServer::start(listen, script.clone(), log).await.map_err(|err| {
-                        vec![Problem::row(None, &provider.row_id, format!("cannot start the mock server: {err}"))]
-                    })?;
-                    let url = server.base_url();
-                    mock_servers.push(server);
-                    url
-                }
-            };
-            let mut adapter = OpenAiAdapter::new(&provider, &base_url).map_err(|err| {
-                vec![Problem::row(None, &provider.row_id, format!("cannot build the HTTP client: {err}"))]
-            })?;
-            if provider.wire.attribution {
-                let home = home.clone();
-                adapter = adapter.with_user_id(Arc::new(move || match home.anonymous_user_id() {
-                    Ok(id) => Some(id),
-                    Err(err) => {
-                        tracing::warn!("cannot keep the anonymous user id in the dsh home: {err}");
-                        None
-                    }
-                }));
-            }
-            let endpoint_host = reqwest::Url::parse(&base_url)
-                .ok()
-                .and_then(|url| url.host_str().map(str::to_owned))
-                .unwrap_or_default();
-            let route = Route {
-                endpoint_host,
-                provider: provider.provider.clone(),
-                model: provider.model.clone(),
-                client: Box::new(adapter),
-                policy: provider.retry_policy,
-                wire: provider.wire,
-            };
-            routes.insert(provider.provider, route);
-        }
+        let (routes, mock_servers) = open_routes(home, providers, verbose_mock).await?;
         let mut assembly = Assembly {
             agent,
             routes,
@@ -394,25 +420,34 @@ impl Assembly {
             request_success: Vec::new(),
             checkers: Vec::new(),
             mock_servers,
+            counters: counters.clone(),
+            may_wait: false,
         };
         for plugin in loaded {
-            let Some(instance) = plugin.instance else { continue };
-            let hooks = instance.hooks();
-            let instance = Arc::new(instance);
-            if hooks.contains(Hooks::REQUEST_ERROR) {
-                assembly.listeners.push(Arc::clone(&instance));
-            }
-            if hooks.contains(Hooks::SESSION_START) {
-                assembly.session_start.push(Arc::clone(&instance));
-            }
-            if hooks.contains(Hooks::REQUEST_SUCCESS) {
-                assembly.request_success.push(Arc::clone(&instance));
-            }
-            if hooks.contains(Hooks::CHECKER) {
-                assembly.checkers.push(instance);
+            if let Some(instance) = plugin.instance {
+                assembly.place(instance);
             }
         }
         Ok(assembly)
+    }
+
+    /// Files a row's instance under each hook its manifest names.
+    fn place(&mut self, instance: RowInstance) {
+        let hooks = instance.hooks();
+        self.may_wait |= instance.may_wait();
+        let instance = Arc::new(instance);
+        if hooks.contains(Hooks::REQUEST_ERROR) {
+            self.listeners.push(Arc::clone(&instance));
+        }
+        if hooks.contains(Hooks::SESSION_START) {
+            self.session_start.push(Arc::clone(&instance));
+        }
+        if hooks.contains(Hooks::REQUEST_SUCCESS) {
+            self.request_success.push(Arc::clone(&instance));
+        }
+        if hooks.contains(Hooks::CHECKER) {
+            self.checkers.push(instance);
+        }
     }
 
     /// Opens every checker row's checker for a session with this header.

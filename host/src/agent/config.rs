@@ -1,10 +1,11 @@
 //! The `agent` row: which provider route the agent's turns use, and optionally a model override
 //! and a system prompt (DeepSeek Harness's default one when unset; `""` sends none).
 
+use dsh_abi::config::{Key, Kind, Schema};
 use dsh_abi::ConfigError;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::llm::config::{config_object, required_string, unknown_keys};
+use crate::llm::config::{required_text, PROVIDER};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -20,38 +21,31 @@ pub struct AgentConfig {
 /// The system prompt when the row sets none: DeepSeek Harness's, word for word.
 pub const DEFAULT_SYSTEM: &str = "You are an AI agent powered by DeepSeek Harness.";
 
-const AGENT_KEYS: [&str; 3] = ["provider", "model", "system"];
+/// The agent row's keys.
+pub const AGENT: Schema = Schema::row(
+    "agent",
+    &[
+        PROVIDER,
+        Key::new("model", Kind::Text, "", "overrides the route's model"),
+        Key::new("system", Kind::Any, "", "the system prompt; \"\" sends none (default: DeepSeek Harness's)"),
+    ],
+);
 
 /// `{provider, model?, system?}`; unknown keys are refused.
 pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<ConfigError>> {
-    let mut errors = Vec::new();
-    let empty = Map::new();
-    let object = config_object(config, &empty, &mut errors);
-    unknown_keys(object, &AGENT_KEYS, &mut errors);
-    let provider = required_string(object, "provider", &mut errors);
-    let mut optional = |key: &str| match object.get(key) {
-        None => None,
-        Some(Value::String(text)) if !text.is_empty() => Some(text.clone()),
-        Some(_) => {
-            errors.push(ConfigError::new(key, "must be a non-empty string"));
-            None
-        }
-    };
-    let model = optional("model");
-    let system = match object.get("system") {
+    let mut row = AGENT.read(config)?;
+    let provider = required_text(&mut row, "provider");
+    let model = row.text("model");
+    let system = match row.given("system") {
         None => Some(DEFAULT_SYSTEM.to_owned()),
         Some(Value::String(text)) if text.is_empty() => None,
         Some(Value::String(text)) => Some(text.clone()),
         Some(_) => {
-            errors.push(ConfigError::new("system", "must be a string (\"\" sends no system message)"));
+            row.refuse("system", "must be a string (\"\" sends no system message)");
             None
         }
     };
-    if errors.is_empty() {
-        Ok(AgentConfig { row_id: row_id.to_owned(), provider, model, system })
-    } else {
-        Err(errors)
-    }
+    row.finish(AgentConfig { row_id: row_id.to_owned(), provider, model, system })
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub enum RetryStep {
 pub struct RetryParts<'a> {
     pub log: &'a mut SessionLog,
     pub listeners: &'a [Arc<RowInstance>],
+    /// Whether a listener may wait on a counter store's I/O.
+    pub may_wait: bool,
     pub services: &'a dyn Services,
     pub cancel: &'a Cancel,
     pub view: &'a mut dyn TurnView,
@@ -52,12 +54,11 @@ pub struct RetryParts<'a> {
 
 /// Offers the failure of `payload` to the waterfall and carries out its decision.
 pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) -> Result<RetryStep, AppendError> {
-    let RetryParts { log, listeners, services, cancel, view } = parts;
+    let RetryParts { log, listeners, may_wait, services, cancel, view } = parts;
     let outcome = {
         let context = CallContext { history: log.index(), cancelled: cancel.flag(), pending_input: false, services };
         let listeners: Vec<&RowInstance> = listeners.iter().map(Arc::as_ref).collect();
-        let outcome = waterfall::run(&listeners, payload, &context.as_abi());
-        outcome
+        crate::counters::may_block(may_wait, || waterfall::run(&listeners, payload, &context.as_abi()))
     };
     let (retry, row_id) = match outcome {
         Outcome::Cancelled => return Ok(RetryStep::Cancelled),

@@ -62,10 +62,9 @@ pub async fn start(
     view: Box<dyn TurnView>,
     verbose_mock: bool,
 ) -> Result<Started, StartError> {
-    let mut assembly =
-        Assembly::build(home, profile, composition, verbose_mock, &Counters::Configured(home.root().to_owned()))
-            .await
-            .map_err(StartError::Config)?;
+    let mut assembly = Assembly::build(home, profile, composition, verbose_mock, &Counters::at(home.root()))
+        .await
+        .map_err(StartError::Config)?;
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let mut notes = Vec::new();
     let (log, repair) = match opening {

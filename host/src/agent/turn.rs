@@ -204,6 +204,7 @@ impl Agent {
             let parts = RetryParts {
                 log: &mut self.log,
                 listeners: &self.assembly.listeners,
+                may_wait: self.assembly.may_wait,
                 services: self.services.as_ref(),
                 cancel: &self.cancel,
                 view: self.view.as_mut(),
@@ -293,11 +294,13 @@ impl Agent {
             services: self.services.as_ref(),
         };
         let ctx = context.as_abi();
-        for row in &self.assembly.request_success {
-            if let Err(err) = row.on_request_success(&success, &ctx) {
-                tracing::warn!("row \"{}\": {}", row.row_id(), err.message);
+        crate::counters::may_block(self.assembly.may_wait, || {
+            for row in &self.assembly.request_success {
+                if let Err(err) = row.on_request_success(&success, &ctx) {
+                    tracing::warn!("row \"{}\": {}", row.row_id(), err.message);
+                }
             }
-        }
+        });
     }
 
     /// Records a failed attempt (`assistant/attempt`, ignorable) with the text it streamed — at

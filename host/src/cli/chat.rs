@@ -220,7 +220,7 @@ async fn swap_if_changed(
     for warning in &composition.warnings {
         eprintln!("dsh: {warning}");
     }
-    let counters = crate::counters::Counters::Configured(home.root().to_owned());
+    let counters = agent.assembly.counters.clone();
     match Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await {
         Ok(assembly) => {
             let change = describe_change(&agent.assembly, &assembly, &composition.rows);

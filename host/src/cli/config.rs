@@ -157,7 +157,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> an
     };
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
-        rows::load_plugins(&resolution.plugins, true, &Counters::Configured(home.root().to_owned()));
+        rows::load_plugins(&resolution.plugins, true, &Counters::at(home.root()));
     let problems: Vec<&Problem> =
         resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).chain(&store_problems).collect();
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();

@@ -28,6 +28,10 @@ impl CounterStore for MemoryStore {
         Ok(*value)
     }
 
+    fn may_wait(&self) -> bool {
+        false
+    }
+
     fn describe(&self) -> String {
         "memory".to_owned()
     }

@@ -12,7 +12,7 @@ pub mod redis;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -27,6 +27,10 @@ pub trait CounterStore: Send + Sync {
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String>;
     /// `memory`, `machine ($DSH_HOME/…)`, `redis://…` (credentials redacted), for messages.
     fn describe(&self) -> String;
+    /// Whether an update may wait on I/O (a file lock, a socket).
+    fn may_wait(&self) -> bool {
+        true
+    }
 }
 
 fn clamped(value: f64, delta: f64, floor: f64, ceiling: f64) -> f64 {
@@ -55,41 +59,55 @@ impl StoreSpec {
     }
 }
 
-/// Which counters the rows of an assembly use.
+/// Which counters the rows of an assembly use. Cloning shares the stores: a profile reloaded
+/// inside `dsh chat` keeps the budgets it had.
 #[derive(Clone)]
 pub enum Counters {
-    /// The stores their configs name, under the home at this root.
-    Configured(PathBuf),
+    /// The stores the rows name, under the home at this root.
+    Configured(Arc<Registry>),
     /// One fresh memory store for every row: `config explain` and `session replay` never touch
     /// a real budget.
     Scratch(Arc<MemoryStore>),
 }
 
+/// The stores a process opened, each once: `memory`, `machine`, one per Redis URL.
+pub struct Registry {
+    root: PathBuf,
+    memory: Arc<MemoryStore>,
+    shared: Mutex<HashMap<String, Arc<dyn CounterStore>>>,
+}
+
 impl Counters {
+    /// The stores under the home at `root`, none opened yet.
+    pub fn at(root: &std::path::Path) -> Counters {
+        Counters::Configured(Arc::new(Registry {
+            root: root.to_owned(),
+            memory: Arc::default(),
+            shared: Mutex::default(),
+        }))
+    }
+
     pub fn scratch() -> Counters {
         Counters::Scratch(Arc::default())
     }
 
-    /// The store for `spec`: shared by every row of the process that names it. `Err` holds the
+    /// The store for `spec`: shared by every row of the registry that names it. `Err` holds the
     /// store to use anyway (it reconnects at each update) and why it cannot be reached now.
     pub fn open(&self, spec: &StoreSpec) -> Result<Arc<dyn CounterStore>, (Arc<dyn CounterStore>, String)> {
-        static MEMORY: OnceLock<Arc<MemoryStore>> = OnceLock::new();
-        static SHARED: OnceLock<Mutex<HashMap<String, Arc<dyn CounterStore>>>> = OnceLock::new();
-        let root = match self {
+        let registry = match self {
             Counters::Scratch(store) => return Ok(store.clone()),
-            Counters::Configured(root) => root,
+            Counters::Configured(registry) => registry,
         };
         let name = match spec {
-            StoreSpec::Memory => return Ok(MEMORY.get_or_init(Arc::default).clone()),
-            StoreSpec::Machine => format!("machine:{}", root.display()),
+            StoreSpec::Memory => return Ok(registry.memory.clone()),
+            StoreSpec::Machine => format!("machine:{}", registry.root.display()),
             StoreSpec::Redis(url) => url.clone(),
         };
-        let shared = SHARED.get_or_init(Mutex::default);
-        if let Some(store) = shared.lock().expect("not poisoned").get(&name) {
+        if let Some(store) = registry.shared.lock().expect("not poisoned").get(&name) {
             return Ok(store.clone());
         }
         let (store, problem): (Arc<dyn CounterStore>, Option<String>) = match spec {
-            StoreSpec::Machine => match MachineStore::open(root) {
+            StoreSpec::Machine => match MachineStore::open(&registry.root) {
                 Ok(store) => (Arc::new(store), None),
                 Err(why) => (Arc::new(Unreachable(why.clone())), Some(why)),
             },
@@ -103,12 +121,24 @@ impl Counters {
             StoreSpec::Memory => unreachable!("returned above"),
         };
         if problem.is_none() {
-            shared.lock().expect("not poisoned").insert(name, store.clone());
+            registry.shared.lock().expect("not poisoned").insert(name, store.clone());
         }
         match problem {
             None => Ok(store),
             Some(why) => Err((store, why)),
         }
+    }
+}
+
+/// Runs `work`, which may wait on a store's file lock or socket, without stalling the other
+/// tasks of the runtime's worker it runs on.
+pub fn may_block<T>(blocking: bool, work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi_thread = Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if blocking && multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 
@@ -142,7 +172,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_redis_is_said_at_open_and_still_usable_later() {
-        let counters = Counters::Configured(std::env::temp_dir());
+        let counters = Counters::at(&std::env::temp_dir());
         let Err((store, why)) = counters.open(&StoreSpec::Redis("redis://127.0.0.1:1".into())) else {
             panic!("port 1 answered")
         };

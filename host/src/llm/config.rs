@@ -4,19 +4,15 @@
 
 use std::time::Duration;
 
+use dsh_abi::config::{Key, Kind, Row, Schema};
+use dsh_abi::retry::MAX_DELAY_MS_INTEGER;
 use dsh_abi::{ConfigError, RetryPolicy};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::mock::{self, MockStep};
 use super::policy;
-use super::wire::{self, WireOptions, WIRE_KEYS};
+use super::wire::{self, WireOptions};
 use crate::problem::nest;
-
-pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
-pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
-/// The whole attempt — connecting, waiting, streaming — ends by then: 30 minutes, longer than any
-/// answer a model streams, shorter than forever (keep-alive comments cannot extend it).
-pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 1_800_000;
 
 /// Where a route's requests go.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,87 +43,86 @@ pub struct ProviderConfig {
     pub wire: WireOptions,
 }
 
-/// The keys every provider row takes (besides [`WIRE_KEYS`]).
-const ROUTE_KEYS: [&str; 6] =
-    ["provider", "model", "connectTimeoutMs", "idleTimeoutMs", "requestTimeoutMs", "retryPolicy"];
-const OPENAI_KEYS: [&str; 3] = ["baseUrl", "apiKeyEnv", "headers"];
-const MOCK_KEYS: [&str; 1] = ["script"];
+const TIMEOUT: Kind = Kind::integer(1, MAX_DELAY_MS_INTEGER);
+const TIMEOUT_RULE: &str = "must be a positive integer number of milliseconds no greater than 2147483647";
 
-/// Refuses the keys of a provider row that are neither shared by every route nor in `own`.
-fn unknown_route_keys(object: &Map<String, Value>, own: &[&str], errors: &mut Vec<ConfigError>) {
-    let allowed: Vec<&str> = ROUTE_KEYS.iter().chain(&WIRE_KEYS).chain(own).copied().collect();
-    unknown_keys(object, &allowed, errors);
-}
+/// The route name every provider row gives (and the agent row names).
+pub const PROVIDER: Key = Key::new("provider", Kind::Text, "", "the route's name, e.g. deepseek-official");
+const MODEL: Key = Key::new("model", Kind::Text, "", "the model its requests ask for");
+const CONNECT_TIMEOUT: Key =
+    Key::new("connectTimeoutMs", TIMEOUT, "10000", "the deadline to connect, in ms").refused_as(TIMEOUT_RULE);
+const IDLE_TIMEOUT: Key =
+    Key::new("idleTimeoutMs", TIMEOUT, "300000", "the longest silence inside a stream, in ms").refused_as(TIMEOUT_RULE);
+/// The whole attempt — connecting, waiting, streaming — ends by then: 30 minutes, longer than any
+/// answer a model streams, shorter than forever (keep-alive comments cannot extend it).
+const REQUEST_TIMEOUT: Key =
+    Key::new("requestTimeoutMs", TIMEOUT, "1800000", "the deadline of a whole attempt, in ms").refused_as(TIMEOUT_RULE);
+const RETRY_POLICY: Key = Key::new("retryPolicy", Kind::Any, "", "the route's retry policy (see llm-retry)");
 
-/// A built-in row's config as an object (`null`, no config, is an empty one); anything else is
-/// the error `must be a mapping`.
-pub(crate) fn config_object<'a>(
-    config: &'a Value,
-    empty: &'a Map<String, Value>,
-    errors: &mut Vec<ConfigError>,
-) -> &'a Map<String, Value> {
-    match config {
-        Value::Object(object) => object,
-        Value::Null => empty,
-        _ => {
-            errors.push(ConfigError::new("", "must be a mapping"));
-            empty
-        }
+/// An `llm-openai` row: an OpenAI-compatible endpoint.
+pub const OPENAI: Schema = Schema::row(
+    "llm-openai",
+    &[
+        PROVIDER,
+        Key::new("baseUrl", Kind::Text, "", "an http or https URL ending before /chat/completions"),
+        MODEL,
+        Key::new("apiKeyEnv", Kind::Text, "", "the environment variable holding the API key"),
+        Key::new("headers", Kind::Mapping, "{}", "extra request headers")
+            .refused_as("must be a mapping of header names to values"),
+        CONNECT_TIMEOUT,
+        IDLE_TIMEOUT,
+        REQUEST_TIMEOUT,
+        RETRY_POLICY,
+        wire::THINKING,
+        wire::REASONING_EFFORT,
+        wire::MAX_TOKENS,
+        wire::INCLUDE_USAGE,
+    ],
+);
+
+/// An `llm-mock` row: a route served by the in-process mock server.
+pub const MOCK: Schema = Schema::row(
+    "llm-mock",
+    &[
+        PROVIDER,
+        MODEL,
+        Key::new("script", Kind::Any, "", "the steps the mock server answers, in order"),
+        CONNECT_TIMEOUT,
+        IDLE_TIMEOUT,
+        REQUEST_TIMEOUT,
+        RETRY_POLICY,
+        wire::THINKING,
+        wire::REASONING_EFFORT,
+        wire::MAX_TOKENS,
+        wire::INCLUDE_USAGE,
+    ],
+);
+
+/// The value of a key that has no default and must be given.
+pub(crate) fn required_text(row: &mut Row<'_>, key: &str) -> String {
+    if !row.is_set(key) {
+        row.refuse(key, "is required");
     }
+    row.text(key).unwrap_or_default()
 }
 
-pub(crate) fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], errors: &mut Vec<ConfigError>) {
-    for key in object.keys().filter(|key| !allowed.contains(&key.as_str())) {
-        errors.push(ConfigError::new(key.as_str(), format!("unknown key \"{key}\"")));
-    }
+fn timeout(row: &mut Row<'_>, key: &str) -> Duration {
+    Duration::from_millis(row.integer(key))
 }
 
-pub(crate) fn required_string(object: &Map<String, Value>, key: &str, errors: &mut Vec<ConfigError>) -> String {
-    match object.get(key) {
-        Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
-        Some(_) => {
-            errors.push(ConfigError::new(key, "must be a non-empty string"));
-            String::new()
+fn common(row_id: &str, row: &mut Row<'_>, endpoint: Endpoint) -> ProviderConfig {
+    let provider = required_text(row, "provider");
+    let model = required_text(row, "model");
+    let connect_timeout = timeout(row, "connectTimeoutMs");
+    let idle_timeout = timeout(row, "idleTimeoutMs");
+    let request_timeout = timeout(row, "requestTimeoutMs");
+    let retry_policy = policy::resolve(row.given("retryPolicy")).unwrap_or_else(|found| {
+        for error in found {
+            row.refuse(error.path.as_str(), error.message);
         }
-        None => {
-            errors.push(ConfigError::new(key, "is required"));
-            String::new()
-        }
-    }
-}
-
-fn timeout(object: &Map<String, Value>, key: &str, default_ms: u64, errors: &mut Vec<ConfigError>) -> Duration {
-    let Some(value) = object.get(key) else {
-        return Duration::from_millis(default_ms);
-    };
-    match dsh_abi::js::as_safe_u64(value) {
-        Some(ms) if ms > 0 && ms <= dsh_abi::retry::MAX_DELAY_MS_INTEGER => Duration::from_millis(ms),
-        _ => {
-            errors.push(ConfigError::new(
-                key,
-                "must be a positive integer number of milliseconds no greater than 2147483647",
-            ));
-            Duration::from_millis(default_ms)
-        }
-    }
-}
-
-fn common(
-    row_id: &str,
-    object: &Map<String, Value>,
-    endpoint: Endpoint,
-    errors: &mut Vec<ConfigError>,
-) -> ProviderConfig {
-    let provider = required_string(object, "provider", errors);
-    let model = required_string(object, "model", errors);
-    let connect_timeout = timeout(object, "connectTimeoutMs", DEFAULT_CONNECT_TIMEOUT_MS, errors);
-    let idle_timeout = timeout(object, "idleTimeoutMs", DEFAULT_IDLE_TIMEOUT_MS, errors);
-    let request_timeout = timeout(object, "requestTimeoutMs", DEFAULT_REQUEST_TIMEOUT_MS, errors);
-    let retry_policy = policy::resolve(object.get("retryPolicy")).unwrap_or_else(|found| {
-        errors.extend(nest("retryPolicy", found));
         policy::default_policy()
     });
-    let wire = wire::parse(&provider, object, errors);
+    let wire = wire::parse(&provider, row);
     ProviderConfig {
         row_id: row_id.to_owned(),
         provider,
@@ -144,88 +139,62 @@ fn common(
 }
 
 /// An `llm-openai` row: `{provider, baseUrl, model, apiKeyEnv?, headers?, connectTimeoutMs?,
-/// idleTimeoutMs?, retryPolicy?}`.
+/// idleTimeoutMs?, requestTimeoutMs?, retryPolicy?}` and the wire keys.
 pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<ConfigError>> {
-    let mut errors = Vec::new();
-    let empty = Map::new();
-    let object = config_object(config, &empty, &mut errors);
-    unknown_route_keys(object, &OPENAI_KEYS, &mut errors);
-    let base_url = required_string(object, "baseUrl", &mut errors);
+    let mut row = OPENAI.read(config)?;
+    let base_url = required_text(&mut row, "baseUrl");
     if !base_url.is_empty() {
         match reqwest::Url::parse(&base_url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => {}
-            _ => errors.push(ConfigError::new("baseUrl", format!("must be an http or https URL, got {base_url:?}"))),
+            _ => row.refuse("baseUrl", format!("must be an http or https URL, got {base_url:?}")),
         }
     }
-    let mut provider = common(row_id, object, Endpoint::Url(base_url.trim_end_matches('/').to_owned()), &mut errors);
-    provider.api_key_env = match object.get("apiKeyEnv") {
-        None => None,
-        Some(Value::String(name)) if is_env_name(name) => Some(name.clone()),
-        Some(other) => {
-            errors.push(ConfigError::new(
-                "apiKeyEnv",
-                format!("must name an environment variable (letters, digits, _), got {other}"),
-            ));
-            None
-        }
-    };
-    provider.headers = match object.get("headers") {
-        None => Vec::new(),
-        Some(Value::Object(headers)) => headers
-            .iter()
-            .filter_map(|(name, value)| match value {
-                Value::String(text) if reqwest::header::HeaderValue::from_str(text).is_ok() => {
-                    Some((name.clone(), text.clone()))
-                }
-                _ => {
-                    errors.push(ConfigError::new(
-                        format!("headers.{name}"),
-                        "must be a header value (a string of visible characters)",
-                    ));
-                    None
-                }
-            })
-            .collect(),
-        Some(_) => {
-            errors.push(ConfigError::new("headers", "must be a mapping of header names to values"));
-            Vec::new()
-        }
-    };
-    for (name, _) in &provider.headers {
-        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            errors.push(ConfigError::new("headers", format!("{name:?} is not a valid header name")));
-        }
+    let mut provider = common(row_id, &mut row, Endpoint::Url(base_url.trim_end_matches('/').to_owned()));
+    provider.api_key_env = row.text("apiKeyEnv");
+    if let Some(name) = provider.api_key_env.as_ref().filter(|name| !is_env_name(name)) {
+        row.refuse("apiKeyEnv", format!("must name an environment variable (letters, digits, _), got \"{name}\""));
     }
-    if errors.is_empty() {
-        Ok(provider)
-    } else {
-        Err(errors)
-    }
+    provider.headers = headers(&mut row);
+    row.finish(provider)
 }
 
-/// An `llm-mock` row: `{provider, model, script, connectTimeoutMs?, idleTimeoutMs?,
-/// retryPolicy?}`; the route is served by an in-process mock server running `script`.
+fn headers(row: &mut Row<'_>) -> Vec<(String, String)> {
+    let Some(Value::Object(given)) = row.value("headers") else {
+        return Vec::new();
+    };
+    let mut headers = Vec::new();
+    for (name, value) in given {
+        match value {
+            Value::String(text) if reqwest::header::HeaderValue::from_str(&text).is_ok() => headers.push((name, text)),
+            _ => row.refuse(&format!("headers.{name}"), "must be a header value (a string of visible characters)"),
+        }
+    }
+    for (name, _) in &headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            row.refuse("headers", format!("{name:?} is not a valid header name"));
+        }
+    }
+    headers
+}
+
+/// An `llm-mock` row: `{provider, model, script, …}`; the route is served by an in-process mock
+/// server running `script`.
 pub fn parse_mock(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<ConfigError>> {
-    let mut errors = Vec::new();
-    let empty = Map::new();
-    let object = config_object(config, &empty, &mut errors);
-    unknown_route_keys(object, &MOCK_KEYS, &mut errors);
-    let script = match object.get("script") {
+    let mut row = MOCK.read(config)?;
+    let script = match row.given("script").cloned() {
         None => {
-            errors.push(ConfigError::new("script", "is required"));
+            row.refuse("script", "is required");
             Vec::new()
         }
-        Some(script) => mock::parse_script(script).unwrap_or_else(|found| {
-            errors.extend(nest("script", found));
+        Some(script) => mock::parse_script(&script).unwrap_or_else(|found| {
+            for error in nest("script", found) {
+                row.refuse(error.path.as_str(), error.message);
+            }
             Vec::new()
         }),
     };
-    let provider = common(row_id, object, Endpoint::Mock(script), &mut errors);
-    if errors.is_empty() {
-        Ok(provider)
-    } else {
-        Err(errors)
-    }
+    let provider = common(row_id, &mut row, Endpoint::Mock(script));
+    row.finish(provider)
 }
 
 fn is_env_name(name: &str) -> bool {
@@ -241,6 +210,11 @@ mod tests {
 
     fn shown(errors: Vec<ConfigError>) -> Vec<String> {
         errors.iter().map(|error| format!("{}: {}", error.path, error.message)).collect()
+    }
+
+    #[test]
+    fn the_provider_schemas_are_well_formed() {
+        assert_eq!((OPENAI.faults(), MOCK.faults()), (vec![], vec![]));
     }
 
     #[test]
@@ -263,7 +237,7 @@ mod tests {
             [
                 "colour: unknown key \"colour\"",
                 "baseUrl: must be an http or https URL, got \"ftp://x\"",
-                "provider: must be a non-empty string",
+                "provider: must be a non-empty string, got \"\"",
                 "model: is required",
                 "idleTimeoutMs: must be a positive integer number of milliseconds no greater than 2147483647",
                 "retryPolicy.mode: must be \"normal\" or \"always\"",

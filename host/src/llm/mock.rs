@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_abi::config::{Key, Kind, Row, Schema, MAX_SAFE_INTEGER};
 use dsh_abi::ConfigError;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,20 +61,39 @@ pub struct MockStep {
     pub chunk_bytes: usize,
 }
 
-const ACTIONS: [&str; 11] = [
-    "ok",
-    "status",
-    "reset",
-    "truncate",
-    "malformed",
-    "empty",
-    "stall",
-    "endless",
-    "invalidUtf8",
-    "keepAlive",
-    "frames",
-];
-const OPTIONS: [&str; 4] = ["delayMs", "headers", "body", "chunkBytes"];
+const MILLISECONDS: Kind = Kind::integer(0, MAX_SAFE_INTEGER);
+
+/// The keys of one scripted response: exactly one action, then options.
+pub const STEP: Schema = Schema::row(
+    "mock step",
+    &[
+        Key::new("ok", Kind::Any, "", "200, the text streamed as several chunks, then [DONE]"),
+        Key::new("status", Kind::integer(100, 599), "", "an HTTP error")
+            .refused_as("must be an HTTP status from 100 through 599"),
+        Key::new("reset", Kind::Flag, "", "close the connection without a response"),
+        Key::new("truncate", Kind::Any, "", "stream this text, then close without [DONE]"),
+        Key::new("malformed", Kind::Flag, "", "a frame that is not valid JSON"),
+        Key::new("empty", Kind::Flag, "", "200, a finish chunk and [DONE], no content"),
+        Key::new("stall", MILLISECONDS, "", "the 200 headers, then nothing for N ms").refused_as(MILLISECONDS_RULE),
+        Key::new("endless", Kind::Any, "", "200, this text as chunks forever"),
+        Key::new("invalidUtf8", Kind::Flag, "", "200, a frame whose bytes are not UTF-8"),
+        Key::new("keepAlive", MILLISECONDS, "", "200, then a ping comment every N ms, forever")
+            .refused_as(MILLISECONDS_RULE),
+        Key::new("frames", Kind::List, "", "200, each item sent as one data: frame")
+            .refused_as("must be a list of strings"),
+        Key::new("delayMs", MILLISECONDS, "0", "wait before answering").refused_as(MILLISECONDS_RULE),
+        Key::new("headers", Kind::Mapping, "{}", "response headers").refused_as("must be a mapping"),
+        Key::new("body", Kind::Any, "", "the body of a status response: a string, or a mapping sent as JSON"),
+        Key::new("chunkBytes", Kind::integer(0, MAX_SAFE_INTEGER), "0", "write the response in pieces of N bytes")
+            .refused_as("must be a non-negative integer"),
+    ],
+);
+const ACTIONS: usize = 11;
+const MILLISECONDS_RULE: &str = "must be a non-negative integer number of milliseconds";
+
+fn action_names() -> String {
+    STEP.keys[..ACTIONS].iter().map(|key| key.name).collect::<Vec<_>>().join(", ")
+}
 
 /// Parses a script; errors are `[N].key message` (items numbered from 1), every problem found.
 pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<ConfigError>> {
@@ -84,7 +104,13 @@ pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<ConfigError>> {
         return Err(vec![ConfigError::new("", "must list at least one response")]);
     }
     let mut errors = Vec::new();
-    let steps = items.iter().enumerate().filter_map(|(index, item)| parse_step(index + 1, item, &mut errors)).collect();
+    let mut steps = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        match parse_step(&format!("[{}]", index + 1), item) {
+            Ok(step) => steps.push(step),
+            Err(found) => errors.extend(found),
+        }
+    }
     if errors.is_empty() {
         Ok(steps)
     } else {
@@ -92,129 +118,95 @@ pub fn parse_script(script: &Value) -> Result<Vec<MockStep>, Vec<ConfigError>> {
     }
 }
 
-fn parse_step(number: usize, item: &Value, errors: &mut Vec<ConfigError>) -> Option<MockStep> {
-    let Some(fields) = item.as_object() else {
-        errors.push(ConfigError::new(
-            format!("[{number}]"),
-            format!("must be a mapping with one of: {}", ACTIONS.join(", ")),
-        ));
-        return None;
-    };
-    let before = errors.len();
-    for key in fields.keys().filter(|key| !ACTIONS.contains(&key.as_str()) && !OPTIONS.contains(&key.as_str())) {
-        errors.push(ConfigError::new(format!("[{number}]"), format!("unknown key \"{key}\"")));
+fn parse_step(path: &str, item: &Value) -> Result<MockStep, Vec<ConfigError>> {
+    if !item.is_object() {
+        return Err(vec![ConfigError::new(path, format!("must be a mapping with one of: {}", action_names()))]);
     }
-    let actions: Vec<&str> = ACTIONS.iter().copied().filter(|action| fields.contains_key(*action)).collect();
-    let action = match actions.as_slice() {
-        [action] => *action,
+    let mut row = STEP.read_at(path, item)?;
+    let given: Vec<&str> = STEP.keys[..ACTIONS].iter().map(|key| key.name).filter(|name| row.is_set(name)).collect();
+    let action = match given.as_slice() {
+        [action] => parse_action(&mut row, action),
         [] => {
-            errors.push(ConfigError::new(format!("[{number}]"), format!("must have one of: {}", ACTIONS.join(", "))));
-            return None;
+            row.refuse("", format!("must have one of: {}", action_names()));
+            return row.finish(MockStep {
+                action: MockAction::Empty,
+                delay_ms: 0,
+                headers: Vec::new(),
+                chunk_bytes: 0,
+            });
         }
         several => {
-            errors.push(ConfigError::new(
-                format!("[{number}]"),
-                format!("has several actions ({}); give exactly one", several.join(", ")),
-            ));
-            return None;
+            row.refuse("", format!("has several actions ({}); give exactly one", several.join(", ")));
+            MockAction::Empty
         }
     };
-    let value = &fields[action];
-    let flag = |errors: &mut Vec<ConfigError>| {
-        if value != &Value::Bool(true) {
-            errors.push(ConfigError::new(format!("[{number}].{action}"), "must be true"));
-        }
-    };
-    let text = |errors: &mut Vec<ConfigError>| match value {
+    if row.is_set("body") && !matches!(action, MockAction::Status { .. }) {
+        row.refuse("body", "only goes with status");
+    }
+    let delay_ms = row.integer("delayMs");
+    let headers = headers(&mut row);
+    let chunk_bytes = row.integer("chunkBytes") as usize;
+    row.finish(MockStep { action, delay_ms, headers, chunk_bytes })
+}
+
+fn parse_action(row: &mut Row<'_>, action: &str) -> MockAction {
+    let given = row.given(action).cloned().unwrap_or_default();
+    let text = |row: &mut Row<'_>| match &given {
         Value::String(text) => text.clone(),
         _ => {
-            errors.push(ConfigError::new(format!("[{number}].{action}"), "must be a string"));
+            row.refuse(action, "must be a string");
             String::new()
         }
     };
-    let action = match action {
-        "ok" => MockAction::Ok(text(errors)),
-        "truncate" => MockAction::Truncate(text(errors)),
-        "endless" => MockAction::Endless(text(errors)),
-        "invalidUtf8" => {
-            flag(errors);
-            MockAction::InvalidUtf8
-        }
-        "reset" => {
-            flag(errors);
-            MockAction::Reset
-        }
-        "malformed" => {
-            flag(errors);
-            MockAction::Malformed
-        }
-        "empty" => {
-            flag(errors);
-            MockAction::Empty
-        }
-        "stall" => MockAction::Stall(whole_number(value, &format!("[{number}].stall"), MILLISECONDS, errors)),
-        "keepAlive" => {
-            MockAction::KeepAlive(whole_number(value, &format!("[{number}].keepAlive"), MILLISECONDS, errors).max(1))
-        }
-        "frames" => match value.as_array().map(|frames| frames.iter().map(Value::as_str).collect::<Option<Vec<_>>>()) {
-            Some(Some(frames)) => MockAction::Frames(frames.into_iter().map(str::to_owned).collect()),
-            _ => {
-                errors.push(ConfigError::new(format!("[{number}].frames"), "must be a list of strings"));
-                MockAction::Frames(Vec::new())
-            }
-        },
-        _ => {
-            let status = value.as_u64().filter(|status| (100..=599).contains(status)).unwrap_or_else(|| {
-                errors.push(ConfigError::new(
-                    format!("[{number}].status"),
-                    "must be an HTTP status from 100 through 599",
-                ));
-                500
-            });
-            MockAction::Status { status: status as u16, body: fields.get("body").cloned() }
-        }
-    };
-    if fields.contains_key("body") && !matches!(action, MockAction::Status { .. }) {
-        errors.push(ConfigError::new(format!("[{number}].body"), "only goes with status"));
+    if STEP.key(action).kind == Kind::Flag && given != Value::Bool(true) {
+        row.refuse(action, "must be true");
     }
-    let delay_ms = fields
-        .get("delayMs")
-        .map_or(0, |delay| whole_number(delay, &format!("[{number}].delayMs"), MILLISECONDS, errors));
-    let headers = match fields.get("headers") {
-        None => Vec::new(),
-        Some(Value::Object(headers)) => headers
-            .iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    Value::String(text) => text.clone(),
-                    Value::Number(_) | Value::Bool(_) => value.to_string(),
-                    _ => {
-                        errors.push(ConfigError::new(format!("[{number}].headers.{name}"), "must be a string"));
-                        String::new()
-                    }
-                };
-                (name.clone(), value)
-            })
-            .collect(),
-        Some(_) => {
-            errors.push(ConfigError::new(format!("[{number}].headers"), "must be a mapping"));
-            Vec::new()
+    match action {
+        "ok" => MockAction::Ok(text(row)),
+        "truncate" => MockAction::Truncate(text(row)),
+        "endless" => MockAction::Endless(text(row)),
+        "invalidUtf8" => MockAction::InvalidUtf8,
+        "reset" => MockAction::Reset,
+        "malformed" => MockAction::Malformed,
+        "empty" => MockAction::Empty,
+        "stall" => MockAction::Stall(whole_number(row, action)),
+        "keepAlive" => MockAction::KeepAlive(whole_number(row, action).max(1)),
+        "frames" => {
+            let frames: Option<Vec<String>> = row.list(action).iter().map(|f| f.as_str().map(str::to_owned)).collect();
+            MockAction::Frames(frames.unwrap_or_else(|| {
+                row.refuse(action, "must be a list of strings");
+                Vec::new()
+            }))
         }
-    };
-    let chunk_bytes = fields.get("chunkBytes").map_or(0, |bytes| {
-        whole_number(bytes, &format!("[{number}].chunkBytes"), "a non-negative integer", errors) as usize
-    });
-    (errors.len() == before).then_some(MockStep { action, delay_ms, headers, chunk_bytes })
+        _ => {
+            let status = row.value("status").and_then(|status| status.as_u64()).unwrap_or(500) as u16;
+            MockAction::Status { status, body: row.given("body").cloned() }
+        }
+    }
 }
 
-const MILLISECONDS: &str = "a non-negative integer number of milliseconds";
+/// A millisecond count, when the key has no default to fall back on.
+fn whole_number(row: &mut Row<'_>, key: &str) -> u64 {
+    row.value(key).and_then(|value| dsh_abi::js::as_safe_u64(&value)).unwrap_or_default()
+}
 
-/// A non-negative safe integer; otherwise an error "`path` must be `what`".
-fn whole_number(value: &Value, path: &str, what: &str, errors: &mut Vec<ConfigError>) -> u64 {
-    dsh_abi::js::as_safe_u64(value).unwrap_or_else(|| {
-        errors.push(ConfigError::new(path, format!("must be {what}")));
-        0
-    })
+fn headers(row: &mut Row<'_>) -> Vec<(String, String)> {
+    let Some(Value::Object(given)) = row.value("headers") else {
+        return Vec::new();
+    };
+    let mut headers = Vec::new();
+    for (name, value) in given {
+        let value = match value {
+            Value::String(text) => text,
+            Value::Number(_) | Value::Bool(_) => value.to_string(),
+            _ => {
+                row.refuse(&format!("headers.{name}"), "must be a string");
+                String::new()
+            }
+        };
+        headers.push((name, value));
+    }
+    headers
 }
 
 /// Where the server reports the requests it answers.
@@ -590,6 +582,12 @@ mod tests {
     }
 
     #[test]
+    fn the_step_schema_is_well_formed_and_starts_with_every_action() {
+        assert_eq!(STEP.faults(), Vec::<String>::new());
+        assert_eq!(STEP.keys[ACTIONS].name, "delayMs");
+    }
+
+    #[test]
     fn bad_items_are_all_reported_by_number() {
         let errors =
             parse_script(&json!([{"ok": "x", "reset": true}, "text", {"stall": -1}, {"teapot": 1}])).unwrap_err();
@@ -600,7 +598,7 @@ mod tests {
                 "[1]: has several actions (ok, reset); give exactly one",
                 "[2]: must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames",
                 "[3].stall: must be a non-negative integer number of milliseconds",
-                "[4]: unknown key \"teapot\"",
+                "[4].teapot: unknown key \"teapot\"",
                 "[4]: must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames",
             ]
         );

@@ -15,86 +15,89 @@
 use std::collections::HashSet;
 
 use abi_stable::std_types::{RString, RVec};
+use dsh_abi::config::{Key, Kind, Row, Schema, MAX_SAFE_INTEGER};
 use dsh_abi::retry::MAX_DELAY_MS;
-use dsh_abi::{js, ConfigError, PolicyMode, RetryPolicy};
-use serde_json::{Map, Value};
+use dsh_abi::{ConfigError, PolicyMode, RetryPolicy};
+use serde_json::Value;
 
-pub const DEFAULT_MAX_RETRIES: u64 = 5;
-pub const DEFAULT_INITIAL_DELAY_MS: f64 = 500.0;
-pub const DEFAULT_MAX_DELAY_MS: f64 = 10_000.0;
-pub const DEFAULT_JITTER_RATIO: f64 = 0.1;
-pub const DEFAULT_RETRYABLE_CODES: [&str; 5] = ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"];
+const DELAY_RULE: &str = "must be a positive finite number no greater than 2147483647";
+const DELAY: Kind = Kind::number_above(0.0, MAX_DELAY_MS);
 
-const POLICY_KEYS: [&str; 4] = ["mode", "maxRetries", "retryableCodes", "backoff"];
-const BACKOFF_KEYS: [&str; 3] = ["initialDelayMs", "maxDelayMs", "jitterRatio"];
+/// The keys of `retryPolicy`, with the reference's messages.
+pub const POLICY: Schema = Schema::row(
+    "retryPolicy",
+    &[
+        Key::new(
+            "mode",
+            Kind::Choice(&["normal", "always"]),
+            "",
+            "normal: bounded and code-filtered; always: unbounded",
+        )
+        .refused_as("must be \"normal\" or \"always\""),
+        Key::new("maxRetries", Kind::integer(0, MAX_SAFE_INTEGER), "5", "retries of one request (normal only)")
+            .refused_as("must be a non-negative safe integer"),
+        Key::new(
+            "retryableCodes",
+            Kind::List,
+            r#"["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"]"#,
+            "failure codes retried (normal only)",
+        )
+        .refused_as("must be a list of failure codes"),
+        Key::new("backoff", Kind::Mapping, "{}", "initialDelayMs, maxDelayMs, jitterRatio")
+            .refused_as("must be a mapping"),
+    ],
+);
+
+/// The keys of `retryPolicy.backoff`.
+pub const BACKOFF: Schema = Schema::row(
+    "backoff",
+    &[
+        Key::new("initialDelayMs", DELAY, "500", "the first wait, in ms").refused_as(DELAY_RULE),
+        Key::new("maxDelayMs", DELAY, "10000", "the longest wait, in ms").refused_as(DELAY_RULE),
+        Key::new("jitterRatio", Kind::number(0.0, 1.0), "0.1", "random spread of each wait")
+            .refused_as("must be between 0 and 1"),
+    ],
+);
 
 /// The default policy: normal, 5 retries of the default codes, 500 ms doubling to 10 s, ±10 %.
 pub fn default_policy() -> RetryPolicy {
-    RetryPolicy {
-        mode: PolicyMode::Normal,
-        max_retries: DEFAULT_MAX_RETRIES,
-        retryable_codes: DEFAULT_RETRYABLE_CODES.iter().map(|code| RString::from(*code)).collect(),
-        initial_delay_ms: DEFAULT_INITIAL_DELAY_MS,
-        max_delay_ms: DEFAULT_MAX_DELAY_MS,
-        jitter_ratio: DEFAULT_JITTER_RATIO,
-    }
+    resolve(Some(&serde_json::json!({"mode": "normal"}))).expect("the declared defaults form a policy")
 }
 
 /// Validates and resolves a provider's `retryPolicy` (absent: the default). Every problem found
-/// is returned, its path relative to the policy (`mode`, `backoff.jitterRatio`).
+/// is returned, its path relative to the provider row (`retryPolicy.mode`).
 pub fn resolve(config: Option<&Value>) -> Result<RetryPolicy, Vec<ConfigError>> {
     let Some(config) = config else {
         return Ok(default_policy());
     };
-    let object = match config {
-        Value::Object(object) => object,
-        _ => return Err(vec![ConfigError::new("", "must be a mapping")]),
-    };
-    let mode = match object.get("mode").and_then(Value::as_str) {
+    let mut row = POLICY.read_at("retryPolicy", config)?;
+    let mode = match row.text("mode").as_deref() {
         Some("normal") => PolicyMode::Normal,
         Some("always") => PolicyMode::Always,
-        _ => return Err(vec![ConfigError::new("mode", "must be \"normal\" or \"always\"")]),
+        _ if row.is_set("mode") => return row.finish(default_policy()),
+        _ => return Err(vec![ConfigError::new(row.path("mode"), "must be \"normal\" or \"always\"")]),
     };
-    let mut errors = unknown_keys(object, &POLICY_KEYS, "");
     let (max_retries, retryable_codes) = match mode {
         PolicyMode::Always => (0, RVec::new()),
-        PolicyMode::Normal => (max_retries(object, &mut errors), retryable_codes(object, &mut errors)),
+        PolicyMode::Normal => (row.integer("maxRetries"), retryable_codes(&mut row)),
     };
-    let backoff = backoff(object.get("backoff"), &mut errors);
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let (initial_delay_ms, max_delay_ms, jitter_ratio) = backoff;
-    Ok(RetryPolicy { mode, max_retries, retryable_codes, initial_delay_ms, max_delay_ms, jitter_ratio })
+    let backoff = row.value("backoff").unwrap_or_default();
+    let (initial_delay_ms, max_delay_ms, jitter_ratio) = match BACKOFF.read_at("retryPolicy.backoff", &backoff) {
+        Ok(mut nested) => {
+            let delays = delays(&mut nested);
+            row.absorb(nested);
+            delays
+        }
+        Err(errors) => unreachable!("backoff was checked to be a mapping: {errors:?}"),
+    };
+    row.finish(RetryPolicy { mode, max_retries, retryable_codes, initial_delay_ms, max_delay_ms, jitter_ratio })
 }
 
-fn unknown_keys(object: &Map<String, Value>, allowed: &[&str], path: &str) -> Vec<ConfigError> {
-    object
-        .keys()
-        .filter(|key| !allowed.contains(&key.as_str()))
-        .map(|key| ConfigError::new(path, format!("unknown key \"{key}\"")))
-        .collect()
-}
-
-fn max_retries(object: &Map<String, Value>, errors: &mut Vec<ConfigError>) -> u64 {
-    match object.get("maxRetries") {
-        None => DEFAULT_MAX_RETRIES,
-        Some(value) => js::as_safe_u64(value).unwrap_or_else(|| {
-            errors.push(ConfigError::new("maxRetries", "must be a non-negative safe integer"));
-            DEFAULT_MAX_RETRIES
-        }),
-    }
-}
-
-fn retryable_codes(object: &Map<String, Value>, errors: &mut Vec<ConfigError>) -> RVec<RString> {
-    let Some(value) = object.get("retryableCodes") else {
-        return DEFAULT_RETRYABLE_CODES.iter().map(|code| RString::from(*code)).collect();
-    };
-    let Some(items) = value.as_array() else {
-        errors.push(ConfigError::new("retryableCodes", "must be a list of failure codes"));
-        return RVec::new();
-    };
-    let problem = if items.is_empty() {
+fn retryable_codes(row: &mut Row<'_>) -> RVec<RString> {
+    let items = row.list("retryableCodes");
+    let problem = if row.given("retryableCodes").is_some_and(|value| !value.is_array()) {
+        None
+    } else if items.is_empty() {
         Some("must not be empty")
     } else if items.iter().any(|item| item.as_str().is_none_or(str::is_empty)) {
         Some("must contain only non-empty strings")
@@ -103,49 +106,21 @@ fn retryable_codes(object: &Map<String, Value>, errors: &mut Vec<ConfigError>) -
     } else {
         None
     };
-    errors.extend(problem.map(|message| ConfigError::new("retryableCodes", message)));
+    if let Some(message) = problem {
+        row.refuse("retryableCodes", message);
+    }
     items.iter().filter_map(Value::as_str).map(RString::from).collect()
 }
 
-const DELAY_RULE: &str = "must be a positive finite number no greater than 2147483647";
-
-fn backoff(config: Option<&Value>, errors: &mut Vec<ConfigError>) -> (f64, f64, f64) {
-    let empty = Map::new();
-    let object = match config {
-        None => &empty,
-        Some(Value::Object(object)) => object,
-        Some(_) => {
-            errors.push(ConfigError::new("backoff", "must be a mapping"));
-            &empty
-        }
-    };
-    errors.extend(unknown_keys(object, &BACKOFF_KEYS, "backoff"));
-    let number = |key: &str, default: f64| object.get(key).map_or(Some(default), Value::as_f64);
-    let initial = number("initialDelayMs", DEFAULT_INITIAL_DELAY_MS);
-    let max = number("maxDelayMs", DEFAULT_MAX_DELAY_MS);
-    let jitter = number("jitterRatio", DEFAULT_JITTER_RATIO);
-    let valid_delay = |delay: Option<f64>| delay.filter(|d| d.is_finite() && *d > 0.0 && *d <= MAX_DELAY_MS);
-    let (initial, max) = (valid_delay(initial), valid_delay(max));
-    if initial.is_none() {
-        errors.push(ConfigError::new("backoff.initialDelayMs", DELAY_RULE));
+/// `(initialDelayMs, maxDelayMs, jitterRatio)`, the first at most the second.
+fn delays(backoff: &mut Row<'_>) -> (f64, f64, f64) {
+    let initial = backoff.number("initialDelayMs");
+    let max = backoff.number("maxDelayMs");
+    let admitted = |key: &str| backoff.given(key).is_none_or(|value| DELAY.admits(value));
+    if admitted("initialDelayMs") && admitted("maxDelayMs") && initial > max {
+        backoff.refuse("initialDelayMs", "must be less than or equal to maxDelayMs");
     }
-    if max.is_none() {
-        errors.push(ConfigError::new("backoff.maxDelayMs", DELAY_RULE));
-    }
-    if let (Some(initial), Some(max)) = (initial, max) {
-        if initial > max {
-            errors.push(ConfigError::new("backoff.initialDelayMs", "must be less than or equal to maxDelayMs"));
-        }
-    }
-    let jitter = jitter.filter(|j| (0.0..=1.0).contains(j));
-    if jitter.is_none() {
-        errors.push(ConfigError::new("backoff.jitterRatio", "must be between 0 and 1"));
-    }
-    (
-        initial.unwrap_or(DEFAULT_INITIAL_DELAY_MS),
-        max.unwrap_or(DEFAULT_MAX_DELAY_MS),
-        jitter.unwrap_or(DEFAULT_JITTER_RATIO),
-    )
+    (initial, max, backoff.number("jitterRatio"))
 }
 
 #[cfg(test)]
@@ -172,7 +147,8 @@ mod tests {
         assert_eq!(policy, default_policy());
         assert_eq!(policy.mode, PolicyMode::Normal);
         assert_eq!(policy.max_retries, 5);
-        assert_eq!(codes(&policy), DEFAULT_RETRYABLE_CODES);
+        assert_eq!(codes(&policy), ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"]);
+        assert_eq!((POLICY.faults(), BACKOFF.faults()), (vec![], vec![]));
         assert_eq!((policy.initial_delay_ms, policy.max_delay_ms, policy.jitter_ratio), (500.0, 10000.0, 0.1));
     }
 
@@ -180,7 +156,8 @@ mod tests {
     fn a_normal_policy_fills_in_defaults() {
         let policy = resolved(json!({"mode": "normal", "maxRetries": 2, "backoff": {"jitterRatio": 0}}));
         assert_eq!(policy.max_retries, 2);
-        assert_eq!(codes(&policy), DEFAULT_RETRYABLE_CODES);
+        assert_eq!(codes(&policy), ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"]);
+        assert_eq!((POLICY.faults(), BACKOFF.faults()), (vec![], vec![]));
         assert_eq!((policy.initial_delay_ms, policy.max_delay_ms, policy.jitter_ratio), (500.0, 10000.0, 0.0));
     }
 
@@ -204,7 +181,7 @@ mod tests {
     #[test]
     fn mode_is_required_and_must_be_known() {
         for bad in [json!({}), json!({"mode": "sometimes"}), json!({"mode": 1})] {
-            assert_eq!(errors(bad), ["mode: must be \"normal\" or \"always\""]);
+            assert_eq!(errors(bad), ["retryPolicy.mode: must be \"normal\" or \"always\""]);
         }
     }
 
@@ -254,11 +231,11 @@ mod tests {
                 json!({"mode": "normal", "backoff": {"jitterRatio": -0.1}}),
                 "backoff.jitterRatio: must be between 0 and 1",
             ),
-            (json!({"mode": "normal", "retries": 3}), ": unknown key \"retries\""),
-            (json!({"mode": "always", "backoff": {"factor": 2}}), "backoff: unknown key \"factor\""),
+            (json!({"mode": "normal", "retries": 3}), "retries: unknown key \"retries\""),
+            (json!({"mode": "always", "backoff": {"factor": 2}}), "backoff.factor: unknown key \"factor\""),
         ];
         for (input, message) in cases {
-            assert_eq!(errors(input.clone()), [message], "{input}");
+            assert_eq!(errors(input.clone()), [format!("retryPolicy.{message}")], "{input}");
         }
     }
 

@@ -8,7 +8,7 @@
 //! effort and limit are recorded in `request/header`, with `adapterDefaults` marking the ones that
 //! came from those defaults, as the reference records them.
 
-use dsh_abi::ConfigError;
+use dsh_abi::config::{Key, Kind, Row, MAX_SAFE_INTEGER};
 use serde_json::{json, Map, Value};
 
 /// The route whose requests DeepSeek Harness's own adapter sends.
@@ -16,8 +16,18 @@ pub const DEEPSEEK_ROUTE: &str = "deepseek-official";
 /// The reference's output limit for the DeepSeek route.
 pub const DEEPSEEK_MAX_TOKENS: u64 = 256_000;
 
-/// The row keys this module owns.
-pub const WIRE_KEYS: [&str; 4] = ["thinking", "reasoningEffort", "maxTokens", "includeUsage"];
+/// The provider-row keys this module owns (every provider schema lists them).
+pub const THINKING: Key = Key::new("thinking", Kind::Choice(&["enabled", "disabled"]), "", "send thinking on or off");
+pub const REASONING_EFFORT: Key = Key::new(
+    "reasoningEffort",
+    Kind::Choice(&["off", "low", "high", "max"]),
+    "",
+    "the effort asked for; off sends thinking disabled (deepseek-official: high)",
+);
+pub const MAX_TOKENS: Key =
+    Key::new("maxTokens", Kind::integer(1, MAX_SAFE_INTEGER), "", "the output limit (deepseek-official: 256000)");
+pub const INCLUDE_USAGE: Key =
+    Key::new("includeUsage", Kind::Flag, "", "ask the stream to report token usage (deepseek-official: true)");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Thinking {
@@ -70,47 +80,23 @@ pub struct WireOptions {
     pub attribution: bool,
 }
 
-fn choice<T: Copy>(
-    object: &Map<String, Value>,
-    key: &str,
-    options: &[(&str, T)],
-    errors: &mut Vec<ConfigError>,
-) -> Option<T> {
-    let value = object.get(key)?;
-    let found = value.as_str().and_then(|text| options.iter().find(|(name, _)| *name == text));
-    if found.is_none() {
-        let names: Vec<String> = options.iter().map(|(name, _)| format!("\"{name}\"")).collect();
-        errors.push(ConfigError::new(key, format!("must be one of {}", names.join(", "))));
-    }
-    found.map(|(_, option)| *option)
-}
-
-/// Reads the wire keys of a provider row for the route `provider`, with every problem reported.
-pub fn parse(provider: &str, object: &Map<String, Value>, errors: &mut Vec<ConfigError>) -> WireOptions {
-    let thinking =
-        choice(object, "thinking", &[("enabled", Thinking::Enabled), ("disabled", Thinking::Disabled)], errors);
-    let effort = choice(
-        object,
-        "reasoningEffort",
-        &[("off", Effort::Off), ("low", Effort::Low), ("high", Effort::High), ("max", Effort::Max)],
-        errors,
-    );
+/// Reads the wire keys of a provider row for the route `provider`, with every problem noted.
+pub fn parse(provider: &str, row: &mut Row<'_>) -> WireOptions {
+    let thinking = row.text(THINKING.name).map(|text| match text.as_str() {
+        "disabled" => Thinking::Disabled,
+        _ => Thinking::Enabled,
+    });
+    let effort = row.text(REASONING_EFFORT.name).map(|text| match text.as_str() {
+        "off" => Effort::Off,
+        "low" => Effort::Low,
+        "max" => Effort::Max,
+        _ => Effort::High,
+    });
     if thinking == Some(Thinking::Disabled) && effort.is_some_and(|effort| effort != Effort::Off) {
-        errors.push(ConfigError::new("reasoningEffort", "only \"off\" can be configured when thinking is disabled"));
+        row.refuse(REASONING_EFFORT.name, "only \"off\" can be configured when thinking is disabled");
     }
-    let max_tokens = object.get("maxTokens").and_then(|value| {
-        let tokens = dsh_abi::js::as_safe_u64(value).filter(|tokens| *tokens > 0);
-        if tokens.is_none() {
-            errors.push(ConfigError::new("maxTokens", "must be a positive safe integer"));
-        }
-        tokens
-    });
-    let include_usage = object.get("includeUsage").and_then(|value| {
-        if !value.is_boolean() {
-            errors.push(ConfigError::new("includeUsage", "must be true or false"));
-        }
-        value.as_bool()
-    });
+    let max_tokens = row.value(MAX_TOKENS.name).and_then(|value| value.as_u64());
+    let include_usage = row.value(INCLUDE_USAGE.name).and_then(|value| value.as_bool());
     let deepseek = provider == DEEPSEEK_ROUTE;
     let default_effort = match thinking {
         Some(Thinking::Disabled) => Effort::Off,
@@ -174,13 +160,9 @@ mod tests {
     use super::*;
 
     fn options(provider: &str, config: Value) -> Result<WireOptions, Vec<String>> {
-        let mut errors = Vec::new();
-        let options = parse(provider, config.as_object().unwrap(), &mut errors);
-        if errors.is_empty() {
-            Ok(options)
-        } else {
-            Err(errors.iter().map(|error| format!("{}: {}", error.path, error.message)).collect())
-        }
+        let mut row = crate::llm::config::OPENAI.read(&config).unwrap();
+        let options = parse(provider, &mut row);
+        row.finish(options).map_err(|errors| errors.iter().map(|e| format!("{}: {}", e.path, e.message)).collect())
     }
 
     fn body(options: &WireOptions) -> Value {
@@ -237,10 +219,10 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "thinking: must be one of \"enabled\", \"disabled\"",
-                "reasoningEffort: must be one of \"off\", \"low\", \"high\", \"max\"",
-                "maxTokens: must be a positive safe integer",
-                "includeUsage: must be true or false",
+                "thinking: must be \"enabled\" or \"disabled\", got \"on\"",
+                "reasoningEffort: must be one of \"off\", \"low\", \"high\", or \"max\", got \"medium\"",
+                "maxTokens: must be an integer from 1 to 9007199254740991, got 1.5",
+                "includeUsage: must be true or false, got \"yes\"",
             ]
         );
         let errors = options("relay", json!({"thinking": "disabled", "reasoningEffort": "low"})).unwrap_err();

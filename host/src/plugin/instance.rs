@@ -19,7 +19,7 @@ use dsh_abi::{
     SessionStartSource,
 };
 
-use crate::counters::{CounterStore, MemoryStore};
+use crate::counters::CounterStore;
 use crate::waterfall::{Listener, ListenerError};
 
 pub struct RowInstance {
@@ -28,14 +28,15 @@ pub struct RowInstance {
     hooks: Hooks,
     object: PluginInstanceObject,
     faulted: AtomicBool,
-    /// The counters the row's config names (`store`).
-    store: Arc<dyn CounterStore>,
+    /// The counters the row's config names, when its manifest asks for them.
+    store: Option<Arc<dyn CounterStore>>,
 }
 
 /// The host context a row's plugin is handed: the call's, with the row's own counter store.
 struct RowContext<'r, 'c> {
     call: &'r HostContextRef<'c>,
-    store: &'r dyn CounterStore,
+    row_id: &'r str,
+    store: Option<&'r dyn CounterStore>,
 }
 
 impl HostContext for RowContext<'_, '_> {
@@ -76,7 +77,11 @@ impl HostContext for RowContext<'_, '_> {
     }
 
     fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString> {
-        self.store.add(key.as_str(), delta, initial, floor, ceiling).map_err(RString::from).into()
+        let Some(store) = self.store else {
+            let why = format!("row \"{}\" has no counters: its manifest does not ask for them (counters)", self.row_id);
+            return RResult::RErr(why.into());
+        };
+        store.add(key.as_str(), delta, initial, floor, ceiling).map_err(RString::from).into()
     }
 }
 
@@ -88,19 +93,24 @@ impl RowInstance {
             hooks,
             object,
             faulted: AtomicBool::new(false),
-            store: Arc::new(MemoryStore::default()),
+            store: None,
         }
     }
 
     /// The row's counters are in `store`.
     pub fn with_store(mut self, store: Arc<dyn CounterStore>) -> Self {
-        self.store = store;
+        self.store = Some(store);
         self
+    }
+
+    /// Whether a call into the row may wait on its counter store's I/O.
+    pub fn may_wait(&self) -> bool {
+        self.store.as_ref().is_some_and(|store| store.may_wait())
     }
 
     /// Runs `call` with the context the row's plugin gets.
     fn in_context<T>(&self, ctx: &HostContextRef<'_>, call: impl FnOnce(HostContextRef<'_>) -> T) -> T {
-        let row = RowContext { call: ctx, store: self.store.as_ref() };
+        let row = RowContext { call: ctx, row_id: &self.row_id, store: self.store.as_deref() };
         call(HostContext_TO::from_ptr(RRef::new(&row), TD_Opaque))
     }
 

@@ -1,41 +1,60 @@
 //! The `model-error-retry` row config: defaults, normalisation, and validation in the documented
 //! order, each message `dsh-retry: <message>`.
 
+use dsh_abi::config::{Key, Kind, Row, Schema, MAX_SAFE_INTEGER};
 use dsh_abi::retry::{sorted_codes, MAX_DELAY_MS};
 use dsh_abi::{js, ConfigError};
 use serde_json::Value;
 
-pub const DEFAULT_CODES: [&str; 8] = [
-    "STREAM_CLOSED",
-    "MALFORMED_RESPONSE",
-    "PI_AI_ERROR",
-    "API_ERROR",
-    "MODEL_ERROR",
-    "INTERNAL_ERROR",
-    "PROVIDER_ERROR",
-    "UNKNOWN",
-];
 pub const DEFAULT_RESUME_PROMPT: &str = "The host running this session stopped before your previous work finished. \
 Continue from the durable conversation history above. Before you act, re-check the current state of the \
 workspace and of any external systems, because some of your earlier actions may or may not have taken effect; \
 do not blindly repeat tool calls that have side effects.";
 
-const KEYS: [&str; 14] = [
-    "maxRetries",
-    "overloadMaxRetries",
-    "retryableCodes",
-    "initialDelayMs",
-    "overloadInitialDelayMs",
-    "maxDelayMs",
-    "jitterRatio",
-    "providers",
-    "excludeProviders",
-    "respectRetryAfter",
-    "resumeInterrupted",
-    "resumeDisposed",
-    "resumeMaxAgeMs",
-    "resumePrompt",
-];
+const SAFE_COUNT: Kind = Kind::integer(0, MAX_SAFE_INTEGER);
+const DELAY: Kind = Kind::number(0.0, MAX_DELAY_MS);
+
+/// The row's keys. The messages for a value of the wrong kind are the reference's.
+pub const SCHEMA: Schema = Schema::plugin(
+    "dsh-retry",
+    &[
+        Key::new("maxRetries", SAFE_COUNT, "2", "request retries; 0 disables them")
+            .refused_as("maxRetries must be a non-negative safe integer"),
+        Key::new("overloadMaxRetries", SAFE_COUNT, "5", "retries of an overloaded provider")
+            .refused_as("overloadMaxRetries must be a non-negative safe integer"),
+        Key::new(
+            "retryableCodes",
+            Kind::List,
+            r#"["STREAM_CLOSED", "MALFORMED_RESPONSE", "PI_AI_ERROR", "API_ERROR", "MODEL_ERROR", "INTERNAL_ERROR",
+                "PROVIDER_ERROR", "UNKNOWN"]"#,
+            "codes, trimmed and upper-cased; \"*\" matches any",
+        )
+        .refused_as("retryableCodes must be a list of strings"),
+        Key::new("initialDelayMs", DELAY, "500", "first wait, in ms")
+            .refused_as("initialDelayMs must be between 0 and 2147483647"),
+        Key::new("overloadInitialDelayMs", DELAY, "2000", "first wait for an overloaded provider, in ms")
+            .refused_as("overloadInitialDelayMs must be between 0 and 2147483647"),
+        Key::new("maxDelayMs", DELAY, "10000", "the longest wait, at least both initial delays")
+            .refused_as(MAX_DELAY_RULE),
+        Key::new("jitterRatio", Kind::number(0.0, 1.0), "0.1", "random spread of each wait")
+            .refused_as("jitterRatio must be between 0 and 1"),
+        Key::new("providers", Kind::List, "[]", "route names to serve; empty serves all")
+            .refused_as("providers must be a list of strings"),
+        Key::new("excludeProviders", Kind::List, "[]", "route names never served; wins over providers")
+            .refused_as("excludeProviders must be a list of strings"),
+        Key::new("respectRetryAfter", Kind::Flag, "true", "honour a provider hint up to maxDelayMs")
+            .refused_as("respectRetryAfter must be true or false"),
+        Key::new("resumeInterrupted", Kind::Flag, "true", "continue provably unfinished work on cold resume")
+            .refused_as("resumeInterrupted must be true or false"),
+        Key::new("resumeDisposed", Kind::Flag, "false", "also treat a turn aborted by disposal as unfinished")
+            .refused_as("resumeDisposed must be true or false"),
+        Key::new("resumeMaxAgeMs", SAFE_COUNT, "86400000", "older proofs of interrupted work are ignored")
+            .refused_as("resumeMaxAgeMs must be a non-negative safe integer"),
+        Key::new("resumePrompt", Kind::Text, "", "the message that continues interrupted work (default: dsh's own)")
+            .refused_as("resumePrompt must not be empty"),
+    ],
+);
+const MAX_DELAY_RULE: &str = "maxDelayMs must be at least both initial delays and at most 2147483647";
 
 /// A resolved config.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,10 +76,6 @@ pub struct FallbackConfig {
     pub resume_prompt: String,
 }
 
-fn error(message: impl std::fmt::Display) -> String {
-    format!("dsh-retry: {message}")
-}
-
 /// Trims and deduplicates (first kept), dropping blanks; `upper` also upper-cases.
 fn normalise(values: &[Value], upper: bool) -> Option<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
@@ -74,93 +89,37 @@ fn normalise(values: &[Value], upper: bool) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// A list of strings, normalised; a list holding anything else is refused as the key's kind.
+fn strings(row: &mut Row<'_>, key: &str, upper: bool) -> Vec<String> {
+    let items = row.list(key);
+    normalise(&items, upper).unwrap_or_else(|| {
+        row.refuse(key, SCHEMA.key(key).refusal.unwrap_or("must be a list of strings"));
+        Vec::new()
+    })
+}
+
 impl FallbackConfig {
     pub fn parse(config: &Value) -> Result<FallbackConfig, Vec<ConfigError>> {
-        let object = dsh_abi::config_object("dsh-retry", config)?;
-        let mut errors: Vec<ConfigError> = Vec::new();
-        let get = |key: &str| object.get(key);
-        let safe_integer = |key: &str, default: u64, errors: &mut Vec<ConfigError>| match get(key) {
-            None => default,
-            Some(value) => js::as_safe_u64(value).unwrap_or_else(|| {
-                errors.push(ConfigError::new(key, error(format!("{key} must be a non-negative safe integer"))));
-                default
-            }),
-        };
-        let number = |key: &str, default: f64| get(key).map_or(Some(default), Value::as_f64);
-        let max_retries = safe_integer("maxRetries", 2, &mut errors);
-        let overload_max_retries = safe_integer("overloadMaxRetries", 5, &mut errors);
-        let delay = |key: &str, default: f64, errors: &mut Vec<ConfigError>| match number(key, default) {
-            Some(ms) if (0.0..=MAX_DELAY_MS).contains(&ms) => ms,
-            _ => {
-                errors.push(ConfigError::new(key, error(format!("{key} must be between 0 and 2147483647"))));
-                default
-            }
-        };
-        let initial_delay_ms = delay("initialDelayMs", 500.0, &mut errors);
-        let overload_initial_delay_ms = delay("overloadInitialDelayMs", 2000.0, &mut errors);
-        let max_delay_ms = match number("maxDelayMs", 10_000.0) {
-            Some(ms) if ms >= initial_delay_ms && ms >= overload_initial_delay_ms && ms <= MAX_DELAY_MS => ms,
-            _ => {
-                errors.push(ConfigError::new(
-                    "maxDelayMs",
-                    error("maxDelayMs must be at least both initial delays and at most 2147483647"),
-                ));
-                10_000.0
-            }
-        };
-        let jitter_ratio = match number("jitterRatio", 0.1) {
-            Some(ratio) if (0.0..=1.0).contains(&ratio) => ratio,
-            _ => {
-                errors.push(ConfigError::new("jitterRatio", error("jitterRatio must be between 0 and 1")));
-                0.1
-            }
-        };
-        let resume_max_age_ms = safe_integer("resumeMaxAgeMs", 86_400_000, &mut errors) as f64;
-        let resume_prompt = match get("resumePrompt") {
-            None => DEFAULT_RESUME_PROMPT.to_owned(),
-            Some(Value::String(prompt)) if !prompt.trim().is_empty() => prompt.clone(),
-            Some(_) => {
-                errors.push(ConfigError::new("resumePrompt", error("resumePrompt must not be empty")));
-                DEFAULT_RESUME_PROMPT.to_owned()
-            }
-        };
-        let list = |key: &str, upper: bool, default: &[&str], errors: &mut Vec<ConfigError>| match get(key) {
-            None => default.iter().map(|item| (*item).to_owned()).collect(),
-            Some(value) => match value.as_array().and_then(|items| normalise(items, upper)) {
-                Some(items) => items,
-                None => {
-                    errors.push(ConfigError::new(key, error(format!("{key} must be a list of strings"))));
-                    Vec::new()
-                }
-            },
-        };
-        let retryable_codes = list("retryableCodes", true, &DEFAULT_CODES, &mut errors);
-        if max_retries > 0 && retryable_codes.is_empty() && get("retryableCodes").is_some_and(Value::is_array) {
-            errors.push(ConfigError::new(
-                "retryableCodes",
-                error("retryableCodes must not be empty when retries are enabled"),
-            ));
+        let mut row = SCHEMA.read(config)?;
+        let max_retries = row.integer("maxRetries");
+        let overload_max_retries = row.integer("overloadMaxRetries");
+        let initial_delay_ms = row.number("initialDelayMs");
+        let overload_initial_delay_ms = row.number("overloadInitialDelayMs");
+        let mut max_delay_ms = row.number("maxDelayMs");
+        if row.given("maxDelayMs").is_some_and(Value::is_number)
+            && (max_delay_ms < initial_delay_ms || max_delay_ms < overload_initial_delay_ms)
+        {
+            row.refuse("maxDelayMs", MAX_DELAY_RULE);
+            max_delay_ms = 10_000.0;
         }
-        let providers = list("providers", false, &[], &mut errors);
-        let exclude_providers = list("excludeProviders", false, &[], &mut errors);
-        let flag = |key: &str, default: bool, errors: &mut Vec<ConfigError>| match get(key) {
-            None => default,
-            Some(Value::Bool(flag)) => *flag,
-            Some(_) => {
-                errors.push(ConfigError::new(key, error(format!("{key} must be true or false"))));
-                default
-            }
-        };
-        let respect_retry_after = flag("respectRetryAfter", true, &mut errors);
-        let resume_interrupted = flag("resumeInterrupted", true, &mut errors);
-        let resume_disposed = flag("resumeDisposed", false, &mut errors);
-        for key in object.keys().filter(|key| !KEYS.contains(&key.as_str())) {
-            errors.push(ConfigError::new(key.as_str(), error(format!("unknown key \"{key}\""))));
+        let jitter_ratio = row.number("jitterRatio");
+        let resume_max_age_ms = row.integer("resumeMaxAgeMs") as f64;
+        let resume_prompt = row.text("resumePrompt").unwrap_or_else(|| DEFAULT_RESUME_PROMPT.to_owned());
+        let retryable_codes = strings(&mut row, "retryableCodes", true);
+        if max_retries > 0 && retryable_codes.is_empty() && row.given("retryableCodes").is_some_and(Value::is_array) {
+            row.refuse("retryableCodes", "retryableCodes must not be empty when retries are enabled");
         }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(FallbackConfig {
+        let config = FallbackConfig {
             max_retries,
             overload_max_retries,
             retryable_codes,
@@ -168,14 +127,15 @@ impl FallbackConfig {
             overload_initial_delay_ms,
             max_delay_ms,
             jitter_ratio,
-            providers,
-            exclude_providers,
-            respect_retry_after,
-            resume_interrupted,
-            resume_disposed,
+            providers: strings(&mut row, "providers", false),
+            exclude_providers: strings(&mut row, "excludeProviders", false),
+            respect_retry_after: row.flag("respectRetryAfter"),
+            resume_interrupted: row.flag("resumeInterrupted"),
+            resume_disposed: row.flag("resumeDisposed"),
             resume_max_age_ms,
             resume_prompt,
-        })
+        };
+        row.finish(config)
     }
 
     /// `["dsh-retry/v1",maxRetries,overloadMaxRetries,[codes sorted],initialDelayMs,
@@ -219,7 +179,20 @@ mod tests {
     fn defaults() {
         let config = FallbackConfig::parse(&Value::Null).unwrap();
         assert_eq!((config.max_retries, config.overload_max_retries), (2, 5));
-        assert_eq!(config.retryable_codes, DEFAULT_CODES);
+        assert_eq!(
+            config.retryable_codes,
+            [
+                "STREAM_CLOSED",
+                "MALFORMED_RESPONSE",
+                "PI_AI_ERROR",
+                "API_ERROR",
+                "MODEL_ERROR",
+                "INTERNAL_ERROR",
+                "PROVIDER_ERROR",
+                "UNKNOWN"
+            ]
+        );
+        assert_eq!(SCHEMA.faults(), Vec::<String>::new());
         assert_eq!(
             (config.initial_delay_ms, config.overload_initial_delay_ms, config.max_delay_ms, config.jitter_ratio),
             (500.0, 2000.0, 10000.0, 0.1)

@@ -24,22 +24,7 @@ pub fn manifest() -> Manifest {
         env!("CARGO_PKG_VERSION"),
         Hooks::REQUEST_ERROR.union(Hooks::SESSION_START),
         "retries failures no provider policy owns (generic codes, overloads) and continues interrupted work after a restart",
-        &[
-            ("maxRetries", "non-negative integer (default 2); 0 disables request retries"),
-            ("overloadMaxRetries", "non-negative integer (default 5)"),
-            ("retryableCodes", "codes, trimmed and upper-cased; \"*\" matches any (default: generic and unclassified codes)"),
-            ("initialDelayMs", "0..2147483647 (default 500)"),
-            ("overloadInitialDelayMs", "0..2147483647 (default 2000)"),
-            ("maxDelayMs", "at least both initial delays (default 10000)"),
-            ("jitterRatio", "0..1 (default 0.1)"),
-            ("providers", "route names to serve (default: all)"),
-            ("excludeProviders", "route names never served; wins over providers"),
-            ("respectRetryAfter", "honour a provider hint up to maxDelayMs (default true)"),
-            ("resumeInterrupted", "continue provably unfinished work on cold resume (default true)"),
-            ("resumeDisposed", "also treat a turn aborted by disposal as unfinished (default false)"),
-            ("resumeMaxAgeMs", "older proofs are ignored (default 86400000)"),
-            ("resumePrompt", "the continuation message's text"),
-        ],
+        &config::SCHEMA,
     )
 }
 

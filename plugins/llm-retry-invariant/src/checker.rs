@@ -363,11 +363,21 @@ impl RetryChecker {
         let (turn, step) = (self.scalar(&placement.turn), self.scalar(&placement.step));
         let retry_id = record.get("retryId").non_empty_str().map(str::to_owned);
         let provider = self.names.intern(placement.provider.as_deref().unwrap_or_default());
+        let by_id = retry_id.as_deref().and_then(|text| self.ids.find(text)).map(|id| self.chain_of_id[id as usize]);
+        let retry = record.get("retry").as_f64();
+        let continues = |chain: u32| retry == Some(self.chains[chain as usize].last_retry as f64 + 1.0);
+        // When the key and the id name different chains, one of the two fields is wrong: the
+        // record belongs to the chain its retry number continues.
+        let id_chain = by_id.filter(|chain| continues(*chain));
         let index = match placement.policy_key {
             Some(policy_key) => {
                 let policy_key = self.names.intern(policy_key);
                 match self.find_chain(turn, step, provider, policy_key) {
+                    Some(index) if id_chain.is_some_and(|other| other != index && !continues(index)) => {
+                        id_chain.expect("checked")
+                    }
                     Some(index) => index,
+                    None if id_chain.is_some() => id_chain.expect("checked"),
                     None => self.new_chain(Chain {
                         turn,
                         step,

@@ -6,10 +6,21 @@
 
 pub mod checker;
 
-use dsh_abi::{Checker, ConfigError, EventRef, Hooks, Manifest, Plugin, Verdict};
+use dsh_abi::{Checker, ConfigError, EventRef, Hooks, Key, Kind, Manifest, Plugin, Schema, Verdict};
 use serde_json::Value;
 
 pub use checker::RetryChecker;
+
+/// `mode`: `enforce` refuses a violating record, `report` only logs it.
+pub const SCHEMA: Schema = Schema::plugin(
+    "llm-retry-invariant",
+    &[Key::new(
+        "mode",
+        Kind::Choice(&["enforce", "report"]),
+        "\"enforce\"",
+        "enforce refuses violating records; report only logs them",
+    )],
+);
 
 pub fn manifest() -> Manifest {
     Manifest::new(
@@ -17,7 +28,7 @@ pub fn manifest() -> Manifest {
         env!("CARGO_PKG_VERSION"),
         Hooks::CHECKER,
         "checks every retry record against the session log; refuses bad records on append",
-        &[("mode", "enforce (refuse violating records, default) | report (only log them)")],
+        &SCHEMA,
     )
 }
 
@@ -33,29 +44,12 @@ pub struct RetryInvariant {
 
 impl RetryInvariant {
     pub fn new(_row_id: &str, config: &Value) -> Result<RetryInvariant, Vec<ConfigError>> {
-        let object = dsh_abi::config_object("llm-retry-invariant", config)?;
-        let mut errors: Vec<ConfigError> = object
-            .keys()
-            .filter(|key| key.as_str() != "mode")
-            .map(|key| ConfigError::new(key.as_str(), format!("llm-retry-invariant: unknown key \"{key}\"")))
-            .collect();
-        let mode = match object.get("mode") {
-            None => Mode::Enforce,
-            Some(Value::String(mode)) if mode == "enforce" => Mode::Enforce,
-            Some(Value::String(mode)) if mode == "report" => Mode::Report,
-            Some(other) => {
-                errors.push(ConfigError::new(
-                    "mode",
-                    format!("llm-retry-invariant: mode must be \"enforce\" or \"report\", got {other}"),
-                ));
-                Mode::Enforce
-            }
+        let mut row = SCHEMA.read(config)?;
+        let mode = match row.text("mode").as_deref() {
+            Some("report") => Mode::Report,
+            _ => Mode::Enforce,
         };
-        if errors.is_empty() {
-            Ok(RetryInvariant { mode })
-        } else {
-            Err(errors)
-        }
+        row.finish(RetryInvariant { mode })
     }
 }
 

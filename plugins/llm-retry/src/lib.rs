@@ -15,10 +15,16 @@ pub mod backoff;
 pub mod schedule;
 
 use dsh_abi::{
-    Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, LogLevel, Manifest, Plugin, PolicyMode,
-    RequestErrorPayload,
+    Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, Plugin,
+    PolicyMode, RequestErrorPayload, Schema,
 };
 use serde_json::Value;
+
+/// The row takes no config; a `retryPolicy` here is refused with where it belongs.
+pub const SCHEMA: Schema = Schema::plugin(
+    "llm-retry",
+    &[Key::new("retryPolicy", Kind::Misplaced("retryPolicy belongs under each provider configuration"), "", "")],
+);
 
 pub fn manifest() -> Manifest {
     Manifest::new(
@@ -26,7 +32,7 @@ pub fn manifest() -> Manifest {
         env!("CARGO_PKG_VERSION"),
         Hooks::REQUEST_ERROR,
         "applies each provider route's retryPolicy: bounded code-filtered backoff (normal) or unbounded (always)",
-        &[],
+        &SCHEMA,
     )
 }
 
@@ -35,19 +41,7 @@ pub struct LlmRetry;
 
 impl LlmRetry {
     pub fn new(_row_id: &str, config: &Value) -> Result<LlmRetry, Vec<ConfigError>> {
-        let object = dsh_abi::config_object("llm-retry", config)?;
-        if object.is_empty() {
-            return Ok(LlmRetry);
-        }
-        Err(object
-            .keys()
-            .map(|key| match key.as_str() {
-                "retryPolicy" => {
-                    ConfigError::new(key.as_str(), "llm-retry: retryPolicy belongs under each provider configuration")
-                }
-                _ => ConfigError::new(key.as_str(), format!("llm-retry: unknown key \"{key}\"")),
-            })
-            .collect())
+        SCHEMA.read(config)?.finish(LlmRetry)
     }
 
     fn schedule(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Decision {

@@ -4,25 +4,35 @@ use dsh_abi::retry::{sorted_codes, MAX_DELAY_MS_INTEGER};
 use dsh_abi::{js, ConfigError};
 use serde_json::Value;
 
-pub const DEFAULT_SCHEDULE: [u64; 5] = [2000, 5000, 5000, 5000, 10000];
-pub const DEFAULT_TAIL_DELAY_MS: u64 = 20_000;
-pub const DEFAULT_CODES: [&str; 14] = [
-    "EMPTY_RESPONSE",
-    "RATE_LIMIT",
-    "SERVER",
-    "TIMEOUT",
-    "TRANSPORT",
-    "STREAM_CLOSED",
-    "PI_AI_ERROR",
-    "AUTH",
-    "QUOTA",
-    "ACCOUNT_QUOTA",
-    "ACCOUNT_TOKEN_INVALID",
-    "INVALID_CREDENTIAL",
-    "MALFORMED_RESPONSE",
-    "HTTP_*",
-];
-const KEYS: [&str; 4] = ["schedule", "tailDelayMs", "retryableCodes", "respectRetryAfter"];
+use dsh_abi::config::{Key, Kind, Row, Schema};
+
+/// The row's keys: defaults, checks and the manifest's docs all come from here.
+pub const SCHEMA: Schema = Schema::plugin(
+    "relay-retry",
+    &[
+        Key::new(
+            "schedule",
+            Kind::List,
+            "[2000, 5000, 5000, 5000, 10000]",
+            "waits before retries 1..n in ms, integers 0..2147483647; its length is the bounded head",
+        ),
+        Key::new(
+            "tailDelayMs",
+            Kind::integer(0, MAX_DELAY_MS_INTEGER),
+            "20000",
+            "wait before every later retry, in ms",
+        ),
+        Key::new(
+            "retryableCodes",
+            Kind::List,
+            r#"["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT", "STREAM_CLOSED", "PI_AI_ERROR",
+                "AUTH", "QUOTA", "ACCOUNT_QUOTA", "ACCOUNT_TOKEN_INVALID", "INVALID_CREDENTIAL",
+                "MALFORMED_RESPONSE", "HTTP_*"]"#,
+            "exact failure codes, or prefix rules ending in * such as HTTP_*",
+        ),
+        Key::new("respectRetryAfter", Kind::Flag, "false", "a longer provider hint replaces the scheduled wait"),
+    ],
+);
 const BARE_STAR: &str = "a bare \"*\" would retry every failure, including cancellations and configuration errors; list codes or prefixes such as \"HTTP_*\"";
 
 /// A resolved relay config.
@@ -37,65 +47,22 @@ pub struct RelayConfig {
     pub respect_retry_after: bool,
 }
 
-fn wait(value: &Value, path: &str, errors: &mut Vec<ConfigError>) -> u64 {
-    match value.as_f64() {
-        Some(ms) if js::is_safe_integer(ms) && ms >= 0.0 && ms <= MAX_DELAY_MS_INTEGER as f64 => ms as u64,
-        Some(ms) if js::is_safe_integer(ms) && ms > MAX_DELAY_MS_INTEGER as f64 => {
-            errors.push(ConfigError::new(
-                path,
-                format!("must be at most {MAX_DELAY_MS_INTEGER} ms, got {}", js::number(ms)),
-            ));
-            0
-        }
-        _ => {
-            errors.push(ConfigError::new(path, format!("must be a non-negative integer, got {value}")));
-            0
-        }
-    }
-}
+const WAIT: Kind = Kind::integer(0, MAX_DELAY_MS_INTEGER);
 
 impl RelayConfig {
     pub fn parse(config: &Value) -> Result<RelayConfig, Vec<ConfigError>> {
-        let object = dsh_abi::config_object("relay-retry", config)?;
-        let mut errors: Vec<ConfigError> = object
-            .keys()
-            .filter(|key| !KEYS.contains(&key.as_str()))
-            .map(|key| ConfigError::new(key.as_str(), format!("unknown key \"{key}\"")))
-            .collect();
-        let schedule = match object.get("schedule") {
-            None => DEFAULT_SCHEDULE.to_vec(),
-            Some(Value::Array(waits)) => waits
-                .iter()
-                .enumerate()
-                .map(|(index, value)| wait(value, &format!("schedule[{index}]"), &mut errors))
-                .collect(),
-            Some(other) => {
-                errors.push(ConfigError::new(
-                    "schedule",
-                    format!("must be a list of waits in milliseconds, got {other}"),
-                ));
-                Vec::new()
+        let mut row = SCHEMA.read(config)?;
+        let mut schedule = Vec::new();
+        for (index, wait) in row.list("schedule").iter().enumerate() {
+            match js::as_safe_u64(wait).filter(|ms| *ms <= MAX_DELAY_MS_INTEGER) {
+                Some(ms) => schedule.push(ms),
+                None => row.refuse(&format!("schedule[{index}]"), format!("must be {}, got {wait}", WAIT.describe())),
             }
-        };
-        let tail_delay_ms =
-            object.get("tailDelayMs").map_or(DEFAULT_TAIL_DELAY_MS, |value| wait(value, "tailDelayMs", &mut errors));
-        let respect_retry_after = match object.get("respectRetryAfter") {
-            None => false,
-            Some(Value::Bool(flag)) => *flag,
-            Some(other) => {
-                errors.push(ConfigError::new("respectRetryAfter", format!("must be true or false, got {other}")));
-                false
-            }
-        };
-        let (codes, prefixes) = match object.get("retryableCodes") {
-            None => split_rules(DEFAULT_CODES.iter().map(|code| (*code).to_owned()).collect()),
-            Some(value) => split_rules(codes(value, &mut errors)),
-        };
-        if errors.is_empty() {
-            Ok(RelayConfig { schedule, tail_delay_ms, codes, prefixes, respect_retry_after })
-        } else {
-            Err(errors)
         }
+        let tail_delay_ms = row.integer("tailDelayMs");
+        let respect_retry_after = row.flag("respectRetryAfter");
+        let (codes, prefixes) = split_rules(codes(&mut row));
+        row.finish(RelayConfig { schedule, tail_delay_ms, codes, prefixes, respect_retry_after })
     }
 
     /// Whether a failure code is retried: an exact code, or a prefix rule.
@@ -113,30 +80,24 @@ impl RelayConfig {
     }
 }
 
-fn codes(value: &Value, errors: &mut Vec<ConfigError>) -> Vec<String> {
-    let Some(items) = value.as_array() else {
-        errors.push(ConfigError::new("retryableCodes", format!("must be a list of failure codes, got {value}")));
-        return Vec::new();
-    };
-    if items.is_empty() {
-        errors.push(ConfigError::new("retryableCodes", "must not be empty"));
+fn codes(row: &mut Row<'_>) -> Vec<String> {
+    let items = row.list("retryableCodes");
+    if row.given("retryableCodes").and_then(Value::as_array).is_some_and(Vec::is_empty) {
+        row.refuse("retryableCodes", "must not be empty");
     }
     let mut seen: Vec<String> = Vec::new();
     for (index, item) in items.iter().enumerate() {
         let path = format!("retryableCodes[{index}]");
         let Some(code) = item.as_str().filter(|code| !code.trim().is_empty()) else {
-            errors.push(ConfigError::new(path, format!("must be a non-empty string, got {item}")));
+            row.refuse(&path, format!("must be a non-empty string, got {item}"));
             continue;
         };
         if code == "*" {
-            errors.push(ConfigError::new("retryableCodes", BARE_STAR));
+            row.refuse("retryableCodes", BARE_STAR);
         } else if code.find('*').is_some_and(|star| star != code.len() - 1) {
-            errors.push(ConfigError::new(
-                path,
-                format!("\"*\" may only end a prefix rule such as \"HTTP_*\", got \"{code}\""),
-            ));
+            row.refuse(&path, format!("\"*\" may only end a prefix rule such as \"HTTP_*\", got \"{code}\""));
         } else if seen.iter().any(|earlier| earlier == code) {
-            errors.push(ConfigError::new(path, format!("duplicate code \"{code}\"")));
+            row.refuse(&path, format!("duplicate code \"{code}\""));
         } else {
             seen.push(code.to_owned());
         }
@@ -166,7 +127,7 @@ mod tests {
     #[test]
     fn defaults_match_the_documented_schedule_and_codes() {
         let config = RelayConfig::parse(&Value::Null).unwrap();
-        assert_eq!(config.schedule, DEFAULT_SCHEDULE);
+        assert_eq!(config.schedule, [2000, 5000, 5000, 5000, 10000]);
         assert_eq!(config.tail_delay_ms, 20_000);
         assert!(!config.respect_retry_after);
         for code in ["AUTH", "QUOTA", "HTTP_404", "HTTP_422", "STREAM_CLOSED", "PI_AI_ERROR"] {
@@ -186,8 +147,16 @@ mod tests {
     }
 
     #[test]
+    fn the_schema_is_well_formed() {
+        assert_eq!(SCHEMA.faults(), Vec::<String>::new());
+    }
+
+    #[test]
     fn a_bare_star_is_refused_with_the_reason() {
-        assert_eq!(problems(json!({"retryableCodes": ["*"]})), [("retryableCodes".into(), BARE_STAR.into())]);
+        assert_eq!(
+            problems(json!({"retryableCodes": ["*"]})),
+            [("retryableCodes".into(), format!("relay-retry: {BARE_STAR}"))]
+        );
     }
 
     #[test]
@@ -201,22 +170,23 @@ mod tests {
                 "colour": "red",
             })),
             [
-                ("colour".to_owned(), "unknown key \"colour\"".to_owned()),
-                ("schedule[1]".into(), "must be a non-negative integer, got -5".into()),
-                ("schedule[2]".into(), "must be a non-negative integer, got 1.5".into()),
-                ("schedule[3]".into(), "must be at most 2147483647 ms, got 2147483648".into()),
-                ("schedule[4]".into(), "must be a non-negative integer, got \"10\"".into()),
-                ("tailDelayMs".into(), "must be a non-negative integer, got -1".into()),
-                ("respectRetryAfter".into(), "must be true or false, got \"yes\"".into()),
-                ("retryableCodes[1]".into(), "duplicate code \"SERVER\"".into()),
-                ("retryableCodes[2]".into(), "must be a non-empty string, got \"\"".into()),
-                ("retryableCodes[3]".into(), "\"*\" may only end a prefix rule such as \"HTTP_*\", got \"A*B\"".into()),
-                ("retryableCodes[4]".into(), "must be a non-empty string, got 7".into()),
+                ("colour", "unknown key \"colour\""),
+                ("schedule[1]", "must be an integer from 0 to 2147483647, got -5"),
+                ("schedule[2]", "must be an integer from 0 to 2147483647, got 1.5"),
+                ("schedule[3]", "must be an integer from 0 to 2147483647, got 2147483648"),
+                ("schedule[4]", "must be an integer from 0 to 2147483647, got \"10\""),
+                ("tailDelayMs", "must be an integer from 0 to 2147483647, got -1"),
+                ("respectRetryAfter", "must be true or false, got \"yes\""),
+                ("retryableCodes[1]", "duplicate code \"SERVER\""),
+                ("retryableCodes[2]", "must be a non-empty string, got \"\""),
+                ("retryableCodes[3]", "\"*\" may only end a prefix rule such as \"HTTP_*\", got \"A*B\""),
+                ("retryableCodes[4]", "must be a non-empty string, got 7"),
             ]
+            .map(|(path, message)| (path.to_owned(), format!("relay-retry: {message}")))
         );
         assert_eq!(
             problems(json!({"retryableCodes": []})),
-            [("retryableCodes".to_owned(), "must not be empty".to_owned())]
+            [("retryableCodes".to_owned(), "relay-retry: must not be empty".to_owned())]
         );
     }
 

@@ -21,18 +21,7 @@ pub fn manifest() -> Manifest {
         env!("CARGO_PKG_VERSION"),
         Hooks::REQUEST_ERROR,
         "retries relay and account-pool failures on a fixed schedule, then every tailDelayMs without limit",
-        &[
-            (
-                "schedule",
-                "waits before retries 1..n in ms, integers 0..2147483647 (default [2000, 5000, 5000, 5000, 10000])",
-            ),
-            ("tailDelayMs", "wait before every later retry, integer ms (default 20000)"),
-            (
-                "retryableCodes",
-                "exact codes or prefix rules ending in * such as HTTP_* (default: the relay failure codes)",
-            ),
-            ("respectRetryAfter", "a longer provider hint replaces the scheduled wait (default false)"),
-        ],
+        &config::SCHEMA,
     )
 }
 

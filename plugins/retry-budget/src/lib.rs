@@ -9,34 +9,38 @@
 
 use std::sync::Mutex;
 
+use dsh_abi::config::COUNTER_STORE_KEY;
 use dsh_abi::{
-    config_object, Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, LogLevel, Manifest, Plugin,
-    RString, RequestErrorPayload, RequestSuccess,
+    Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, Plugin,
+    RString, RequestErrorPayload, RequestSuccess, Schema,
 };
 use serde_json::Value;
 
 const NAME: &str = "retry-budget";
-const KEYS: [&str; 5] = ["maxTokens", "tokenRatio", "key", "store", "onStoreError"];
+/// The row's keys; `store` is where the host keeps the bucket (the `counters` capability).
+pub const SCHEMA: Schema = Schema::plugin(
+    NAME,
+    &[
+        Key::new("maxTokens", Kind::integer(1, 1000), "10", "the bucket's size"),
+        Key::new("tokenRatio", Kind::number_above(0.0, 1.0), "0.1", "tokens an answered request gives back"),
+        Key::new("key", Kind::Choice(&["route", "host"]), "\"route\"", "one bucket per route, or per relay host"),
+        Key::new(COUNTER_STORE_KEY, Kind::CounterStore, "\"memory\"", "where the bucket is kept (the host opens it)"),
+        Key::new(
+            "onStoreError",
+            Kind::Choice(&["open", "closed"]),
+            "\"open\"",
+            "when the store cannot be reached: open lets retries through, closed holds them back",
+        ),
+    ],
+);
 
 fn manifest() -> Manifest {
     Manifest::new(
         NAME,
         env!("CARGO_PKG_VERSION"),
-        Hooks::REQUEST_ERROR.union(Hooks::REQUEST_SUCCESS),
+        Hooks::REQUEST_ERROR.union(Hooks::REQUEST_SUCCESS).union(Hooks::COUNTERS),
         "holds back retries while a route's or relay's failures outrun its successes (gRPC retry throttling)",
-        &[
-            ("maxTokens", "the bucket's size, 1 to 1000 (default 10)"),
-            ("tokenRatio", "tokens an answered request gives back, above 0 and at most 1 (default 0.1)"),
-            ("key", "one bucket per route or per relay host: route | host (default route)"),
-            (
-                "store",
-                "where the bucket is kept: memory | machine | redis://HOST:PORT (default memory; read by the host)",
-            ),
-            (
-                "onStoreError",
-                "when the store cannot be reached: open lets retries through, closed holds them back (default open)",
-            ),
-        ],
+        &SCHEMA,
     )
 }
 
@@ -74,43 +78,12 @@ pub struct RetryBudget {
 
 impl RetryBudget {
     pub fn new(_row_id: &str, config: &Value) -> Result<RetryBudget, Vec<ConfigError>> {
-        let object = config_object(NAME, config)?;
-        let mut errors: Vec<ConfigError> = object
-            .keys()
-            .filter(|key| !KEYS.contains(&key.as_str()))
-            .map(|key| ConfigError::new(key.as_str(), format!("{NAME}: unknown key \"{key}\"")))
-            .collect();
-        let mut number = |key: &str, default: f64, valid: fn(f64) -> bool, what: &str| match object.get(key) {
-            None => default,
-            Some(value) => match value.as_f64().filter(|n| valid(*n)) {
-                Some(n) => n,
-                None => {
-                    errors.push(ConfigError::new(key, format!("{NAME}: {key} must be {what}, got {value}")));
-                    default
-                }
-            },
-        };
-        let max_tokens =
-            number("maxTokens", 10.0, |n| n.fract() == 0.0 && (1.0..=1000.0).contains(&n), "an integer from 1 to 1000");
-        let token_ratio = number("tokenRatio", 0.1, |n| n > 0.0 && n <= 1.0, "a number above 0 and at most 1");
-        let mut choice = |key: &str, options: [&str; 2]| match object.get(key) {
-            None => true,
-            Some(Value::String(text)) if text == options[0] => true,
-            Some(Value::String(text)) if text == options[1] => false,
-            Some(other) => {
-                errors.push(ConfigError::new(
-                    key,
-                    format!("{NAME}: {key} must be \"{}\" or \"{}\", got {other}", options[0], options[1]),
-                ));
-                true
-            }
-        };
-        let key_by = if choice("key", ["route", "host"]) { KeyBy::Route } else { KeyBy::Host };
-        let fail_open = choice("onStoreError", ["open", "closed"]);
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(RetryBudget { budget: Budget { max_tokens, token_ratio }, key_by, fail_open, warned: Mutex::new(None) })
+        let mut row = SCHEMA.read(config)?;
+        let budget = Budget { max_tokens: row.number("maxTokens"), token_ratio: row.number("tokenRatio") };
+        let key_by = if row.text("key").as_deref() == Some("host") { KeyBy::Host } else { KeyBy::Route };
+        row.value(COUNTER_STORE_KEY);
+        let fail_open = row.text("onStoreError").as_deref() != Some("closed");
+        row.finish(RetryBudget { budget, key_by, fail_open, warned: Mutex::new(None) })
     }
 
     fn key(&self, provider: &str, endpoint_host: &str) -> String {
@@ -273,5 +246,6 @@ mod tests {
                 .unwrap();
         let keys: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
         assert_eq!(keys, ["colour", "maxTokens", "tokenRatio", "key"]);
+        assert_eq!(SCHEMA.faults(), Vec::<String>::new());
     }
 }
