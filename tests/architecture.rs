@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use dsh_e2e::{files_under, workspace_root};
+use dsh_e2e::{check_fuzz_targets, files_under, workspace_root};
 
 /// A source file's module path, e.g. `["agent", "turn"]`; `mod.rs` and `lib.rs` name their
 /// directory's module.
@@ -234,4 +234,9 @@ fn the_scan_sees_groups_re_exports_and_cycles() {
     ]);
     assert_eq!(find_cycle(&graph), Some(vec!["a".to_owned(), "b".to_owned(), "a".to_owned()]));
     assert_eq!(production_code("a\n// crate::x\n#[cfg(test)]\nmod tests {\n  crate::y\n}\nb\n"), "a\nb\n");
+}
+
+#[test]
+fn the_fuzz_targets_build() {
+    check_fuzz_targets();
 }

@@ -1,6 +1,160 @@
-//! Reading the session-log vocabulary that both the host and plugins look into.
+//! The session-log vocabulary, named once: every event type dsh writes, the data of each as a
+//! type (its fields in the order DeepSeek Harness writes the keys), and what plugins read in it.
+//! Writers serialise these types; readers compare against these names.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::types::Failure;
+
+pub const TURN_START: &str = "turn/start";
+pub const TURN_END: &str = "turn/end";
+pub const STEP_START: &str = "step/start";
+pub const STEP_END: &str = "step/end";
+pub const USER_MESSAGE: &str = "user/message";
+pub const REQUEST_HEADER: &str = "request/header";
+pub const REQUEST_CONTEXT: &str = "request/context";
+pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
+pub const ASSISTANT_ATTEMPT: &str = "assistant/attempt";
+pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+pub const TOOL_CALL: &str = "tool/call";
+pub const TOOL_RESULT: &str = "tool/result";
+pub const LLM_RETRY: &str = "llm/retry";
+pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
+pub const LLM_RETRY_REFUSED: &str = "llm/retry-refused";
+
+/// Event types dsh reads and writes itself; the structure rules concern these.
+pub const DSH_EVENT_TYPES: [&str; 15] = [
+    TURN_START,
+    TURN_END,
+    STEP_START,
+    STEP_END,
+    USER_MESSAGE,
+    REQUEST_HEADER,
+    REQUEST_CONTEXT,
+    ASSISTANT_CHUNK,
+    ASSISTANT_ATTEMPT,
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    LLM_RETRY,
+    LLM_RETRY_STARTED,
+    LLM_RETRY_REFUSED,
+];
+
+/// The data of one event type.
+pub trait EventData: Serialize {
+    const TYPE: &'static str;
+    /// Written with `"ignorable":true`: a reader that does not know the type skips it.
+    const IGNORABLE: bool = false;
+}
+
+/// `turn/start`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnStart {
+    pub turn: u64,
+}
+
+/// `step/start`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepStart {
+    pub turn: u64,
+    pub step: u64,
+}
+
+/// `step/end`.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepEnd {
+    pub turn: u64,
+    pub step: u64,
+}
+
+/// `turn/end`.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    pub turn: u64,
+    pub reason: EndReason,
+}
+
+/// How a turn ended: `{"kind":"completed"}`, `{"kind":"max-tokens"}`, `{"kind":"error","error":…}`
+/// or `{"kind":"aborted","reason":{"kind":"user"}}`.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum EndReason {
+    Completed,
+    MaxTokens,
+    Error { error: Failure },
+    Aborted { reason: AbortedBy },
+}
+
+/// Who aborted a turn.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum AbortedBy {
+    User,
+}
+
+/// `request/header`: the request configuration of the turn's requests, and why it was written.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct RequestHeader {
+    pub header: Value,
+    /// `initial`, `change` or `resume`.
+    pub reason: &'static str,
+}
+
+/// `assistant/attempt` (ignorable): a failed attempt, with the text it streamed (at most a limit,
+/// `textBytes` saying how long it was).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantAttempt {
+    pub turn: u64,
+    pub step: u64,
+    pub failure: Failure,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_bytes: Option<u64>,
+}
+
+/// `llm/retry-started`: the wait of a scheduled retry is over and the request goes again.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryStarted {
+    pub retry_id: String,
+    pub turn: u64,
+    pub step: u64,
+    /// The scheduled record's `retry`, copied as written.
+    pub retry: Value,
+}
+
+/// `llm/retry-refused` (ignorable): a row refused the retry another row decided.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct RetryRefused {
+    pub turn: u64,
+    pub step: u64,
+    pub row: String,
+    pub reason: String,
+}
+
+macro_rules! event_types {
+    ($($data:ty => $name:expr, $ignorable:expr;)*) => {
+        $(impl EventData for $data {
+            const TYPE: &'static str = $name;
+            const IGNORABLE: bool = $ignorable;
+        })*
+    };
+}
+
+event_types! {
+    TurnStart => TURN_START, false;
+    StepStart => STEP_START, false;
+    StepEnd => STEP_END, false;
+    TurnEnd => TURN_END, false;
+    RequestHeader => REQUEST_HEADER, false;
+    AssistantAttempt => ASSISTANT_ATTEMPT, true;
+    RetryStarted => LLM_RETRY_STARTED, false;
+    RetryRefused => LLM_RETRY_REFUSED, true;
+}
 
 /// Call ids of the `tool-call` blocks of an assistant message (`callId`, or `id` as DeepSeek
 /// Harness writes them).
@@ -11,4 +165,32 @@ pub fn tool_call_ids(message: &Value) -> impl Iterator<Item = &str> {
         }
         block.get("callId").or_else(|| block.get("id"))?.as_str()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::js;
+
+    #[test]
+    fn event_data_keeps_the_reference_key_order_and_shapes() {
+        let failure = Failure::new("SERVER", "HTTP 503");
+        let end = TurnEnd { turn: 2, reason: EndReason::Error { error: failure.clone() } };
+        assert_eq!(
+            js::to_string(&end),
+            r#"{"turn":2,"reason":{"kind":"error","error":{"message":"HTTP 503","code":"SERVER"}}}"#
+        );
+        let aborted = TurnEnd { turn: 1, reason: EndReason::Aborted { reason: AbortedBy::User } };
+        assert_eq!(js::to_string(&aborted), r#"{"turn":1,"reason":{"kind":"aborted","reason":{"kind":"user"}}}"#);
+        let max = TurnEnd { turn: 1, reason: EndReason::MaxTokens };
+        assert_eq!(js::to_string(&max), r#"{"turn":1,"reason":{"kind":"max-tokens"}}"#);
+        let attempt = AssistantAttempt { turn: 1, step: 1, failure, text: Some("pa".into()), text_bytes: Some(9) };
+        assert_eq!(
+            js::to_string(&attempt),
+            r#"{"turn":1,"step":1,"failure":{"message":"HTTP 503","code":"SERVER"},"text":"pa","textBytes":9}"#
+        );
+        let started = RetryStarted { retry_id: "r".into(), turn: 1, step: 2, retry: 3.into() };
+        assert_eq!(js::to_string(&started), r#"{"retryId":"r","turn":1,"step":2,"retry":3}"#);
+        assert_eq!((RetryRefused::TYPE, RetryRefused::IGNORABLE), ("llm/retry-refused", true));
+    }
 }

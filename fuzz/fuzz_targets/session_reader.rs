@@ -16,7 +16,9 @@ fuzz_target!(|data: &[u8]| {
     let mut violations = Vec::new();
     while let Some(next) = reader.next_event() {
         if let Ok(Ok(event)) = next {
-            rules.check(event.seq, event.time, event.event_type, event.data, true, &mut violations);
+            rules.check(event.seq, event.time, event.event_type, event.data, true, &mut |rule, message| {
+                violations.push((rule, message))
+            });
         }
     }
 });

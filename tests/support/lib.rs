@@ -30,6 +30,21 @@ fn run_checked(command: &mut Command, what: &str) -> Output {
     output
 }
 
+/// Type-checks the fuzz crate (built on its own by `cargo fuzz`, never by the workspace), so a
+/// change to the parsers it drives cannot leave it broken.
+pub fn check_fuzz_targets() {
+    let root = workspace_root();
+    let target_dir = profile_dir().parent().expect("target dir").join("fuzz-check");
+    run_checked(
+        cargo()
+            .args(["check", "--quiet", "--bins", "--manifest-path"])
+            .arg(root.join("fuzz/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir),
+        "cargo check of the fuzz targets",
+    );
+}
+
 /// The built `dsh` binary and plugin libraries of this profile.
 pub struct Artifacts {
     pub dir: PathBuf,

@@ -5,6 +5,7 @@
 //! the failure offered again, until nobody retries or the chain reaches [`UNBOUNDED_AFTER`]
 //! retries (shown as a chain without end).
 
+use dsh_abi::events;
 use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -148,7 +149,7 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
                     };
                 }
                 let line = format!(r#"{{"type":"llm/retry","seq":0,"time":0,"data":{}}}"#, retry.record);
-                history.observe("llm/retry", &line, &retry.record);
+                history.observe(events::LLM_RETRY, &line, &retry.record);
             }
             Outcome::NoRetry { failures: found, refused } => {
                 failures.extend(found);

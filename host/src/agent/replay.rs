@@ -17,6 +17,7 @@
 //! recorded attempt meets that attempt's failure for ever, and is "still retrying" once it has
 //! sent [`MAX_ATTEMPTS`] requests.
 
+use dsh_abi::events;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -250,7 +251,7 @@ fn replay_turn(
             match outcome {
                 WaterfallOutcome::Retry { retry, .. } => {
                     let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{}}}"#, retry.record);
-                    scratch.history.observe("llm/retry", &line, &retry.record);
+                    scratch.history.observe(events::LLM_RETRY, &line, &retry.record);
                     result.waits_ms.push(retry.delay_ms);
                     sent = ended + retry.delay_ms;
                 }
@@ -323,32 +324,33 @@ fn read_turns(path: &Path) -> Result<Vec<RecordedTurn>, ReadError> {
         let Ok(event) = next? else { continue };
         let time = event.time.unwrap_or(0.0);
         let kind = event.event_type;
-        let relevant =
-            matches!(
-                kind,
-                "turn/start"
-                    | "turn/end"
-                    | "step/start"
-                    | "user/message"
-                    | "request/header"
-                    | "assistant/attempt"
-                    | "assistant/message"
-                    | "llm/retry"
-            ) || (kind == "assistant/chunk" && event.data.contains("\"finish\"") && event.data.contains("\"error\""));
+        let relevant = matches!(
+            kind,
+            events::TURN_START
+                | events::TURN_END
+                | events::STEP_START
+                | events::USER_MESSAGE
+                | events::REQUEST_HEADER
+                | events::ASSISTANT_ATTEMPT
+                | events::ASSISTANT_MESSAGE
+                | events::LLM_RETRY
+        ) || (kind == events::ASSISTANT_CHUNK
+            && event.data.contains("\"finish\"")
+            && event.data.contains("\"error\""));
         if !relevant {
             continue;
         }
         let Ok(data) = serde_json::from_str::<Value>(event.data) else { continue };
         match kind {
-            "turn/start" => {
+            events::TURN_START => {
                 open = Some(OpenTurn { turn: number(&data, "turn").unwrap_or(0), ..OpenTurn::default() });
             }
-            "step/start" | "user/message" => {
+            events::STEP_START | events::USER_MESSAGE => {
                 if let Some(turn) = open.as_mut() {
                     turn.pending_send = Some(time);
                 }
             }
-            "request/header" => {
+            events::REQUEST_HEADER => {
                 if let Some(name) = data.pointer("/header/config/provider").and_then(Value::as_str) {
                     provider = name.to_owned();
                 }
@@ -356,23 +358,23 @@ fn read_turns(path: &Path) -> Result<Vec<RecordedTurn>, ReadError> {
                     turn.pending_send = Some(time);
                 }
             }
-            "assistant/attempt" => {
+            events::ASSISTANT_ATTEMPT => {
                 if let (Some(turn), Some(failure)) = (open.as_mut(), data.get("failure").and_then(failure_of)) {
                     turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, Some(failure));
                 }
             }
-            "assistant/chunk" => {
+            events::ASSISTANT_CHUNK => {
                 let failure = data.pointer("/chunk/reason/failure").and_then(failure_of);
                 if let (Some(turn), Some(failure)) = (open.as_mut(), failure) {
                     turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, Some(failure));
                 }
             }
-            "assistant/message" => {
+            events::ASSISTANT_MESSAGE => {
                 if let Some(turn) = open.as_mut() {
                     turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, None);
                 }
             }
-            "llm/retry" => {
+            events::LLM_RETRY => {
                 let delay = data.get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
                 if let Some(name) = data.get("provider").and_then(Value::as_str) {
                     provider = name.to_owned();
@@ -388,7 +390,7 @@ fn read_turns(path: &Path) -> Result<Vec<RecordedTurn>, ReadError> {
                     turn.pending_send = Some(time + delay);
                 }
             }
-            "turn/end" => {
+            events::TURN_END => {
                 let Some(turn) = open.take() else { continue };
                 let outcome = match data.pointer("/reason/kind").and_then(Value::as_str) {
                     Some("completed" | "max-tokens") => TurnOutcome::Completed,

@@ -17,9 +17,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_abi::events::{self, RetryRefused, RetryStarted};
 use dsh_abi::retry::CheckedRetry;
 use dsh_abi::{js, Failure, RequestErrorPayload};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::cancel::Cancel;
 use super::view::{RetryNotice, TurnView};
@@ -63,11 +64,9 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
     let (retry, row_id) = match outcome {
         Outcome::Cancelled => return Ok(RetryStep::Cancelled),
         Outcome::NoRetry { refused: Some((row, reason)), .. } => {
-            let refused = json!({"turn": payload.turn, "step": payload.step, "row": row, "reason": reason});
-            log.append(
-                NewEvent { event_type: "llm/retry-refused", data: js::to_string(&refused), ignorable: true },
-                services.now_ms() as u64,
-            )?;
+            let refused =
+                RetryRefused { turn: payload.turn, step: payload.step, row: row.clone(), reason: reason.clone() };
+            log.append(NewEvent::typed(&refused), services.now_ms() as u64)?;
             view.retry_refused(&row, &reason);
             return Ok(RetryStep::GiveUp(payload.failure.clone()));
         }
@@ -75,7 +74,7 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
         Outcome::Retry { retry, row_id } => (retry, row_id),
     };
     let now = services.now_ms() as u64;
-    let record = NewEvent { event_type: "llm/retry", data: retry.record.clone(), ignorable: false };
+    let record = NewEvent { event_type: events::LLM_RETRY, data: retry.record.clone(), ignorable: false };
     let appended = match log.append(record, now) {
         Ok(appended) => appended,
         Err(AppendError::Refused { row, message }) => {
@@ -104,8 +103,13 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
         }
     }
     view.retry_done();
-    let started = json!({"retryId": retry.retry_id, "turn": payload.turn, "step": payload.step, "retry": retry.retry});
-    log.append(NewEvent::new("llm/retry-started", &started), services.now_ms() as u64)?;
+    let started = RetryStarted {
+        retry_id: retry.retry_id.to_string(),
+        turn: payload.turn,
+        step: payload.step,
+        retry: retry.retry.clone(),
+    };
+    log.append(NewEvent::typed(&started), services.now_ms() as u64)?;
     log.commit()?;
     Ok(RetryStep::Again)
 }

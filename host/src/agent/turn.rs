@@ -15,6 +15,9 @@
 use std::sync::Arc;
 
 use abi_stable::std_types::ROption;
+use dsh_abi::events::{
+    self, AbortedBy, AssistantAttempt, EndReason, EventData, RequestHeader, StepEnd, StepStart, TurnStart,
+};
 use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, RequestSuccess, SessionStartSource};
 use serde_json::{json, Map, Value};
 
@@ -55,7 +58,7 @@ impl UserInput {
             "id": self.id, "role": "user", "content": [{"type": "text", "text": self.text}], "source": self.source,
         });
         let data = js::to_string(&message);
-        check_line_fits("user/message", &data)?;
+        check_line_fits(events::USER_MESSAGE, &data)?;
         Ok(data)
     }
 }
@@ -80,10 +83,6 @@ pub struct Agent {
 /// The most of a failed attempt's text its record keeps.
 pub const ATTEMPT_TEXT_LIMIT: usize = 64 * 1024;
 
-fn failure_json(failure: &Failure) -> Value {
-    serde_json::to_value(failure).expect("failures serialise")
-}
-
 impl Agent {
     fn now_ms(&self) -> u64 {
         self.services.now_ms() as u64
@@ -92,6 +91,17 @@ impl Agent {
     fn append(&mut self, event_type: &str, data: &Value) -> Result<(), AppendError> {
         let now = self.now_ms();
         self.log.append(NewEvent::new(event_type, data), now).map(|_| ())
+    }
+
+    fn append_typed<T: EventData>(&mut self, data: &T) -> Result<(), AppendError> {
+        let now = self.now_ms();
+        self.log.append(NewEvent::typed(data), now).map(|_| ())
+    }
+
+    /// Closes the step and the turn with `reason`.
+    fn end_turn(&mut self, turn: u64, step: u64, reason: EndReason) -> Result<(), AppendError> {
+        self.append_typed(&StepEnd { turn, step })?;
+        self.append_typed(&events::TurnEnd { turn, reason })
     }
 
     fn route(&self) -> &Route {
@@ -164,10 +174,10 @@ impl Agent {
         let turn = self.log.rules().last_turn() + 1;
         let step = 1;
         let message = input.message_data()?;
-        self.append("turn/start", &json!({"turn": turn}))?;
-        self.append("step/start", &json!({"turn": turn, "step": step}))?;
+        self.append_typed(&TurnStart { turn })?;
+        self.append_typed(&StepStart { turn, step })?;
         let now = self.now_ms();
-        self.log.append(NewEvent { event_type: "user/message", data: message, ignorable: false }, now)?;
+        self.log.append(NewEvent { event_type: events::USER_MESSAGE, data: message, ignorable: false }, now)?;
         self.append_header(reason)?;
         loop {
             self.log.commit()?;
@@ -231,7 +241,7 @@ impl Agent {
                 (_, None) => "initial",
                 _ => "change",
             };
-            self.append("request/header", &json!({"header": header, "reason": reason}))?;
+            self.append_typed(&RequestHeader { header, reason })?;
         }
         Ok(())
     }
@@ -255,7 +265,7 @@ impl Agent {
         if let Some(usage) = completion.usage {
             data["usage"] = usage;
         }
-        match self.append("assistant/message", &data) {
+        match self.append(events::ASSISTANT_MESSAGE, &data) {
             Err(AppendError::TooLong { bytes, .. }) => {
                 let message =
                     format!("the answer would take a log line of {bytes} bytes, more than a session log line may hold");
@@ -264,12 +274,11 @@ impl Agent {
             appended => appended?,
         }
         self.tell_success(turn, step);
-        self.append("step/end", &json!({"turn": turn, "step": step}))?;
         let (reason, end) = match completion.finish {
-            Finish::Stop => (json!({"kind": "completed"}), TurnEnd::Completed),
-            Finish::Length => (json!({"kind": "max-tokens"}), TurnEnd::MaxTokens),
+            Finish::Stop => (EndReason::Completed, TurnEnd::Completed),
+            Finish::Length => (EndReason::MaxTokens, TurnEnd::MaxTokens),
         };
-        self.append("turn/end", &json!({"turn": turn, "reason": reason}))?;
+        self.end_turn(turn, step, reason)?;
         self.log.commit()?;
         Ok(Ok(end))
     }
@@ -306,27 +315,23 @@ impl Agent {
     /// Records a failed attempt (`assistant/attempt`, ignorable) with the text it streamed — at
     /// most its first [`ATTEMPT_TEXT_LIMIT`] bytes, with `textBytes` saying how long it was.
     fn append_attempt(&mut self, turn: u64, step: u64, failure: &Failure, text: String) -> Result<(), AppendError> {
-        let mut data = json!({"turn": turn, "step": step, "failure": failure_json(failure)});
-        if text.len() > ATTEMPT_TEXT_LIMIT {
+        let text_bytes = text.len();
+        let mut attempt = AssistantAttempt { turn, step, failure: failure.clone(), text: Some(text), text_bytes: None };
+        if let Some(text) = attempt.text.as_mut().filter(|text| text.len() > ATTEMPT_TEXT_LIMIT) {
             let mut cut = ATTEMPT_TEXT_LIMIT;
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            data["text"] = Value::from(&text[..cut]);
-            data["textBytes"] = Value::from(text.len());
-        } else if !text.is_empty() {
-            data["text"] = Value::from(text);
+            text.truncate(cut);
+            attempt.text_bytes = Some(text_bytes as u64);
         }
-        let now = self.now_ms();
-        self.log
-            .append(NewEvent { event_type: "assistant/attempt", data: js::to_string(&data), ignorable: true }, now)?;
-        Ok(())
+        attempt.text = attempt.text.filter(|text| !text.is_empty());
+        self.append_typed(&attempt)
     }
 
     /// Ends the turn with an error.
     fn fail(&mut self, turn: u64, step: u64, failure: Failure) -> Result<TurnEnd, AppendError> {
-        self.append("step/end", &json!({"turn": turn, "step": step}))?;
-        self.append("turn/end", &json!({"turn": turn, "reason": {"kind": "error", "error": failure_json(&failure)}}))?;
+        self.end_turn(turn, step, EndReason::Error { error: failure.clone() })?;
         self.log.commit()?;
         Ok(TurnEnd::Error(failure))
     }
@@ -337,8 +342,7 @@ impl Agent {
         if let Some(text) = streamed {
             self.append_attempt(turn, step, &Failure::new("ABORTED", "the request was cancelled"), text)?;
         }
-        self.append("step/end", &json!({"turn": turn, "step": step}))?;
-        self.append("turn/end", &json!({"turn": turn, "reason": {"kind": "aborted", "reason": {"kind": "user"}}}))?;
+        self.end_turn(turn, step, EndReason::Aborted { reason: AbortedBy::User })?;
         self.log.commit()?;
         Ok(TurnEnd::Aborted)
     }

@@ -1,6 +1,7 @@
 //! `dsh session …`: list sessions, show one as a timeline, verify logs against the structure rules
 //! and the retry-record invariant, repair a crashed log, import a DeepSeek Harness log.
 
+use dsh_abi::events;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -186,11 +187,11 @@ fn summarize(path: &Path) -> anyhow::Result<Summary> {
             }
         };
         match event.event_type {
-            "turn/start" => {
+            events::TURN_START => {
                 summary.turns += 1;
                 summary.last_end = "open".to_owned();
             }
-            "turn/end" => {
+            events::TURN_END => {
                 let data: serde_json::Value = serde_json::from_str(event.data).unwrap_or_default();
                 let reason = &data["reason"];
                 summary.last_end = match reason["kind"].as_str().unwrap_or("?") {

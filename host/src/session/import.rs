@@ -6,6 +6,7 @@
 //! overwritten. Packed chunk rows are written out as the `assistant/chunk` events they hold
 //! (losslessly). A torn last line is left out; the source is never changed.
 
+use dsh_abi::events;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -77,7 +78,7 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     while let Some(next) = reader.next_event() {
         match next? {
             Ok(event) => {
-                if event.event_type == "request/header" {
+                if event.event_type == events::REQUEST_HEADER {
                     note_route(&mut route, event.data);
                 }
                 out.write_all(event.line.as_bytes())?;

@@ -4,6 +4,7 @@
 //! bound (an always-mode chain against an endless stream would otherwise grow without end). It
 //! is fed every event as it is read or appended.
 
+use dsh_abi::events;
 use std::hash::BuildHasher;
 
 use dsh_abi::{js, ChainKey, ChainRecord};
@@ -84,13 +85,13 @@ impl HistoryIndex {
 
     /// Takes in one event: its type, its whole JSON line and its raw `data`.
     pub fn observe(&mut self, event_type: &str, line: &str, data: &str) {
-        if event_type == "turn/start" {
+        if event_type == events::TURN_START {
             self.turn_events.clear();
         }
-        if !matches!(event_type, "assistant/chunk" | "assistant/attempt") {
+        if !matches!(event_type, events::ASSISTANT_CHUNK | events::ASSISTANT_ATTEMPT) {
             self.turn_events.push(line.to_owned());
         }
-        if event_type == "llm/retry" {
+        if event_type == events::LLM_RETRY {
             self.index_retry(data);
         }
     }

@@ -15,6 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use dsh_abi::events::EventData;
 use dsh_abi::js;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -39,6 +40,13 @@ pub struct NewEvent<'a> {
     pub data: String,
     /// Written with `"ignorable":true`, so readers that do not know the type skip it.
     pub ignorable: bool,
+}
+
+impl NewEvent<'static> {
+    /// A typed event: its type, data and ignorability from [`EventData`].
+    pub fn typed<T: EventData>(data: &T) -> Self {
+        NewEvent { event_type: T::TYPE, data: js::to_string(data), ignorable: T::IGNORABLE }
+    }
 }
 
 impl<'a> NewEvent<'a> {

@@ -12,6 +12,7 @@
 //! corruption, reported with its physical line number (the header is line 1) and the byte offset
 //! where it starts.
 
+use dsh_abi::events;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -374,7 +375,7 @@ fn expand_packed(
             dsh_abi::js::number(seq),
             dsh_abi::js::number(time)
         );
-        expanded.push_back(Synthetic { event_type: "assistant/chunk", seq, time, data, line, at });
+        expanded.push_back(Synthetic { event_type: events::ASSISTANT_CHUNK, seq, time, data, line, at });
     }
     Ok(expanded)
 }

@@ -2,6 +2,7 @@
 //! closers that balance a turn a crash left open — a synthetic error `tool/result` for each
 //! unanswered tool call, `step/end`, then `turn/end {reason: {kind: interrupted}}`.
 
+use dsh_abi::events;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ pub fn closers(rules: &StructureRules) -> Vec<(&'static str, Value)> {
                 "content": [{"type": "text", "text": "The host stopped before this tool call finished; its outcome is unknown. Retry it only if it is read-only or idempotent; otherwise check its effects first."}],
             });
             closers.push((
-                "tool/result",
+                events::TOOL_RESULT,
                 json!({
                     "turn": turn, "step": step, "callId": call_id,
                     "message": {

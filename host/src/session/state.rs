@@ -2,6 +2,7 @@
 //! the model-visible (surface) history, the ids of the user messages, and the last request
 //! header. Fed every event as it is read or appended.
 
+use dsh_abi::events;
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -56,9 +57,9 @@ impl SessionState {
     pub fn take_in(&mut self, event_type: &str, line: &str, data: &str) {
         self.index.observe(event_type, line, data);
         match event_type {
-            "user/message" | "assistant/message" => {
+            events::USER_MESSAGE | events::ASSISTANT_MESSAGE => {
                 let Ok(value) = serde_json::from_str::<Value>(data) else { return };
-                if event_type == "user/message" {
+                if event_type == events::USER_MESSAGE {
                     if let Some(id) = value.get("id").and_then(Value::as_str) {
                         self.message_ids.insert(id.to_owned());
                     }
@@ -68,7 +69,7 @@ impl SessionState {
                     self.surface.push(SurfaceMessage { role: "assistant", text: message_text(&message) });
                 }
             }
-            "request/header" => self.last_request_header = Some(data.to_owned()),
+            events::REQUEST_HEADER => self.last_request_header = Some(data.to_owned()),
             _ => {}
         }
     }

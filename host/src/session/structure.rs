@@ -21,6 +21,7 @@
 //!
 //! Only the events these rules concern are parsed, and only the fields they need.
 
+use dsh_abi::events;
 use std::collections::HashSet;
 
 use dsh_abi::events::tool_call_ids;
@@ -181,14 +182,16 @@ impl StructureRules {
         }
         let violations = &mut |message: String| violations(Rule::Structure, message);
         match event_type {
-            "turn/start" => self.turn_start(data, violations),
-            "turn/end" => self.turn_end(data, violations),
-            "step/start" => self.step_start(data, violations),
-            "step/end" => self.step_end(data, violations),
-            "assistant/chunk" | "assistant/attempt" | "assistant/message" | "tool/call" | "tool/result" => {
-                self.in_step(event_type, data, violations)
-            }
-            "request/header" | "request/context" if self.open_turn.is_none() => {
+            events::TURN_START => self.turn_start(data, violations),
+            events::TURN_END => self.turn_end(data, violations),
+            events::STEP_START => self.step_start(data, violations),
+            events::STEP_END => self.step_end(data, violations),
+            events::ASSISTANT_CHUNK
+            | events::ASSISTANT_ATTEMPT
+            | events::ASSISTANT_MESSAGE
+            | events::TOOL_CALL
+            | events::TOOL_RESULT => self.in_step(event_type, data, violations),
+            events::REQUEST_HEADER | events::REQUEST_CONTEXT if self.open_turn.is_none() => {
                 violations(format!("{event_type} outside an open turn"));
             }
             _ => {}
@@ -286,19 +289,19 @@ impl StructureRules {
             _ => {}
         }
         match event_type {
-            "tool/call" => {
+            events::TOOL_CALL => {
                 if let Some(call_id) = serde_json::from_str::<ToolEvent>(data).ok().and_then(|event| event.call_id) {
                     self.pending_calls.insert(call_id);
                 }
             }
-            "assistant/message" => {
+            events::ASSISTANT_MESSAGE => {
                 if let Some(message) =
                     serde_json::from_str::<AssistantMessage>(data).ok().and_then(|event| event.message)
                 {
                     self.pending_calls.extend(tool_call_ids(&message).map(str::to_owned));
                 }
             }
-            "tool/result" => {
+            events::TOOL_RESULT => {
                 let event = serde_json::from_str::<ToolEvent>(data).ok();
                 let call_id = event.and_then(|event| {
                     event.call_id.or_else(|| event.message?.get("source")?.get("callId")?.as_str().map(str::to_owned))

@@ -3,6 +3,7 @@
 //! each turn ended. Reads our logs and DeepSeek Harness's (whose failed attempts are error
 //! `finish` chunks).
 
+use dsh_abi::events;
 use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_abi::js;
@@ -89,7 +90,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
             "step/start" => format!("  step {}", number("step")),
             "step/end" => format!("  end of step {}", number("step")),
             "user/message" => format!("    user: {}", preview(&message_text(&data))),
-            "request/header" => {
+            events::REQUEST_HEADER => {
                 let config = get("header").and_then(|h| h.get("config"));
                 format!(
                     "    request {} · {} ({})",
@@ -99,7 +100,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                 )
             }
             "assistant/attempt" => format!("    failed attempt · {}", failure_text(get("failure"))),
-            "assistant/chunk" => {
+            events::ASSISTANT_CHUNK => {
                 let chunk = get("chunk");
                 let reason = chunk.and_then(|c| c.get("reason"));
                 let failed = chunk.and_then(|c| c.get("type")).and_then(Value::as_str) == Some("finish")
@@ -109,7 +110,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                 }
                 format!("    failed attempt · {}", failure_text(reason.and_then(|r| r.get("failure"))))
             }
-            "llm/retry" => {
+            events::LLM_RETRY => {
                 let of = match (get("maxRetries"), get("headRetries")) {
                     (Some(max), _) => js::display(Some(max)),
                     (None, Some(head)) if get("retry").and_then(Value::as_f64) <= head.as_f64() => {
@@ -133,7 +134,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                 data.get("row").and_then(Value::as_str).unwrap_or("?"),
                 preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
             ),
-            "llm/retry-started" => {
+            events::LLM_RETRY_STARTED => {
                 let key = format!("{}/{}", number("retryId"), number("retry"));
                 let waited =
                     retry_times.iter().rev().find(|(k, _, _)| *k == key).map(|(_, scheduled, _)| time - scheduled);
@@ -142,7 +143,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                     None => format!("    retry {} started", number("retry")),
                 }
             }
-            "assistant/message" => {
+            events::ASSISTANT_MESSAGE => {
                 format!("    assistant: {}", preview(&get("message").map(message_text).unwrap_or_default()))
             }
             "tool/call" => format!("    tool call {} ({})", number("name"), number("callId")),

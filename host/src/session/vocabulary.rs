@@ -3,24 +3,8 @@
 
 use serde_json::Value;
 
-/// Event types dsh reads and writes itself; the structure rules concern these.
-pub const DSH_EVENT_TYPES: [&str; 15] = [
-    "turn/start",
-    "turn/end",
-    "step/start",
-    "step/end",
-    "user/message",
-    "request/header",
-    "request/context",
-    "assistant/chunk",
-    "assistant/attempt",
-    "assistant/message",
-    "tool/call",
-    "tool/result",
-    "llm/retry",
-    "llm/retry-started",
-    "llm/retry-refused",
-];
+use dsh_abi::events;
+pub use dsh_abi::events::DSH_EVENT_TYPES;
 
 /// The rest of DeepSeek Harness 0.1.0-rc.8's vocabulary: events its logs hold that dsh passes
 /// over. A type in neither list is refused unless the event is marked `"ignorable":true`, as the
@@ -64,7 +48,7 @@ pub const HARNESS_EVENT_TYPES: [&str; 35] = [
 ];
 
 /// Surface (model-visible) event types; every other event is log-only.
-pub const SURFACE_EVENT_TYPES: [&str; 3] = ["user/message", "assistant/message", "tool/result"];
+pub const SURFACE_EVENT_TYPES: [&str; 3] = [events::USER_MESSAGE, events::ASSISTANT_MESSAGE, events::TOOL_RESULT];
 
 /// Whether a type is in the vocabulary (ours or DeepSeek Harness's).
 pub fn is_known(event_type: &str) -> bool {

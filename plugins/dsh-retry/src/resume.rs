@@ -80,7 +80,7 @@ fn result_call_id(event: &Value) -> Option<&str> {
 
 /// Finds the proof in the events of the last turn (whole envelopes, oldest first).
 pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Proof)> {
-    let end = events.iter().rev().find(|event| event_type(event) == "turn/end")?;
+    let end = events.iter().rev().find(|event| event_type(event) == dsh_abi::events::TURN_END)?;
     let turn = number(data(end, "turn"))?;
     let end_time = end.get("time").and_then(Value::as_f64)?;
     let reason = data(end, "reason")?;
@@ -96,11 +96,12 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
     let started = |position: usize, retry: &Value| {
         let same = |key: &str, other: &Value| js::strict_equals(data(other, key), data(retry, key));
         in_turn[position + 1..].iter().any(|later| {
-            event_type(later) == "llm/retry-started"
+            event_type(later) == dsh_abi::events::LLM_RETRY_STARTED
                 && ["retryId", "turn", "step", "retry"].iter().all(|key| same(key, later))
         })
     };
-    let latest_retry = in_turn.iter().enumerate().rev().find(|(_, event)| event_type(event) == "llm/retry");
+    let latest_retry =
+        in_turn.iter().enumerate().rev().find(|(_, event)| event_type(event) == dsh_abi::events::LLM_RETRY);
     if let Some((position, retry)) = latest_retry {
         if !is_own_policy_key(data(retry, "policyKey")) && !started(position, retry) {
             // Another executor's retry was pending: its work is its own to resume (fail closed).
@@ -108,7 +109,7 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
         }
     }
     let own_retry = in_turn.iter().enumerate().rev().find(|(_, event)| {
-        event_type(event) == "llm/retry"
+        event_type(event) == dsh_abi::events::LLM_RETRY
             && data(event, "mode") == Some(&Value::from("normal"))
             && is_own_policy_key(data(event, "policyKey"))
     });
@@ -125,20 +126,22 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
     }
     let step = in_turn
         .iter()
-        .filter(|event| event_type(event) == "step/start")
+        .filter(|event| event_type(event) == dsh_abi::events::STEP_START)
         .filter_map(|event| number(data(event, "step")))
         .max()?;
     let in_step: Vec<&&Value> = in_turn.iter().filter(|event| number(data(event, "step")) == Some(step)).collect();
-    let answer = in_step.iter().rev().find(|event| event_type(event) == "assistant/message");
+    let answer = in_step.iter().rev().find(|event| event_type(event) == dsh_abi::events::ASSISTANT_MESSAGE);
     match answer {
-        None if in_turn.iter().any(|event| event_type(event) == "user/message") => {
+        None if in_turn.iter().any(|event| event_type(event) == dsh_abi::events::USER_MESSAGE) => {
             Some((turn, Proof::IncompleteRequest { turn, step, time: end_time }))
         }
         None => None,
         Some(answer) => {
             let calls: Vec<&str> = data(answer, "message").into_iter().flat_map(tool_call_ids).collect();
             let answered = |call: &&str| {
-                in_step.iter().any(|event| event_type(event) == "tool/result" && result_call_id(event) == Some(*call))
+                in_step.iter().any(|event| {
+                    event_type(event) == dsh_abi::events::TOOL_RESULT && result_call_id(event) == Some(*call)
+                })
             };
             (!calls.is_empty() && calls.iter().all(answered))
                 .then_some((turn, Proof::InterruptedToolStep { turn, step, time: end_time }))

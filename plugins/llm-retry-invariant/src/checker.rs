@@ -198,7 +198,7 @@ impl RetryChecker {
     /// Checks one event; `Err` is the violation message.
     pub fn check(&mut self, event_type: &str, data: &str) -> Result<(), String> {
         match event_type {
-            "llm/retry" => {
+            dsh_abi::events::LLM_RETRY => {
                 let record = Record::parse(data);
                 let verdict = self.retry(&record);
                 if verdict.is_err() {
@@ -206,27 +206,27 @@ impl RetryChecker {
                 }
                 verdict
             }
-            "llm/retry-started" => self.started(&Record::parse(data)),
-            "turn/start" => {
+            dsh_abi::events::LLM_RETRY_STARTED => self.started(&Record::parse(data)),
+            dsh_abi::events::TURN_START => {
                 self.open_turn = Some(Record::parse(data).get("turn").into_owned());
                 Ok(())
             }
-            "turn/end" => {
+            dsh_abi::events::TURN_END => {
                 self.open_turn = None;
                 self.turn_ended_since_step_start = true;
                 Ok(())
             }
-            "step/start" => {
+            dsh_abi::events::STEP_START => {
                 let record = Record::parse(data);
                 self.open_step = Some((record.get("turn").into_owned(), record.get("step").into_owned()));
                 self.turn_ended_since_step_start = false;
                 Ok(())
             }
-            "step/end" => {
+            dsh_abi::events::STEP_END => {
                 self.open_step = None;
                 Ok(())
             }
-            "request/header" => {
+            dsh_abi::events::REQUEST_HEADER => {
                 self.header_provider = Some(header_provider(data));
                 Ok(())
             }
