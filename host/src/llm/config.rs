@@ -59,43 +59,40 @@ const REQUEST_TIMEOUT: Key =
     Key::new("requestTimeoutMs", TIMEOUT, "1800000", "the deadline of a whole attempt, in ms").refused_as(TIMEOUT_RULE);
 const RETRY_POLICY: Key = Key::new("retryPolicy", Kind::Any, "", "the route's retry policy (see llm-retry)");
 
+/// The keys of a provider row: its own, then those every route takes.
+macro_rules! route_keys {
+    ($($own:expr),* $(,)?) => {
+        &[
+            PROVIDER,
+            MODEL,
+            $($own,)*
+            CONNECT_TIMEOUT,
+            IDLE_TIMEOUT,
+            REQUEST_TIMEOUT,
+            RETRY_POLICY,
+            wire::THINKING,
+            wire::REASONING_EFFORT,
+            wire::MAX_TOKENS,
+            wire::INCLUDE_USAGE,
+        ]
+    };
+}
+
 /// An `llm-openai` row: an OpenAI-compatible endpoint.
 pub const OPENAI: Schema = Schema::row(
     "llm-openai",
-    &[
-        PROVIDER,
+    route_keys![
         Key::new("baseUrl", Kind::Text, "", "an http or https URL ending before /chat/completions"),
-        MODEL,
         Key::new("apiKeyEnv", Kind::Text, "", "the environment variable holding the API key"),
         Key::new("headers", Kind::Mapping, "{}", "extra request headers")
             .refused_as("must be a mapping of header names to values"),
-        CONNECT_TIMEOUT,
-        IDLE_TIMEOUT,
-        REQUEST_TIMEOUT,
-        RETRY_POLICY,
-        wire::THINKING,
-        wire::REASONING_EFFORT,
-        wire::MAX_TOKENS,
-        wire::INCLUDE_USAGE,
     ],
 );
 
 /// An `llm-mock` row: a route served by the in-process mock server.
 pub const MOCK: Schema = Schema::row(
     "llm-mock",
-    &[
-        PROVIDER,
-        MODEL,
-        Key::new("script", Kind::Any, "", "the steps the mock server answers, in order"),
-        CONNECT_TIMEOUT,
-        IDLE_TIMEOUT,
-        REQUEST_TIMEOUT,
-        RETRY_POLICY,
-        wire::THINKING,
-        wire::REASONING_EFFORT,
-        wire::MAX_TOKENS,
-        wire::INCLUDE_USAGE,
-    ],
+    route_keys![Key::new("script", Kind::Any, "", "the steps the mock server answers, in order")],
 );
 
 /// The value of a key that has no default and must be given.
