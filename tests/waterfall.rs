@@ -7,7 +7,9 @@ use std::sync::atomic::AtomicBool;
 use abi_stable::std_types::ROption;
 use dsh_abi::{Failure, RequestErrorPayload};
 use dsh_e2e::{artifacts, TestHome};
+use dsh_host::agent::assembly::{load_plugins, PluginRow};
 use dsh_host::context::{CallContext, ScriptedServices};
+use dsh_host::counters::Counters;
 use dsh_host::plugin::{InstantiateFailure, PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
 use dsh_host::waterfall::{self, Outcome};
@@ -184,4 +186,22 @@ fn two_different_plugins_share_one_waterfall() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_row_without_the_counters_capability_keeps_its_own_store_key_and_gets_no_counters() {
+    let row = PluginRow {
+        row_id: "own-store".into(),
+        package: "fixture-scripted".into(),
+        library: artifacts().library("fixture-scripted"),
+        config: json!({"store": "redis://127.0.0.1:1"}),
+        config_layer: "test".into(),
+        profile: "test".into(),
+        installed_sha256: None,
+    };
+    let home = TestHome::new();
+    let loaded = load_plugins(&[row], true, &Counters::at(home.path()));
+    assert!(loaded.problems.is_empty() && loaded.store_problems.is_empty(), "the host read no store of its own");
+    let instance = loaded.plugins[0].instance.as_ref().expect("instantiated");
+    assert!(!instance.may_wait(), "no counter store was opened for the row");
 }

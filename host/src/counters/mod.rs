@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use dsh_abi::config::Kind;
 use serde_json::Value;
 
 pub use machine::MachineStore;
@@ -46,15 +47,14 @@ pub enum StoreSpec {
 }
 
 impl StoreSpec {
+    /// The store a row names (`None`: memory), in the grammar of [`Kind::CounterStore`].
     pub fn parse(value: Option<&Value>) -> Result<StoreSpec, String> {
-        match value {
-            None => Ok(StoreSpec::Memory),
-            Some(Value::String(text)) if text == "memory" => Ok(StoreSpec::Memory),
-            Some(Value::String(text)) if text == "machine" => Ok(StoreSpec::Machine),
-            Some(Value::String(text)) if text.starts_with("redis://") || text.starts_with("rediss://") => {
-                Ok(StoreSpec::Redis(text.clone()))
-            }
-            Some(other) => Err(format!("must be \"memory\", \"machine\" or a redis://HOST:PORT URL, got {other}")),
+        let Some(value) = value else { return Ok(StoreSpec::Memory) };
+        match value.as_str().filter(|_| Kind::CounterStore.admits(value)) {
+            Some("memory") => Ok(StoreSpec::Memory),
+            Some("machine") => Ok(StoreSpec::Machine),
+            Some(url) => Ok(StoreSpec::Redis(url.to_owned())),
+            None => Err(format!("must be {}, got {value}", Kind::CounterStore.describe())),
         }
     }
 }
@@ -134,8 +134,9 @@ impl Counters {
 /// tasks of the runtime's worker it runs on.
 pub fn may_block<T>(blocking: bool, work: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
-    let multi_thread = Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if blocking && multi_thread {
+    let multi_thread =
+        || Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if blocking && multi_thread() {
         tokio::task::block_in_place(work)
     } else {
         work()
