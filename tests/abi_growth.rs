@@ -54,10 +54,10 @@ fn the_frozen_plugin_installed_before_llm_retry_acts_on_a_503() {
     let layer = "- insert:\n    - {id: frozen, name: fixture-abi-frozen}\n  before: llm-retry\n";
     let package = package_dir(&home, "fixture-abi-frozen", abi_frozen_library(), Some(layer));
     let add = home.run(&["plugin", "add", package.to_str().unwrap()]);
-    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    add.expect_code(0);
     let mock = MockProcess::start(&home, "- status: 503\n- ok: recovered\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let retries = turn.of_type("llm/retry");
     assert_eq!(retries.len(), 1);
     assert_eq!(retries[0]["data"]["retryId"], "frozen", "the frozen plugin, placed first, decided");

@@ -1,7 +1,8 @@
 //! The host's module graph has no cycles: none between the top-level modules of `host/src`, and
 //! none between sibling files of one module (a `mod.rs` that declares or re-exports its children
 //! does not count; test code is left out). Read from the sources: every `crate::…` and `super::…`
-//! path outside comments and `#[cfg(test)]` items is an edge.
+//! path outside comments and `#[cfg(test)]` items is an edge. And no function of the host, the
+//! ABI or a plugin is longer than a reader can take in at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -239,4 +240,71 @@ fn the_scan_sees_groups_re_exports_and_cycles() {
 #[test]
 fn the_fuzz_targets_build() {
     check_fuzz_targets();
+}
+
+/// The most lines a function (signature to closing brace, tests included) may take.
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// The functions of `text` longer than `limit` lines, as `name (N lines, from line L)`. A function
+/// starts at a line whose first word (after `pub`, `async`, …) is `fn` and ends at the first `}`
+/// at its own indentation, as rustfmt lays code out.
+fn long_functions(text: &str, limit: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let words: Vec<&str> = code.split_whitespace().collect();
+        let fn_at = words.iter().position(|word| *word == "fn").filter(|at| {
+            words[..*at]
+                .iter()
+                .all(|word| word.starts_with("pub") || ["async", "const", "unsafe", "extern", "\"C\""].contains(word))
+        });
+        let (Some(at), false) = (fn_at, code.ends_with(';')) else { continue };
+        let closing = format!("{indent}}}");
+        let Some(length) = lines[start + 1..].iter().position(|line| *line == closing) else { continue };
+        if length + 2 > limit {
+            let name = identifier(words.get(at + 1).copied().unwrap_or_default());
+            found.push(format!("{name} ({} lines, from line {})", length + 2, start + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_is_longer_than_the_limit() {
+    let root = workspace_root();
+    let mut found = Vec::new();
+    for dir in ["host/src", "abi/src", "plugins"] {
+        for file in
+            files_under(&root.join(dir)).into_iter().filter(|file| file.extension().is_some_and(|ext| ext == "rs"))
+        {
+            for long in long_functions(&std::fs::read_to_string(&file).unwrap(), MAX_FUNCTION_LINES) {
+                found.push(format!("{}: {long}", file.strip_prefix(&root).unwrap().display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "functions over {MAX_FUNCTION_LINES} lines:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_length_scan_counts_a_function_from_its_signature_to_its_brace() {
+    let text = [
+        "pub(crate) async fn short() {",
+        "    let x = 1;",
+        "    let y = 2;",
+        "    x + y",
+        "}",
+        "impl A {",
+        "    fn inner(&self) {",
+        "        one();",
+        "        two();",
+        "        three();",
+        "    }",
+        "    fn declared(&self);",
+        "}",
+    ]
+    .join("\n");
+    assert_eq!(long_functions(&text, 4), ["short (5 lines, from line 1)", "inner (5 lines, from line 7)"]);
+    assert!(long_functions(&text, 5).is_empty());
 }

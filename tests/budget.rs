@@ -15,7 +15,7 @@ const FAST: &str = "{mode: normal, maxRetries: 5, retryableCodes: [SERVER], back
 /// A profile `b` with the budget, its row configured with `config` (a YAML flow mapping).
 fn budget_home(config: &str) -> (TestHome, MockProcess, std::path::PathBuf) {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "--profile", "b", "add", "retry-budget"]).code, Some(0));
+    home.run(&["plugin", "--profile", "b", "add", "retry-budget"]).expect_code(0);
     let mock = MockProcess::start(&home, "- status: 503\n");
     let patch = route_patch(&home, &mock, FAST, "");
     let budget = format!("\n- id: retry-budget\n  config: {config}\n");
@@ -31,7 +31,7 @@ fn turn(home: &TestHome, patch: &std::path::Path) -> Run {
 fn shared_budget(store: &str) {
     let (home, mock, patch) = budget_home(&format!("{{maxTokens: 4, store: '{store}'}}"));
     let first = turn(&home, &patch);
-    assert_eq!(first.code, Some(1), "{}", first.stderr);
+    first.expect_code(1);
     assert!(
         first.stderr.contains(
             "dsh: retry refused by row \"retry-budget\": the retry budget of route:deepseek-official is spent"
@@ -41,7 +41,7 @@ fn shared_budget(store: &str) {
     );
     assert_eq!(mock.request_bodies().len(), 2, "4 tokens: one retry goes ahead (3 left), the next would leave 2");
     let second = turn(&home, &patch);
-    assert_eq!(second.code, Some(1), "{}", second.stderr);
+    second.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 3, "the second process found the budget spent: no retry at all");
 }
 
@@ -60,7 +60,7 @@ fn two_processes_share_one_budget_through_redis() {
 fn a_memory_store_is_one_process_budget() {
     let (home, mock, patch) = budget_home("{maxTokens: 4, store: memory}");
     for expected in [2, 4] {
-        assert_eq!(turn(&home, &patch).code, Some(1));
+        turn(&home, &patch).expect_code(1);
         assert_eq!(mock.request_bodies().len(), expected, "each process starts with a full bucket");
     }
 }
@@ -69,7 +69,7 @@ fn a_memory_store_is_one_process_budget() {
 fn an_unreachable_store_is_named_by_check_and_a_run_fails_open_with_one_warning_per_turn() {
     let (home, mock, patch) = budget_home("{maxTokens: 4, store: 'redis://127.0.0.1:1'}");
     let check = home.run(&["config", "--profile", "b", "check", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(check.code, Some(4), "{}", check.stderr);
+    check.expect_code(4);
     assert!(
         check.stderr.contains(
             "row \"retry-budget\": config.store: the counter store cannot be reached: cannot reach redis://127.0.0.1:1"
@@ -78,7 +78,7 @@ fn an_unreachable_store_is_named_by_check_and_a_run_fails_open_with_one_warning_
         check.stderr
     );
     let run = turn(&home, &patch);
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 6, "fail open: every retry goes ahead");
     let warnings = run.stderr.matches("retry-budget: the budget store cannot be reached").count();
     assert_eq!(warnings, 1, "one warning per turn: {}", run.stderr);
@@ -88,7 +88,7 @@ fn an_unreachable_store_is_named_by_check_and_a_run_fails_open_with_one_warning_
 fn a_closed_row_refuses_when_its_store_is_unreachable_and_the_log_says_why() {
     let (home, mock, patch) = budget_home("{store: 'redis://127.0.0.1:1', onStoreError: closed}");
     let run = turn(&home, &patch);
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 1);
     let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
     let events = log_events(&home.path().join("sessions").join(id).join("session.jsonl"));
@@ -96,7 +96,7 @@ fn a_closed_row_refuses_when_its_store_is_unreachable_and_the_log_says_why() {
     assert_eq!(refused["ignorable"], true);
     assert_eq!(refused["data"]["row"], "retry-budget");
     assert!(refused["data"]["reason"].as_str().unwrap().contains("onStoreError: closed"));
-    assert_eq!(home.run(&["session", "verify", id]).code, Some(0));
+    home.run(&["session", "verify", id]).expect_code(0);
     let show = home.run(&["session", "show", id]);
     assert!(
         show.stdout.contains("    retry refused by retry-budget · the retry budget's store cannot be reached"),
@@ -109,7 +109,7 @@ fn a_closed_row_refuses_when_its_store_is_unreachable_and_the_log_says_why() {
 fn config_explain_shows_the_budget_in_front_of_every_retry() {
     let (home, _mock, patch) = budget_home("{store: machine}");
     let explain = home.run(&["config", "--profile", "b", "explain", "--json", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(explain.code, Some(0), "{}", explain.stderr);
+    explain.expect_code(0);
     let routes: serde_json::Value = serde_json::from_str(&explain.stdout).unwrap();
     let server = &routes["routes"][0]["codes"]["SERVER"];
     assert_eq!(server["row"], "llm-retry");
@@ -130,7 +130,7 @@ fn a_small_storm_stays_near_one_request_per_turn_with_the_budget() {
     let storm = |config: Option<&str>| -> f64 {
         let (home, mock, patch) = budget_home(config.unwrap_or("{store: machine}"));
         if config.is_none() {
-            assert_eq!(home.run(&["plugin", "--profile", "b", "remove", "retry-budget"]).code, Some(0));
+            home.run(&["plugin", "--profile", "b", "remove", "retry-budget"]).expect_code(0);
             let unbudgeted = std::fs::read_to_string(&patch)
                 .unwrap()
                 .replace("- id: retry-budget\n  config: {store: machine}\n", "");

@@ -17,7 +17,7 @@ fn session_with_one_turn(home: &TestHome) -> String {
     let mock = MockProcess::start(home, "- ok: first answer\n");
     let patch = route_patch(home, &mock, "", "");
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("one"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     session_id(&run)
 }
 
@@ -58,7 +58,7 @@ fn wait_for_log(log: &Path, needle: &str) {
 }
 
 fn assert_busy(run: &Run, what: &str, holder: u32) {
-    assert_eq!(run.code, Some(6), "{}", run.stderr);
+    run.expect_code(6);
     let expected = format!("{what} is busy: process {holder} is writing it");
     assert!(run.stderr.contains(&expected), "expected {expected:?} in {}", run.stderr);
 }
@@ -68,16 +68,17 @@ fn two_runs_on_one_session_the_second_is_refused_and_touches_nothing() {
     let home = TestHome::new();
     let id = session_with_one_turn(&home);
     let log = log_of(&home, &id);
-    let slow = MockProcess::start(&home, "- ok: a slow second answer\n  delayMs: 3000\n");
-    let patch = route_patch(&home, &slow, "", "");
+    let held = MockProcess::start(&home, "- ok: the second answer\n  hold: answer\n");
+    let patch = route_patch(&home, &held, "", "");
     let patch = patch.to_str().unwrap();
     let (first, _) = start(&home, &["run", "--session", &id, "--patch", patch, "two"]);
-    wait_for_log(&log, "\"text\":\"two\"");
+    held.wait_for_requests(1);
     let before = std::fs::read(&log).unwrap();
     let second =
         Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch", patch, "three"]));
     assert_busy(&second, &format!("session {id}"), first.id());
     assert_eq!(std::fs::read(&log).unwrap(), before, "the refused run wrote nothing");
+    held.release("answer");
     let output = first.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let events = log_events(&log);
@@ -85,7 +86,7 @@ fn two_runs_on_one_session_the_second_is_refused_and_touches_nothing() {
     assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>(), "no duplicate or missing seq");
     assert_eq!(events.iter().filter(|event| event["type"] == "turn/start").count(), 2);
     assert!(!events.iter().any(|event| event["data"]["reason"]["kind"] == "interrupted"));
-    assert_eq!(home.run(&["session", "verify", &id]).code, Some(0));
+    home.run(&["session", "verify", &id]).expect_code(0);
 }
 
 #[test]
@@ -93,7 +94,7 @@ fn repair_during_a_run_is_refused_and_no_acknowledged_event_is_lost() {
     let home = TestHome::new();
     let mock = MockProcess::start(
         &home,
-        "- status: 503\n- status: 503\n- ok: \"a streamed answer, slowly\"\n  chunkBytes: 8\n  delayMs: 200\n",
+        "- status: 503\n- status: 503\n- ok: \"a streamed answer\"\n  chunkBytes: 8\n  hold: answer\n",
     );
     let patch = route_patch(
         &home,
@@ -106,22 +107,16 @@ fn repair_during_a_run_is_refused_and_no_acknowledged_event_is_lost() {
     let new_log = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|dir| dir.path().join("session.jsonl"));
     assert!(wait_until(Duration::from_secs(20), || new_log().is_some_and(|log| log.exists())));
     let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
-    let mut refused = 0;
-    while !std::fs::read_to_string(log_of(&home, &id)).unwrap_or_default().contains("\"turn/end\"") {
-        let repair = home.run(&["session", "repair", &id]);
-        match repair.code {
-            Some(6) => {
-                assert!(repair.stderr.contains(&format!("session {id} is busy: process {} is writing it", run.id())));
-                refused += 1;
-            }
-            Some(0) => break,
-            other => panic!("repair exited with {other:?}: {}", repair.stderr),
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    // While the run retries and while its answer is held, every repair is refused.
+    while mock.request_bodies().len() < 3 {
+        assert_busy(&home.run(&["session", "repair", &id]), &format!("session {id}"), run.id());
     }
+    for _ in 0..3 {
+        assert_busy(&home.run(&["session", "repair", &id]), &format!("session {id}"), run.id());
+    }
+    mock.release("answer");
     let output = run.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(refused > 3, "repair was refused {refused} times while the run wrote");
     let written = std::fs::read_to_string(log_of(&home, &id)).unwrap();
     let lines: Vec<&str> = written.lines().skip(1).collect();
     let acknowledged = acknowledged.lock().unwrap().clone();
@@ -129,8 +124,8 @@ fn repair_during_a_run_is_refused_and_no_acknowledged_event_is_lost() {
     for line in &acknowledged {
         assert!(lines.contains(&line.as_str()), "an acknowledged event was lost: {line}");
     }
-    assert_eq!(home.run(&["session", "repair", &id]).code, Some(0), "free once the run is over");
-    assert_eq!(home.run(&["session", "verify", &id]).code, Some(0));
+    home.run(&["session", "repair", &id]).expect_code(0);
+    home.run(&["session", "verify", &id]).expect_code(0);
 }
 
 /// A session whose second turn is waiting out a one-minute retry in a running `dsh run`.
@@ -153,11 +148,11 @@ fn a_run_waiting_on_a_retry(home: &TestHome) -> (String, PathBuf, Child, MockPro
 fn a_lock_dies_with_its_process() {
     let home = TestHome::new();
     let (id, _, mut run, _mock) = a_run_waiting_on_a_retry(&home);
-    assert_eq!(home.run(&["session", "repair", &id]).code, Some(6));
+    home.run(&["session", "repair", &id]).expect_code(6);
     run.kill().unwrap();
     run.wait().unwrap();
     let repair = home.run(&["session", "repair", &id]);
-    assert_eq!(repair.code, Some(0), "{}", repair.stderr);
+    repair.expect_code(0);
     assert!(repair.stderr.contains("closed the interrupted turn"), "{}", repair.stderr);
 }
 
@@ -167,7 +162,7 @@ fn readers_take_no_lock_and_see_a_live_log() {
     let (id, log, mut run, _mock) = a_run_waiting_on_a_retry(&home);
     for args in [["session", "show", &id], ["session", "verify", &id], ["session", "list", "--json"]] {
         let read = home.run(&args);
-        assert_eq!(read.code, Some(0), "{args:?}: {}", read.stderr);
+        read.expect_code(0);
     }
     std::fs::OpenOptions::new()
         .append(true)
@@ -175,7 +170,7 @@ fn readers_take_no_lock_and_see_a_live_log() {
         .and_then(|mut file| std::io::Write::write_all(&mut file, b"{\"type\":\"assistant/chunk\",\"se"))
         .unwrap();
     let verify = home.run(&["session", "verify", &id]);
-    assert_eq!(verify.code, Some(0), "{}", verify.stderr);
+    verify.expect_code(0);
     assert!(
         verify.stderr.contains(&format!("the last line is still being written by process {}", run.id())),
         "{}",
@@ -192,7 +187,7 @@ fn readers_take_no_lock_and_see_a_live_log() {
 #[test]
 fn two_resumes_at_once_send_one_continuation() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "--profile", "fb", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "--profile", "fb", "add", "dsh-retry"]).expect_code(0);
     home.write(
         "profiles/fb/cordis.patch.yml",
         "- id: model-error-retry\n  name: dsh-retry\n  config: {initialDelayMs: 60000, maxDelayMs: 60000}\n",
@@ -212,13 +207,14 @@ fn two_resumes_at_once_send_one_continuation() {
     run.kill().unwrap();
     run.wait().unwrap();
     let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
-    let answering = MockProcess::start(&home, "- ok: continued\n  delayMs: 1500\n");
+    let answering = MockProcess::start(&home, "- ok: continued\n  hold: answer\n");
     let patch = route_patch(&home, &answering, "", "");
     let patch = patch.to_str().unwrap();
     let resume = ["session", "resume", id.as_str(), "--profile", "fb", "--patch", patch];
     let (first, _) = start(&home, &resume);
-    wait_for_log(&log_of(&home, &id), "\"reason\":\"resume\"");
+    answering.wait_for_requests(1);
     let second = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(resume));
+    answering.release("answer");
     let first_pid = first.id();
     let first = first.wait_with_output().unwrap();
     assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
@@ -238,7 +234,7 @@ fn two_resumes_at_once_send_one_continuation() {
 fn two_plugin_adds_at_once_both_land() {
     for round in 0..3 {
         let home = TestHome::new();
-        assert_eq!(home.run(&["config", "dump"]).code, Some(0), "the web profile exists");
+        home.run(&["config", "dump"]).expect_code(0);
         let adds: Vec<std::thread::JoinHandle<Run>> = ["relay-retry", "dsh-retry"]
             .into_iter()
             .map(|package| {
@@ -249,7 +245,7 @@ fn two_plugin_adds_at_once_both_land() {
             .collect();
         for add in adds {
             let add = add.join().unwrap();
-            assert_eq!(add.code, Some(0), "round {round}: {}", add.stderr);
+            add.expect_code(0);
         }
         let manifest = std::fs::read_to_string(home.path().join("profiles/web/profile.yml")).unwrap();
         for package in ["relay-retry", "dsh-retry"] {
@@ -264,7 +260,7 @@ fn a_failed_add_on_a_hand_made_profile_folder_removes_only_what_it_made() {
     home.write("profiles/mine/cordis.patch.yml", "- {id: agent, disabled: true}\n");
     home.write("profiles/mine/notes.txt", "my notes");
     let add = home.run(&["plugin", "--profile", "mine", "add", "relay-retyr"]);
-    assert_eq!(add.code, Some(3), "{}", add.stderr);
+    add.expect_code(3);
     assert!(add.stderr.contains("unknown package \"relay-retyr\""), "{}", add.stderr);
     let mut left: Vec<String> = std::fs::read_dir(home.path().join("profiles/mine"))
         .unwrap()
@@ -278,7 +274,7 @@ fn a_failed_add_on_a_hand_made_profile_folder_removes_only_what_it_made() {
 #[test]
 fn a_package_name_that_leaves_the_profile_is_refused() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["config", "dump"]).code, Some(0));
+    home.run(&["config", "dump"]).expect_code(0);
     let victim = home.path().join("victim");
     std::fs::create_dir_all(&victim).unwrap();
     std::fs::write(victim.join("keep.txt"), "keep").unwrap();

@@ -93,11 +93,11 @@ fn every_bad_key_of_every_row_is_reported_in_one_run_with_file_row_and_key() {
     let home = TestHome::new();
     for package in ["relay-retry", "dsh-retry"] {
         let add = home.run(&["plugin", "--profile", "all", "add", package]);
-        assert_eq!(add.code, Some(0), "{}", add.stderr);
+        add.expect_code(0);
     }
     let matrix = home.write("matrix.yml", MATRIX);
     let run = home.run(&["config", "--profile", "all", "check", "--patch", matrix.to_str().unwrap()]);
-    assert_eq!(run.code, Some(4));
+    run.expect_code(4);
     let lines: Vec<&str> = run.stderr.lines().collect();
     let missing: Vec<String> = EXPECTED
         .iter()

@@ -12,7 +12,7 @@ fn json(run: &Run) -> Value {
 
 #[test]
 fn exit_0_when_the_command_did_what_it_said() {
-    assert_eq!(TestHome::new().run(&["config", "check"]).code, Some(0));
+    TestHome::new().run(&["config", "check"]).expect_code(0);
 }
 
 #[test]
@@ -26,17 +26,17 @@ fn exit_1_when_the_turn_failed() {
             .arg(route_patch(&home, &mock, "", ""))
             .arg("hi"),
     );
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
 }
 
 #[test]
 fn exit_1_when_a_profile_file_cannot_be_parsed() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["config", "check"]).code, Some(0));
+    home.run(&["config", "check"]).expect_code(0);
     home.write("profiles/web/profile.yml", "bundles: {\n");
     for command in [vec!["config", "check"], vec!["run", "hi"], vec!["config", "explain"]] {
         let run = home.run(&command);
-        assert_eq!(run.code, Some(1), "{command:?}: {}", run.stderr);
+        run.expect_code(1);
         assert!(
             run.stderr.contains("invalid $DSH_HOME/profiles/web/profile.yml: ") && run.stderr.contains("line 2"),
             "{}",
@@ -47,8 +47,8 @@ fn exit_1_when_a_profile_file_cannot_be_parsed() {
 
 #[test]
 fn exit_2_on_a_usage_error() {
-    assert_eq!(TestHome::new().run(&["run"]).code, Some(2));
-    assert_eq!(TestHome::new().run(&["no-such-command"]).code, Some(2));
+    TestHome::new().run(&["run"]).expect_code(2);
+    TestHome::new().run(&["no-such-command"]).expect_code(2);
 }
 
 #[test]
@@ -62,7 +62,7 @@ fn exit_3_when_what_was_named_does_not_exist() {
         vec!["plugin", "remove", "nope"],
     ] {
         let run = home.run(&args);
-        assert_eq!(run.code, Some(3), "{args:?}: {}", run.stderr);
+        run.expect_code(3);
     }
 }
 
@@ -74,7 +74,7 @@ fn exit_4_on_a_configuration_problem() {
         let mut args = command.clone();
         args.extend(["--patch", patch.to_str().unwrap()]);
         let run = home.run(&args);
-        assert_eq!(run.code, Some(4), "{command:?}: {}", run.stderr);
+        run.expect_code(4);
     }
 }
 
@@ -86,8 +86,8 @@ fn exit_5_on_log_violations_or_damage() {
         "{\"type\":\"session\",\"version\":0,\"id\":\"b\",\"createdAt\":1,\"delegationDepth\":0}\n\
          {\"type\":\"step/start\",\"seq\":0,\"time\":2,\"data\":{\"turn\":1,\"step\":1}}\n",
     );
-    assert_eq!(home.run(&["session", "verify", log.to_str().unwrap()]).code, Some(5));
-    assert_eq!(home.run(&["session", "repair", log.to_str().unwrap()]).code, Some(5));
+    home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(5);
+    home.run(&["session", "repair", log.to_str().unwrap()]).expect_code(5);
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn exit_6_when_another_process_writes_the_session() {
     // SAFETY: flock on a descriptor this test owns; released when `lock` is dropped.
     assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) }, 0);
     let run = home.run(&["session", "repair", "s"]);
-    assert_eq!(run.code, Some(6), "{}", run.stderr);
+    run.expect_code(6);
     drop(lock);
 }
 
@@ -109,7 +109,7 @@ fn exit_6_when_another_process_writes_the_session() {
 fn config_explain_names_llm_retry_for_server_and_nobody_for_auth() {
     let home = TestHome::new();
     let run = home.run(&["config", "explain", "--json"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let explained = json(&run);
     assert!(explained["layer"].as_str().unwrap().ends_with("profiles/web/cordis.patch.yml"));
     let route = &explained["routes"][0];
@@ -131,7 +131,7 @@ fn config_explain_names_llm_retry_for_server_and_nobody_for_auth() {
 #[test]
 fn check_warns_about_settings_that_do_nothing() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "relay-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "relay-retry"]).expect_code(0);
     let patch = home.write(
         "noop.yml",
         "- id: llm-deepseek\n  config: {provider: deepseek-official, baseUrl: 'https://api.deepseek.com/v1', model: m, retryPolicy: {mode: normal}}\n\
@@ -139,7 +139,7 @@ fn check_warns_about_settings_that_do_nothing() {
          - {id: llm-retry-invariant, disable: true}\n",
     );
     let run = home.run(&["config", "check", "--json", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(0), "warnings are not problems: {}", run.stderr);
+    run.expect_code(0);
     let warnings: Vec<String> =
         json(&run)["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap().to_owned()).collect();
     let expect = [
@@ -168,7 +168,7 @@ fn json_shapes_of_check_waterfall_dump_plugin_and_inspect() {
     let removed = json(&home.run(&["plugin", "remove", "relay-retry", "--json"]));
     assert_eq!(removed["removed"], serde_json::json!(["relay-retry"]));
     let refused = home.run(&["plugin", "inspect", "--json", artifacts().dsh().to_str().unwrap()]);
-    assert_eq!(refused.code, Some(1));
+    refused.expect_code(1);
     assert!(json(&refused)["error"].as_str().unwrap().contains("not a dsh plugin"), "{}", refused.stdout);
     let imported = home.run(&[
         "session",
@@ -188,7 +188,7 @@ fn a_looping_mock_server_serves_trial_after_trial() {
     let patch = route_patch(&home, &mock, TINY, "");
     for trial in 0..2 {
         let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
-        assert_eq!(run.code, Some(0), "trial {trial}: {}", run.stderr);
+        run.expect_code(0);
         assert!(run.stderr.contains("Retrying model request (1/5)"), "trial {trial} met the 503: {}", run.stderr);
     }
 }

@@ -11,7 +11,7 @@ use serde_json::Value;
 #[test]
 fn piped_run_writes_exactly_the_answer_across_two_truncated_attempts() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let mock = MockProcess::start(
         &home,
         "- truncate: \"partial answ\"\n- truncate: \"partial answ\"\n- ok: complete answer\n",
@@ -20,7 +20,7 @@ fn piped_run_writes_exactly_the_answer_across_two_truncated_attempts() {
         "{mode: normal, retryableCodes: [STREAM_CLOSED], backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}";
     let patch = route_patch(&home, &mock, policy, "");
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert_eq!(run.stdout, "complete answer\n");
 }
 
@@ -30,7 +30,7 @@ fn a_failed_turn_writes_nothing_to_a_piped_stdout() {
     let mock = MockProcess::start(&home, "- truncate: \"half\"\n");
     let patch = route_patch(&home, &mock, "", "");
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
     assert_eq!(run.stdout, "");
 }
 
@@ -39,7 +39,7 @@ fn a_session_that_cannot_be_created_names_its_folder_and_the_cause_once() {
     let home = TestHome::new();
     home.write("sessions", "a file where the sessions folder belongs\n");
     let run = home.run(&["run", "--profile", "demo", "hi"]);
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
     assert!(run.stderr.contains(" in $DSH_HOME/sessions: "), "{}", run.stderr);
     assert_eq!(run.stderr.matches("os error").count(), 1, "{}", run.stderr);
 }
@@ -48,10 +48,10 @@ fn a_session_that_cannot_be_created_names_its_folder_and_the_cause_once() {
 fn a_continued_session_runs_the_profile_it_was_created_with() {
     let home = TestHome::new();
     let first = home.run(&["run", "--profile", "demo", "Say hello"]);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    first.expect_code(0);
     let id = session_id(&first);
     let again = home.run(&["run", "--session", &id, "And now in French"]);
-    assert_eq!(again.code, Some(0), "the demo profile needs no key: {}", again.stderr);
+    again.expect_code(0);
     let asked = home.run(&["run", "--session", &id, "--profile", "web", "once more"]);
     assert!(
         asked.stderr.contains("the session was created with profile demo; running it with profile web as asked"),
@@ -71,7 +71,7 @@ fn session_takes_ids_from_the_home_not_the_current_folder() {
     )
     .unwrap();
     let run = Run::of(home.dsh().current_dir(&decoy).args(["run", "--session", "abc", "hi"]));
-    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    run.expect_code(3);
     assert!(run.stderr.contains("no session abc under"), "{}", run.stderr);
 }
 
@@ -124,7 +124,7 @@ fn a_scripted_chat_runs_three_turns_and_a_plugin_added_between_turns_handles_the
     };
     assert_eq!(say("first"), "one");
     let add = home.run(&["plugin", "add", "relay-retry"]);
-    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    add.expect_code(0);
     assert_eq!(say("second"), "two");
     assert_eq!(say("third"), "three");
     drop(stdin);
@@ -154,6 +154,6 @@ fn the_readme_llm_mock_layer_runs_a_trial_without_a_key_or_a_server() {
     );
     home.write("profiles/web/profile.yml", "bundles: [dsh-base]\n");
     let run = home.run(&["run", "hi"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert_eq!(run.stdout, "through\n");
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 fn fallback_home(config: &str) -> TestHome {
     let home = TestHome::new();
     let add = home.run(&["plugin", "--profile", "fb", "add", "dsh-retry"]);
-    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    add.expect_code(0);
     assert!(add.stdout.contains("inserts model-error-retry"), "{}", add.stdout);
     home.write(
         "profiles/fb/cordis.patch.yml",
@@ -41,7 +41,7 @@ fn a_truncated_stream_is_retried_twice_then_fails() {
     let home = fallback_home(QUICK);
     let mock = MockProcess::start(&home, "- truncate: \"half\"\n");
     let turn = run_turn_in(&home, "fb", &route_patch(&home, &mock, "", ""), "hi");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     let retries = own_retries(&turn.events);
     assert_eq!(retries.len(), 2);
     assert_eq!(retries[1]["data"]["maxRetries"], 2);
@@ -59,7 +59,7 @@ fn a_failure_the_provider_policy_owns_is_never_retried_by_it() {
     let mock = MockProcess::start(&home, "- status: 503\n");
     let policy = "{mode: normal, maxRetries: 1, backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}";
     let turn = run_turn_in(&home, "fb", &route_patch(&home, &mock, policy, ""), "hi");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.of_type("llm/retry").len(), 1, "only llm-retry's one retry; its budget spent, SERVER stays owned");
     assert!(own_retries(&turn.events).is_empty());
     assert_eq!(turn.end()["error"]["code"], "SERVER");
@@ -107,12 +107,12 @@ fn after_kill_9_during_its_wait_resume_runs_exactly_one_continuation() {
     let answering = MockProcess::start(&home, "- ok: picking up where we left off\n");
     let patch = route_patch(&home, &answering, "", "");
     let first = resume(&home, &id, &patch);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    first.expect_code(0);
     assert!(first.stderr.contains("closed the interrupted turn (step/end, turn/end)"), "{}", first.stderr);
     assert!(first.stderr.contains("Continuing pending retry 1 after a restart. (dsh-retry)"), "{}", first.stderr);
     assert!(first.stdout.contains("picking up where we left off"), "{}", first.stdout);
     let second = resume(&home, &id, &patch);
-    assert_eq!(second.code, Some(0));
+    second.expect_code(0);
     assert!(second.stdout.contains("nothing to resume"), "{}", second.stdout);
     let events = log_events(&log);
     let continuations: Vec<&Value> = events
@@ -127,7 +127,7 @@ fn after_kill_9_during_its_wait_resume_runs_exactly_one_continuation() {
     assert_eq!(headers.last().unwrap()["data"]["reason"], "resume");
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "completed");
     let verify = home.run(&["session", "verify", &id]);
-    assert_eq!(verify.code, Some(0), "{}{}", verify.stdout, verify.stderr);
+    verify.expect_code(0);
     assert_eq!(answering.request_bodies().len(), 1);
 }
 
@@ -142,7 +142,7 @@ fn a_user_abort_is_not_resumed() {
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let run = resume(&home, &id, &patch);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(run.stdout.contains("nothing to resume"), "{}", run.stdout);
     assert!(failing.request_bodies().len() == 1, "no new request was sent");
 }

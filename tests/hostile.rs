@@ -17,7 +17,7 @@ fn hostile_turn(script: &str, policy: &str) -> (Turn, i64) {
         Run::measured(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
     let log = home.path().join("sessions").join(session_id(&run)).join("session.jsonl");
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(verify.code, Some(0), "{}{}", verify.stdout, verify.stderr);
+    verify.expect_code(0);
     let events = log_events(&log);
     (Turn { run, log, events }, peak)
 }
@@ -33,7 +33,7 @@ fn ten_megabyte_headers_are_a_transport_failure_in_bounded_memory() {
         &format!("- status: 503\n  headers: {{x-padding: {padding}}}\n"),
         "{mode: normal, maxRetries: 1, backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}",
     );
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.end()["error"]["code"], "TRANSPORT", "{}", turn.end());
     assert!(peak < MEMORY_BOUND_KIB, "peak RSS {peak} KiB");
 }
@@ -41,7 +41,7 @@ fn ten_megabyte_headers_are_a_transport_failure_in_bounded_memory() {
 #[test]
 fn an_endless_stream_is_cut_off_in_bounded_memory() {
     let (turn, peak) = hostile_turn("- endless: \"lorem ipsum \"\n", "{mode: normal, maxRetries: 0}");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.end()["error"]["code"], "UNKNOWN");
     assert!(turn.end()["error"]["message"].as_str().unwrap().contains("sent more than 64 MiB without finishing"));
     assert!(peak < MEMORY_BOUND_KIB, "peak RSS {peak} KiB");
@@ -58,7 +58,7 @@ fn invalid_utf8_is_a_malformed_response() {
 fn frames_split_at_every_byte_are_reassembled() {
     let text = "Grüße, \u{1F600}! Every byte of this answer arrives on its own.";
     let (turn, _) = hostile_turn(&format!("- ok: \"{text}\"\n  chunkBytes: 1\n"), TINY);
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     assert_eq!(turn.run.stdout.trim_end(), text);
 }
 
@@ -75,7 +75,7 @@ fn every_kind_of_retry_after_is_classified() {
 ";
     let policy = "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 2000, jitterRatio: 0}}";
     let (turn, _) = hostile_turn(script, policy);
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let hints: Vec<Option<f64>> =
         attempt_failures(&turn).iter().map(|failure| failure["providerRetryAfterMs"].as_f64()).collect();
     assert_eq!(hints, [Some(99_999_999_999_000.0), None, None, None, Some(1000.0), Some(12.5)]);
@@ -94,7 +94,7 @@ fn keep_alive_comments_cannot_keep_an_attempt_open_past_its_deadline() {
         "- keepAlive: 50\n",
         "{mode: normal, maxRetries: 0}\n    requestTimeoutMs: 600\n    idleTimeoutMs: 200",
     );
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.end()["error"]["code"], "TIMEOUT");
     assert!(
         turn.end()["error"]["message"].as_str().unwrap().contains("did not finish within 600ms (requestTimeoutMs)"),

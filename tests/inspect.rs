@@ -21,7 +21,7 @@ fn loaded_system_library() -> PathBuf {
 #[test]
 fn a_valid_plugin_prints_its_manifest() {
     let run = inspect(&artifacts().library("fixture-scripted"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(run.stdout.contains("name:        fixture-scripted"), "{}", run.stdout);
     assert!(run.stdout.contains(&format!("abi version: {}", dsh_abi::ABI_VERSION)), "{}", run.stdout);
     assert!(run.stdout.contains("hooks:       agent/request-error"), "{}", run.stdout);
@@ -33,7 +33,7 @@ fn json_output_lists_hooks_and_config_keys() {
     let run = Run::of(
         TestHome::new().dsh().args(["plugin", "inspect", "--json"]).arg(artifacts().library("fixture-scripted")),
     );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let manifest: serde_json::Value = serde_json::from_str(&run.stdout).expect("inspect --json prints JSON");
     assert_eq!(manifest["name"], "fixture-scripted");
     assert_eq!(manifest["abiVersion"], dsh_abi::ABI_VERSION);
@@ -45,14 +45,14 @@ fn json_output_lists_hooks_and_config_keys() {
 fn a_library_without_the_root_module_is_not_a_dsh_plugin() {
     let path = artifacts().library("fixture-not-a-plugin");
     let run = inspect(&path);
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains(&format!("{}: not a dsh plugin (", path.display())), "{}", run.stderr);
 }
 
 #[test]
 fn an_executable_is_not_a_dsh_plugin() {
     let run = inspect(std::path::Path::new("/bin/ls"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("/bin/ls: not a dsh plugin ("), "{}", run.stderr);
 }
 
@@ -60,7 +60,7 @@ fn an_executable_is_not_a_dsh_plugin() {
 fn a_system_library_is_not_a_dsh_plugin() {
     let libc = loaded_system_library();
     let run = inspect(&libc);
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains(&format!("{}: not a dsh plugin (", libc.display())), "{}", run.stderr);
 }
 
@@ -70,14 +70,14 @@ fn a_text_file_is_not_a_shared_library() {
     let file = home.path().join("notes.txt");
     std::fs::write(&file, "not a library\n").unwrap();
     let run = Run::of(home.dsh().args(["plugin", "inspect"]).arg(&file));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("not a dsh plugin (not a shared library"), "{}", run.stderr);
 }
 
 #[test]
 fn a_missing_file_is_not_found() {
     let run = inspect(std::path::Path::new("/nonexistent/libplugin.so"));
-    assert_eq!(run.code, Some(3));
+    run.expect_code(3);
     assert!(run.stderr.contains("/nonexistent/libplugin.so: no such file"), "{}", run.stderr);
 }
 
@@ -89,14 +89,14 @@ fn a_library_for_another_architecture_is_refused_as_wrong_platform() {
     bytes[4] = 1; // EI_CLASS = ELFCLASS32
     std::fs::write(&copy, bytes).unwrap();
     let run = Run::of(home.dsh().args(["plugin", "inspect"]).arg(&copy));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("built for another platform (wrong ELF class"), "{}", run.stderr);
 }
 
 #[test]
 fn a_layout_mismatch_names_the_type_and_both_sizes() {
     let run = inspect(abi_mismatch_library());
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
     assert!(run.stderr.contains("plugin interface mismatch:"), "{}", run.stderr);
     assert!(run.stderr.contains("Hooks"), "{}", run.stderr);
     assert!(run.stderr.contains("incompatible type size (plugin: 8, host: 4)"), "{}", run.stderr);
@@ -105,7 +105,7 @@ fn a_layout_mismatch_names_the_type_and_both_sizes() {
 #[test]
 fn a_library_that_crashes_while_loading_is_reported_and_the_host_survives() {
     let run = inspect(&artifacts().library("fixture-crash-on-load"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("crashed the inspecting process (signal 6, SIGABRT)"), "{}", run.stderr);
 }
 
@@ -116,7 +116,7 @@ fn the_same_plugin_inspects_from_two_paths() {
         let copy = home.path().join(format!("lib{name}.so"));
         std::fs::copy(artifacts().library("fixture-scripted"), &copy).unwrap();
         let run = Run::of(home.dsh().args(["plugin", "inspect"]).arg(&copy));
-        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        run.expect_code(0);
         assert!(run.stdout.contains("fixture-scripted"));
     }
 }
@@ -125,7 +125,7 @@ fn the_same_plugin_inspects_from_two_paths() {
 fn a_library_built_with_panic_abort_is_refused_with_the_reason() {
     let library = dsh_e2e::panic_abort_library();
     let run = inspect(library);
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("it was built with panic = \"abort\""), "{}", run.stderr);
     let home = TestHome::new();
     let dir = home.path().join("pkg");
@@ -138,7 +138,7 @@ fn a_library_built_with_panic_abort_is_refused_with_the_reason() {
     )
     .unwrap();
     let add = home.run(&["plugin", "add", dir.to_str().unwrap()]);
-    assert_eq!(add.code, Some(1), "{}", add.stderr);
+    add.expect_code(1);
     assert!(add.stderr.contains("panic = \"abort\""), "{}", add.stderr);
     assert!(!home.path().join("profiles/web/plugins/fixture-panic-abort").exists());
 }
@@ -153,7 +153,7 @@ fn a_library_whose_constructor_leaves_a_process_behind_cannot_hold_inspect() {
             .args(["plugin", "inspect"])
             .arg(artifacts().library("fixture-forking")),
     );
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("not a dsh plugin"), "{}", run.stderr);
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .expect("the library wrote its forked child's pid while it opened")

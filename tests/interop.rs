@@ -36,7 +36,7 @@ fn a_web_profile_request_matches_the_recorded_reference_request_field_for_field(
     let home = TestHome::new();
     let mock = MockProcess::start(&home, RATE_LIMITED_TWICE);
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "Say hello.");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let reference: Vec<Value> = serde_json::from_str(&fixture("rate-limit-2x-then-success.requests.json")).unwrap();
     let ours = recorded_requests(&mock);
     assert_eq!(ours.len(), reference.len());
@@ -108,10 +108,10 @@ fn another_route_sends_only_what_its_row_asks_for() {
         ),
     );
     let run = Run::of(home.dsh().args(["run", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let asking = home.write("asking.yml", "- id: agent\n  config: {provider: relay-asking}\n");
     let run = Run::of(home.dsh().args(["run", "--patch"]).arg(&patch).arg("--patch").arg(&asking).arg("hi"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let requests = recorded_requests(&mock);
     let body = |index: usize| serde_json::from_str::<Value>(requests[index]["body"].as_str().unwrap()).unwrap();
     assert_eq!(

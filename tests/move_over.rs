@@ -13,7 +13,7 @@ fn manifest(home: &TestHome) -> String {
 fn plugin_add_of_syncended_dsh_retry_installs_dsh_retry_and_says_so() {
     let home = TestHome::new();
     let run = home.run(&["plugin", "add", "@syncended/dsh-retry"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(
         run.stdout.starts_with("@syncended/dsh-retry is replaced by dsh's bundled dsh-retry: installing dsh-retry\n"),
         "{}",
@@ -28,7 +28,7 @@ fn imrcpan_dsh_retry_in_either_form_installs_relay_retry() {
     for spec in ["github:imrcpan/dsh-retry", "imrcpan/dsh-retry"] {
         let home = TestHome::new();
         let run = home.run(&["plugin", "add", spec]);
-        assert_eq!(run.code, Some(0), "{spec}: {}", run.stderr);
+        run.expect_code(0);
         assert!(run.stdout.contains(&format!("{spec} is replaced by dsh's bundled relay-retry")), "{}", run.stdout);
         assert!(manifest(&home).contains("- relay-retry"), "{spec}");
     }
@@ -37,10 +37,10 @@ fn imrcpan_dsh_retry_in_either_form_installs_relay_retry() {
 #[test]
 fn the_reference_llm_retry_is_already_in_the_base_bundle_and_nothing_changes() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let before = manifest(&home);
     let run = home.run(&["plugin", "add", "@deepseek-ai/dsh-llm-retry@0.1.0-rc.8"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(
         run.stdout.contains("runs from the base bundle dsh-base, so there is nothing to install"),
         "{}",
@@ -53,7 +53,7 @@ fn the_reference_llm_retry_is_already_in_the_base_bundle_and_nothing_changes() {
 fn another_npm_package_is_not_found_with_what_dsh_installs_instead() {
     let home = TestHome::new();
     let run = home.run(&["plugin", "add", "@someone/dsh-cache"]);
-    assert_eq!(run.code, Some(3), "{}", run.stderr);
+    run.expect_code(3);
     assert!(run.stderr.contains("@someone/dsh-cache is a DeepSeek Harness (npm) package"), "{}", run.stderr);
     assert!(run.stderr.contains("relay-retry"), "{}", run.stderr);
     assert!(!home.path().join("profiles/web").exists(), "a refused add creates no profile");
@@ -62,14 +62,14 @@ fn another_npm_package_is_not_found_with_what_dsh_installs_instead() {
 #[test]
 fn old_retry_settings_say_where_they_live_now() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let patch = home.write(
         "old.yml",
         "- {id: llm-retry, config: {maxTransientRetries: 3, initialDelayMs: 500}}\n\
          - insert: [{id: dsh-retry, name: dsh-retry, config: {schedule: [2000, 5000]}}]\n",
     );
     let run = home.run(&["config", "check", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(4), "{}", run.stderr);
+    run.expect_code(4);
     let lines: Vec<&str> = run.stderr.lines().collect();
     let after =
         |line: &str| lines[lines.iter().position(|l| *l == line).unwrap_or_else(|| panic!("{line:?}: {lines:?}")) + 1];
@@ -88,7 +88,7 @@ fn a_name_keyed_entry_is_dropped_with_a_warning_naming_its_file_and_entry() {
     let home = TestHome::new();
     let patch = home.write("named.yml", "- {id: llm-retry}\n- {name: llm-retry, config: {}}\n");
     let run = home.run(&["config", "dump", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let warning = run.stderr.lines().find(|line| line.contains("$DSH_HOME/named.yml")).expect("a warning");
     assert!(warning.ends_with("(patch entry 2)"), "{warning}");
 }
@@ -96,10 +96,10 @@ fn a_name_keyed_entry_is_dropped_with_a_warning_naming_its_file_and_entry() {
 #[test]
 fn the_base_bundle_cannot_be_removed() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let before = manifest(&home);
     let run = home.run(&["plugin", "remove", "dsh-base"]);
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    run.expect_code(1);
     assert!(run.stderr.contains("dsh-base is the base bundle every profile composes from"), "{}", run.stderr);
     assert_eq!(manifest(&home), before);
 }
@@ -107,14 +107,14 @@ fn the_base_bundle_cannot_be_removed() {
 #[test]
 fn plugin_add_restores_a_bundle_entry_deleted_by_hand() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "relay-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "relay-retry"]).expect_code(0);
     let path = home.path().join("profiles/web/profile.yml");
     let edited = manifest(&home).replace("  - relay-retry\n", "");
     std::fs::write(&path, &edited).unwrap();
     let dump = home.run(&["config", "dump"]);
     assert!(!dump.stdout.contains("id: relay-retry"), "the hand edit took relay-retry out");
     let run = home.run(&["plugin", "add", "dsh-retry"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(run.stdout.contains("restored the bundle entry of relay-retry"), "{}", run.stdout);
     assert!(home.run(&["config", "dump"]).stdout.contains("id: relay-retry"));
 }
@@ -122,7 +122,7 @@ fn plugin_add_restores_a_bundle_entry_deleted_by_hand() {
 #[test]
 fn a_listed_bundle_whose_package_folder_is_missing_is_named_missing() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "relay-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "relay-retry"]).expect_code(0);
     std::fs::remove_dir_all(home.path().join("profiles/web/plugins/relay-retry")).unwrap();
     let run = home.run(&["config", "dump"]);
     assert_ne!(run.code, Some(0));
@@ -147,12 +147,12 @@ fn an_imported_reference_log_is_continued_by_run() {
         ("rate-limit-2x-packed-zstd.jsonl.zstd", "oracle-rate-limit-2x-packed-zstd"),
     ] {
         let run = Run::of(home.dsh().args(["session", "import"]).arg(dsh_log(file)));
-        assert_eq!(run.code, Some(0), "{file}: {}", run.stderr);
+        run.expect_code(0);
         assert!(run.stdout.contains(&format!("as session {id} (")), "{}", run.stdout);
         let log = home.path().join("sessions").join(id).join("session.jsonl");
         let text = std::fs::read_to_string(&log).unwrap();
         assert!(!text.contains("-chunks\""), "packed rows are written out as events");
-        assert_eq!(home.run(&["session", "verify", id]).code, Some(0));
+        home.run(&["session", "verify", id]).expect_code(0);
     }
     let mock = MockProcess::start(&home, "- ok: continued\n");
     let patch = route_patch(&home, &mock, TINY, "");
@@ -163,7 +163,7 @@ fn an_imported_reference_log_is_continued_by_run() {
             .arg(&patch)
             .arg("and now?"),
     );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert_eq!(session_id(&run), "oracle-smoke-success");
     let body: serde_json::Value = serde_json::from_str(&mock.request_bodies()[0]).unwrap();
     let messages = body["messages"].as_array().unwrap();
@@ -182,12 +182,12 @@ fn import_refuses_a_log_that_breaks_the_rules_and_one_already_there() {
          {\"type\":\"step/start\",\"seq\":0,\"time\":2,\"data\":{\"turn\":1,\"step\":1}}\n",
     );
     let run = home.run(&["session", "import", broken.to_str().unwrap()]);
-    assert_eq!(run.code, Some(5), "{}", run.stderr);
+    run.expect_code(5);
     assert!(run.stdout.contains(":0: step/start outside an open turn"), "{}", run.stdout);
     assert!(!home.path().join("sessions/b").exists());
     let source = dsh_log("smoke-success.jsonl");
-    assert_eq!(Run::of(home.dsh().args(["session", "import"]).arg(&source)).code, Some(0));
+    Run::of(home.dsh().args(["session", "import"]).arg(&source)).expect_code(0);
     let again = Run::of(home.dsh().args(["session", "import"]).arg(&source));
-    assert_eq!(again.code, Some(1));
+    again.expect_code(1);
     assert!(again.stderr.contains("a session oracle-smoke-success is already in the home"), "{}", again.stderr);
 }

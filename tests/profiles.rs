@@ -8,7 +8,7 @@ fn dump_json(home: &TestHome, extra: &[&str]) -> (Vec<Value>, Run) {
     let mut args = vec!["config", "--profile", "web", "dump", "--json"];
     args.extend_from_slice(extra);
     let run = home.run(&args);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     (serde_json::from_str(&run.stdout).expect("dump --json prints JSON"), run)
 }
 
@@ -89,14 +89,14 @@ fn refused(contents: Option<&str>) -> Run {
 #[test]
 fn a_top_level_mapping_is_refused() {
     let run = refused(Some("id: agent\ndisabled: true\n"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("overlay $DSH_HOME/bad.yml must be a top-level YAML array of loader patch entries (`[]` is the empty layer)"), "{}", run.stderr);
 }
 
 #[test]
 fn a_string_entry_is_refused_naming_entry_one() {
     let run = refused(Some("- just-a-string\n"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(
         run.stderr.contains("overlay entry 1 in $DSH_HOME/bad.yml must be a mapping (a loader patch entry)"),
         "{}",
@@ -108,7 +108,7 @@ fn a_string_entry_is_refused_naming_entry_one() {
 fn an_empty_or_comment_only_file_is_refused() {
     for text in ["", "# nothing yet\n"] {
         let run = refused(Some(text));
-        assert_eq!(run.code, Some(1));
+        run.expect_code(1);
         assert!(run.stderr.contains("must be a top-level YAML array"), "{}", run.stderr);
     }
 }
@@ -116,17 +116,17 @@ fn an_empty_or_comment_only_file_is_refused() {
 #[test]
 fn an_unreadable_layer_fails_loudly() {
     let run = refused(None);
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(run.stderr.contains("failed to read overlay $DSH_HOME/bad.yml: "), "{}", run.stderr);
     let missing = TestHome::new().run(&["config", "dump", "--patch", "/nonexistent/patch.yml"]);
-    assert_eq!(missing.code, Some(1));
+    missing.expect_code(1);
     assert!(missing.stderr.contains("failed to read overlay /nonexistent/patch.yml"), "{}", missing.stderr);
 }
 
 #[test]
 fn a_js_tag_is_refused_with_what_to_use_instead() {
     let run = refused(Some("- id: llm-deepseek\n  config:\n    apiKey: !!js process.env.DEEPSEEK_API_KEY\n"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(
         run.stderr.contains("failed to parse overlay $DSH_HOME/bad.yml: line 3, column 13: `!!js` tags"),
         "{}",
@@ -138,7 +138,7 @@ fn a_js_tag_is_refused_with_what_to_use_instead() {
 #[test]
 fn invalid_yaml_names_line_and_column() {
     let run = refused(Some("- id: a\n  config: {unclosed\n"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(
         run.stderr.contains("failed to parse overlay $DSH_HOME/bad.yml: ") && run.stderr.contains("line"),
         "{}",
@@ -151,7 +151,7 @@ fn a_duplicated_mapping_key_is_refused_with_file_and_line() {
     for config in ["{1: first, \"1\": second}", "{true: a, \"true\": b}", "{~: a, \"null\": b}", "{1.5: a, \"1.5\": b}"]
     {
         let run = refused(Some(&format!("- id: llm-retry-invariant\n  config: {config}\n")));
-        assert_eq!(run.code, Some(1), "{config}");
+        run.expect_code(1);
         assert!(
             run.stderr.contains("failed to parse overlay $DSH_HOME/bad.yml: line 2, column ")
                 && run.stderr.contains("duplicated mapping key"),
@@ -167,7 +167,7 @@ fn a_byte_order_mark_before_a_list_is_ignored() {
     let patch = home
         .write("bom.yml", "\u{feff}- {id: llm-retry, disabled: true}\n- {id: llm-retry-invariant, disabled: true}\n");
     let (rows, run) = dump_json(&home, &["--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert_eq!(rows.iter().filter(|row| row["disabled"] == true).count(), 2);
 }
 
@@ -176,7 +176,7 @@ fn the_home_layer_is_named_patches_in_errors_as_the_reference_names_it() {
     let home = TestHome::new();
     home.write("cordis.patch.yml", "id: agent\n");
     let run = home.run(&["config", "dump"]);
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(
         run.stderr
             .contains("patches $DSH_HOME/cordis.patch.yml must be a top-level YAML array of loader patch entries"),
@@ -195,7 +195,7 @@ fn what_cordis_yml_holds_is_never_composed() {
     for contents in ["# only a comment\n", "- {id: stray, name: llm-retry}\n", "{not: [a list\n"] {
         home.write("profiles/web/cordis.yml", contents);
         let (rows, run) = dump_json(&home, &[]);
-        assert_eq!(run.code, Some(0), "{contents}: {}", run.stderr);
+        run.expect_code(0);
         assert_eq!(rows, before, "{contents}");
     }
 }
@@ -203,7 +203,7 @@ fn what_cordis_yml_holds_is_never_composed() {
 #[test]
 fn duplicate_row_ids_are_refused_by_check_and_run() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let patch =
         home.write("dup.yml", "- insert:\n    - {id: model-error-retry, name: dsh-retry, config: {maxRetries: 4}}\n");
     let expected =
@@ -212,7 +212,7 @@ fn duplicate_row_ids_are_refused_by_check_and_run() {
         let mut args = command.clone();
         args.extend(["--patch", patch.to_str().unwrap()]);
         let run = home.run(&args);
-        assert_eq!(run.code, Some(4), "{command:?}: {}", run.stderr);
+        run.expect_code(4);
         assert!(run.stderr.contains(expected), "{command:?}: {}", run.stderr);
     }
 }
@@ -220,13 +220,13 @@ fn duplicate_row_ids_are_refused_by_check_and_run() {
 #[test]
 fn before_and_after_place_rows_and_show_in_waterfall_and_origins() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let patch = home.write(
         "place.yml",
         "- {id: model-error-retry, before: llm-retry}\n- insert: [{id: late, name: llm-retry, disabled: true}]\n  after: nope\n",
     );
     let waterfall = home.run(&["config", "waterfall", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(waterfall.code, Some(0), "{}", waterfall.stderr);
+    waterfall.expect_code(0);
     let rows: Vec<&str> = waterfall.stdout.lines().filter_map(|line| line.split_whitespace().nth(1)).collect();
     assert_eq!(rows, ["model-error-retry", "llm-retry"], "{}", waterfall.stdout);
     assert!(
@@ -243,7 +243,7 @@ fn before_and_after_place_rows_and_show_in_waterfall_and_origins() {
 #[test]
 fn an_unknown_profile_does_not_exist() {
     let run = TestHome::new().run(&["config", "--profile", "work", "dump"]);
-    assert_eq!(run.code, Some(3));
+    run.expect_code(3);
     assert!(
         run.stderr
             .contains("profile \"work\" does not exist; create it with 'dsh plugin --profile work add <package>'"),
@@ -269,9 +269,9 @@ fn bundles_only_ignores_a_broken_user_layer() {
     let home = TestHome::new();
     dump_json(&home, &[]);
     home.write("profiles/web/cordis.patch.yml", "not: [a list\n");
-    assert_eq!(home.run(&["config", "dump"]).code, Some(1));
+    home.run(&["config", "dump"]).expect_code(1);
     let run = home.run(&["config", "dump", "--bundles-only", "--json"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert_eq!(ids(&serde_json::from_str::<Vec<Value>>(&run.stdout).unwrap()).len(), 4);
 }
 
@@ -281,7 +281,7 @@ fn origins_name_the_inserting_layer_and_the_layers_that_patched_a_run() {
     let patch = home
         .write("p.yml", "[{id: llm-retry-invariant, config: {mode: report}}, {insert: [{id: extra, name: extra}]}]\n");
     let run = home.run(&["config", "dump", "--origins", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert_eq!(
         run.stdout,
         "# == dsh-base\n- id: agent\n  name: agent\n  config:\n    provider: deepseek-official\n- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: https://api.deepseek.com/v1\n    model: deepseek-chat\n    apiKeyEnv: DEEPSEEK_API_KEY\n- id: llm-retry\n  name: llm-retry\n# == dsh-base, patched by $DSH_HOME/p.yml\n- id: llm-retry-invariant\n  name: llm-retry-invariant\n  config:\n    mode: report\n# == $DSH_HOME/p.yml\n- id: extra\n  name: extra\n"
@@ -301,7 +301,7 @@ fn check_accepts_the_shipped_profiles() {
     let home = TestHome::new();
     for profile in ["web", "demo"] {
         let run = home.run(&["config", "--profile", profile, "check"]);
-        assert_eq!(run.code, Some(0), "{profile}: {}", run.stderr);
+        run.expect_code(0);
         assert!(run.stdout.contains("plugins: llm-retry, llm-retry-invariant"), "{}", run.stdout);
     }
 }
@@ -317,7 +317,7 @@ fn check_reports_every_problem_with_file_row_and_key() {
          - {id: agent, config: {provider: deepseek-official, tools: []}}\n",
     );
     let run = home.run(&["config", "check", "--patch", patch.to_str().unwrap()]);
-    assert_eq!(run.code, Some(4));
+    run.expect_code(4);
     for expected in [
         "$DSH_HOME/p.yml: row \"llm-retry\": config.retryPolicy: llm-retry: retryPolicy belongs under each provider configuration",
         "$DSH_HOME/p.yml: row \"llm-retry-invariant\": config.mode: llm-retry-invariant: must be \"enforce\" or \"report\", got \"loud\"",
@@ -342,7 +342,7 @@ fn an_unbuilt_library_is_a_problem_of_check_and_waterfall() {
                 .env_remove("DSH_PLUGIN_PATH")
                 .args(["config", command]),
         );
-        assert_eq!(run.code, Some(4), "{command}");
+        run.expect_code(4);
         let expected = format!(
             "row \"llm-retry\": the library {} of bundled package \"llm-retry\" is not in {}, {}, $DSH_PLUGIN_PATH (unset): install dsh with ./install.sh PREFIX",
             library_file_name("llm-retry"),
@@ -363,7 +363,7 @@ fn a_dsh_installed_under_a_prefix_finds_its_libraries_in_lib_dsh_and_runs_the_de
             .arg(prefix.path())
             .env("DSH_INSTALL_FROM", &artifacts().dir),
     );
-    assert_eq!(install.code, Some(0), "{}{}", install.stdout, install.stderr);
+    install.expect_code(0);
     let libraries: Vec<String> = std::fs::read_dir(prefix.path().join("lib/dsh"))
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
@@ -377,7 +377,7 @@ fn a_dsh_installed_under_a_prefix_finds_its_libraries_in_lib_dsh_and_runs_the_de
             .current_dir(prefix.path())
             .args(["run", "--profile", "demo", "hi"]),
     );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(run.stdout.contains("Hello! I am the dsh demo provider"), "{}", run.stdout);
 }
 
@@ -393,14 +393,14 @@ fn bundled_libraries_are_also_found_in_the_plugin_path() {
             .env("DSH_PLUGIN_PATH", &artifacts().dir)
             .args(["config", "check"]),
     );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
 }
 
 #[test]
 fn the_waterfall_follows_composed_row_order_and_skips_disabled_rows() {
     let home = TestHome::new();
     let run = home.run(&["config", "waterfall"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.len(), 1, "{}", run.stdout);
     let columns: Vec<&str> = lines[0].split_whitespace().collect();

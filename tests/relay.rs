@@ -12,7 +12,7 @@ use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, TestHome};
 fn relay_home(schedule: &str, tail: u64) -> TestHome {
     let home = TestHome::new();
     let add = home.run(&["plugin", "--profile", "relay", "add", "relay-retry"]);
-    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    add.expect_code(0);
     home.write(
         "profiles/relay/cordis.patch.yml",
         &format!("- id: relay-retry\n  name: relay-retry\n  config: {{schedule: {schedule}, tailDelayMs: {tail}}}\n"),
@@ -28,7 +28,7 @@ fn relay_turn(home: &TestHome, script: &str) -> (Turn, MockProcess) {
 
 fn listener_ids(home: &TestHome, profile: &str) -> Vec<String> {
     let run = home.run(&["config", "--profile", profile, "waterfall"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     run.stdout.lines().map(|line| line.split_whitespace().nth(1).unwrap().to_owned()).collect()
 }
 
@@ -36,13 +36,13 @@ fn listener_ids(home: &TestHome, profile: &str) -> Vec<String> {
 fn adding_relay_retry_swaps_the_executor_and_removing_it_swaps_back() {
     let home = TestHome::new();
     let add = home.run(&["plugin", "--profile", "relay", "add", "relay-retry"]);
-    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    add.expect_code(0);
     assert!(add.stdout.contains("bundle layer 2 of 2: inserts relay-retry; disables llm-retry"), "{}", add.stdout);
     assert_eq!(listener_ids(&home, "relay"), ["relay-retry"]);
     let check = home.run(&["config", "--profile", "relay", "check"]);
-    assert_eq!(check.code, Some(0), "{}", check.stderr);
+    check.expect_code(0);
     let removed = home.run(&["plugin", "--profile", "relay", "remove", "relay-retry"]);
-    assert_eq!(removed.code, Some(0), "{}", removed.stderr);
+    removed.expect_code(0);
     assert_eq!(listener_ids(&home, "relay"), ["llm-retry"]);
 }
 
@@ -52,11 +52,11 @@ fn the_same_binary_runs_llm_retry_then_relay_retry() {
     let mock = MockProcess::start(&home, "- status: 503\n- ok: one\n- status: 503\n- ok: two\n");
     let patch =
         route_patch(&home, &mock, "{mode: normal, backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}", "");
-    assert_eq!(home.run(&["plugin", "--profile", "swap", "add", "relay-retry"]).code, Some(0));
-    assert_eq!(home.run(&["plugin", "--profile", "swap", "remove", "relay-retry"]).code, Some(0));
+    home.run(&["plugin", "--profile", "swap", "add", "relay-retry"]).expect_code(0);
+    home.run(&["plugin", "--profile", "swap", "remove", "relay-retry"]).expect_code(0);
     let before = run_turn_in(&home, "swap", &patch, "hi");
     assert_eq!(before.of_type("llm/retry")[0]["data"]["mode"], "normal");
-    assert_eq!(home.run(&["plugin", "--profile", "swap", "add", "relay-retry"]).code, Some(0));
+    home.run(&["plugin", "--profile", "swap", "add", "relay-retry"]).expect_code(0);
     home.write(
         "profiles/swap/cordis.patch.yml",
         "- {id: relay-retry, name: relay-retry, config: {schedule: [5], tailDelayMs: 5}}\n",
@@ -71,7 +71,7 @@ fn a_bare_star_fails_config_check_with_the_reason() {
     let home = relay_home("[10]", 10);
     home.write("profiles/relay/cordis.patch.yml", "- {id: relay-retry, config: {retryableCodes: ['*']}}\n");
     let run = home.run(&["config", "--profile", "relay", "check"]);
-    assert_eq!(run.code, Some(4));
+    run.expect_code(4);
     assert!(
         run.stderr.contains("row \"relay-retry\": config.retryableCodes: relay-retry: a bare \"*\" would retry every failure, including cancellations and configuration errors; list codes or prefixes such as \"HTTP_*\""),
         "{}",
@@ -83,7 +83,7 @@ fn a_bare_star_fails_config_check_with_the_reason() {
 fn two_auth_failures_are_retried_with_the_configured_waits() {
     let home = relay_home("[10, 20]", 30);
     let (turn, _mock) = relay_turn(&home, "- status: 401\n- status: 401\n- ok: through another account\n");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let delays: Vec<u64> =
         turn.of_type("llm/retry").iter().map(|retry| retry["data"]["delayMs"].as_u64().unwrap()).collect();
     assert_eq!(delays, [10, 20]);
@@ -100,7 +100,7 @@ fn two_auth_failures_are_retried_with_the_configured_waits() {
 fn unclassified_4xx_codes_are_retried_through_the_prefix_rule() {
     let home = relay_home("[10]", 10);
     let (turn, _mock) = relay_turn(&home, "- status: 404\n- ok: found\n");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     assert_eq!(turn.of_type("llm/retry")[0]["data"]["failure"]["code"], "HTTP_404");
 }
 
@@ -112,7 +112,7 @@ fn invalid_requests_and_context_overflows_are_not_retried() {
     ] {
         let home = relay_home("[10]", 10);
         let (turn, _mock) = relay_turn(&home, &format!("- status: 400\n  body: {body}\n- ok: never\n"));
-        assert_eq!(turn.run.code, Some(1));
+        turn.run.expect_code(1);
         assert_eq!(turn.end()["error"]["code"], code);
         assert!(turn.of_type("llm/retry").is_empty());
     }
@@ -123,7 +123,7 @@ fn the_tail_keeps_going_until_success() {
     let home = relay_home("[1]", 1);
     let script: String = "- status: 503\n".repeat(50) + "- ok: at last\n";
     let (turn, _mock) = relay_turn(&home, &script);
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let retries = turn.of_type("llm/retry");
     assert_eq!(retries.len(), 50);
     assert_eq!(retries[49]["data"]["retry"], 50);
@@ -161,5 +161,5 @@ fn ctrl_c_ends_an_unbounded_chain_cleanly() {
     assert_eq!(output.status.code(), Some(130));
     let events = log_events(&log().unwrap());
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "aborted");
-    assert_eq!(home.run(&["session", "verify", log().unwrap().to_str().unwrap()]).code, Some(0));
+    home.run(&["session", "verify", log().unwrap().to_str().unwrap()]).expect_code(0);
 }

@@ -36,7 +36,7 @@ fn a_torn_tail_is_cut_and_kept_and_the_open_turn_is_closed() {
     let torn = "{\"type\":\"tool/result\",\"seq\":4,\"ti";
     let log = home.write("s/session.jsonl", &format!("{committed}{torn}"));
     let run = home.run(&["session", "repair", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(
         run.stderr.contains(&format!(
             "repaired a torn last line (line 6, byte {}, {} bytes)",
@@ -69,7 +69,7 @@ fn a_torn_tail_is_cut_and_kept_and_the_open_turn_is_closed() {
     assert_eq!(message["content"][0]["type"], "tool-result");
     assert_eq!(message["content"][0]["toolCallId"], "c1");
     assert_eq!(events[6]["data"]["reason"]["kind"], "interrupted");
-    assert_eq!(home.run(&["session", "verify", log.to_str().unwrap()]).code, Some(0));
+    home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
     let again = home.run(&["session", "repair", log.to_str().unwrap()]);
     assert!(again.stdout.contains("the log is sound; nothing to repair"), "{}", again.stdout);
 }
@@ -82,7 +82,7 @@ fn a_corrupt_middle_line_is_refused_and_nothing_changes() {
         format!("{HEADER}{first}{{broken\n{}", event(1, "turn/end", r#"{"turn":1,"reason":{"kind":"completed"}}"#));
     let log = home.write("s/session.jsonl", &text);
     let run = home.run(&["session", "repair", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(5));
+    run.expect_code(5);
     assert!(run.stderr.contains(&format!("line 3 (byte {})", HEADER.len() + first.len())), "{}", run.stderr);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
 }
@@ -161,7 +161,7 @@ fn a_nul_run_in_the_middle_is_refused_with_its_line_and_offset() {
     );
     let log = home.write("s/session.jsonl", &text);
     let run = home.run(&["session", "repair", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(5));
+    run.expect_code(5);
     assert!(
         run.stderr.contains(&format!("line 3 (byte {}): a run of 512 NUL bytes", HEADER.len() + first.len())),
         "{}",
@@ -205,10 +205,10 @@ fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_cal
         let home = TestHome::new();
         let log = home.write("sessions/s/session.jsonl", &text);
         let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
-        assert_eq!(verify.code, Some(5), "{name}: {}", verify.stdout);
+        verify.expect_code(5);
         assert!(verify.stdout.contains(expected), "{name}: {}", verify.stdout);
         let repair = home.run(&["session", "repair", log.to_str().unwrap()]);
-        assert_eq!(repair.code, Some(5), "{name}: {}{}", repair.stdout, repair.stderr);
+        repair.expect_code(5);
         assert!(
             repair.stderr.contains(expected) && repair.stderr.contains("will not touch this log"),
             "{name}: {}",
@@ -216,7 +216,7 @@ fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_cal
         );
         assert!(!repair.stdout.contains("sound"), "{name}");
         let run = home.run(&["run", "--profile", "demo", "--session", "s", "more"]);
-        assert_eq!(run.code, Some(5), "{name}: {}", run.stderr);
+        run.expect_code(5);
         assert!(run.stderr.contains("refusing to write after it"), "{name}: {}", run.stderr);
         assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "{name}: nothing was written");
     }
@@ -232,7 +232,7 @@ fn session_list_marks_a_torn_log_and_a_damaged_one() {
     lines[2] = "not an event".to_owned();
     home.write("sessions/damaged/session.jsonl", &(lines.join("\n") + "\n"));
     let list = home.run(&["session", "list"]);
-    assert_eq!(list.code, Some(0), "{}", list.stderr);
+    list.expect_code(0);
     let line_of = |id: &str| list.stdout.lines().find(|line| line.starts_with(id)).unwrap_or_default().to_owned();
     assert!(line_of("torn ").ends_with("torn last line (dsh session repair cuts it)"), "{}", list.stdout);
     assert!(line_of("damaged ").contains("damaged at line 3 (byte "), "{}", list.stdout);

@@ -65,7 +65,7 @@ fn replay(home: &TestHome, args: &[&str]) -> Vec<Value> {
     let mut all = vec!["session", "replay", "--json"];
     all.extend_from_slice(args);
     let run = home.run(&all);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     run.stdout.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
 
@@ -78,7 +78,7 @@ fn attempts_and_waits(result: &Value) -> (u64, Vec<f64>, String) {
 fn a_known_history_replays_against_the_default_policy_relay_retry_and_one_retry() {
     let home = TestHome::new();
     let log = home.write("known.jsonl", &known_history());
-    assert_eq!(home.run(&["plugin", "--profile", "relay", "add", "relay-retry"]).code, Some(0));
+    home.run(&["plugin", "--profile", "relay", "add", "relay-retry"]).expect_code(0);
     let one_retry = home.write(
         "one.yml",
         "- id: llm-deepseek\n  config: {provider: deepseek-official, baseUrl: 'https://api.deepseek.com/v1', model: m, retryPolicy: {mode: normal, maxRetries: 1}}\n",
@@ -110,7 +110,7 @@ fn a_session_replayed_against_its_own_profile_reproduces_its_decisions() {
     let mock = MockProcess::start(&home, "- status: 503\n- status: 502\n- ok: through\n");
     let patch = route_patch(&home, &mock, TINY, "");
     let turn = run_turn(&home, &patch, "hi");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let id = turn.log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let lines = replay(&home, &[&id, "--patch", patch.to_str().unwrap()]);
     let (recorded, candidate) = (attempts_and_waits(&lines[0]["recorded"]), attempts_and_waits(&lines[0]["candidate"]));
@@ -122,7 +122,7 @@ fn a_session_replayed_against_its_own_profile_reproduces_its_decisions() {
 fn replay_over_the_home_changes_no_file_and_prints_a_table() {
     let home = TestHome::new();
     for _ in 0..2 {
-        assert_eq!(home.run(&["run", "--profile", "demo", "hi"]).code, Some(0));
+        home.run(&["run", "--profile", "demo", "hi"]).expect_code(0);
     }
     home.write("known.jsonl", &known_history());
     let snapshot = || -> BTreeMap<String, Vec<u8>> {
@@ -133,7 +133,7 @@ fn replay_over_the_home_changes_no_file_and_prints_a_table() {
     };
     let before = snapshot();
     let run = home.run(&["session", "replay", "--all", "--since", "2020-01-01", "--profile", "demo"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(run.stdout.starts_with("Assumption: the provider answers a request sent at time t"), "{}", run.stdout);
     assert!(run.stdout.contains("2 sessions, 2 turns replayed"), "{}", run.stdout);
     assert!(run.stdout.contains("  recorded          6"), "{}", run.stdout);

@@ -16,7 +16,7 @@ fn a_rate_limit_hint_is_waited_exactly() {
         "- status: 429\n  headers: {retry-after: \"1\"}\n  body: {error: {message: slow down}}\n- ok: fine\n",
     );
     let turn = run_turn(&home, &route_patch(&home, &mock, "", ""), "hi");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let retry = turn.of_type("llm/retry")[0];
     assert_eq!(retry["data"]["delayMs"], 1000);
     assert_eq!(retry["data"]["failure"]["providerRetryAfterMs"], 1000);
@@ -34,7 +34,7 @@ fn a_gateway_html_page_is_a_server_failure_and_is_retried() {
         "- status: 503\n  headers: {content-type: text/html}\n  body: \"<html><head><title>503 Service Unavailable</title></head><body>cloudflare</body></html>\"\n- ok: recovered\n",
     );
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let failure = &turn.of_type("assistant/attempt")[0]["data"]["failure"];
     assert_eq!(failure["code"], "SERVER");
     assert_eq!(failure["status"], 503);
@@ -52,7 +52,7 @@ fn a_truncated_stream_is_stream_closed_and_not_retried_by_default() {
     let home = TestHome::new();
     let mock = MockProcess::start(&home, "- truncate: \"partial answ\"\n- ok: never reached\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.end()["kind"], "error");
     assert_eq!(turn.end()["error"]["code"], "STREAM_CLOSED");
     assert!(turn.of_type("llm/retry").is_empty());
@@ -65,7 +65,7 @@ fn a_reset_connection_is_transport_and_an_empty_completion_is_empty_response() {
     let home = TestHome::new();
     let mock = MockProcess::start(&home, "- reset: true\n- empty: true\n- malformed: true\n- ok: done\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, "{mode: normal, maxRetries: 5, retryableCodes: [TRANSPORT, EMPTY_RESPONSE, MALFORMED_RESPONSE], backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}", ""), "hi");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let codes: Vec<&Value> =
         turn.of_type("assistant/attempt").iter().map(|attempt| &attempt["data"]["failure"]["code"]).collect();
     assert_eq!(codes, ["TRANSPORT", "EMPTY_RESPONSE", "MALFORMED_RESPONSE"]);
@@ -77,7 +77,7 @@ fn a_stalled_stream_times_out() {
     let mock = MockProcess::start(&home, "- stall: 3000\n");
     let turn =
         run_turn(&home, &route_patch(&home, &mock, "{mode: normal, maxRetries: 0}", "\n    idleTimeoutMs: 200"), "hi");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.end()["error"]["code"], "TIMEOUT");
 }
 
@@ -98,7 +98,7 @@ fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
         ),
         "hi",
     );
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     let retries: Vec<&Value> = turn.of_type("llm/retry").iter().map(|retry| &retry["data"]["retry"]).collect();
     assert_eq!(retries, [1, 2]);
     let delays: Vec<&Value> = turn.of_type("llm/retry").iter().map(|retry| &retry["data"]["delayMs"]).collect();
@@ -121,7 +121,7 @@ fn the_retried_request_is_rebuilt_from_surface_history_only() {
     let home = TestHome::new();
     let mock = MockProcess::start(&home, "- truncate: \"half an answer\"\n- ok: whole\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, "{mode: normal, retryableCodes: [STREAM_CLOSED], backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}", ""), "tell me");
-    assert_eq!(turn.run.code, Some(0), "{}", turn.run.stderr);
+    turn.run.expect_code(0);
     let bodies = mock.request_bodies();
     assert_eq!(bodies.len(), 2);
     assert_eq!(bodies[0], bodies[1], "the retried request equals the first");
@@ -146,7 +146,7 @@ fn a_missing_key_is_a_missing_credential_naming_the_variable() {
     let mock = MockProcess::start(&home, "- ok: unreachable\n");
     let patch = route_patch(&home, &mock, TINY, "");
     let run = Run::of(home.dsh().args(["run", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(1));
+    run.expect_code(1);
     assert!(
         run.stderr.contains("MISSING_CREDENTIAL: the API key variable DEEPSEEK_API_KEY is not set"),
         "{}",
@@ -191,7 +191,7 @@ fn an_interrupt_during_a_wait_ends_the_turn_aborted_without_a_started_record() {
         events.last().unwrap()["data"]["reason"],
         serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}})
     );
-    assert_eq!(home.run(&["session", "verify", log_path().unwrap().to_str().unwrap()]).code, Some(0));
+    home.run(&["session", "verify", log_path().unwrap().to_str().unwrap()]).expect_code(0);
 }
 
 #[test]
@@ -201,7 +201,7 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
     let patch = route_patch(&home, &mock, TINY, "");
     let run =
         Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--json", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let mut lines = run.stdout.lines().map(|line| serde_json::from_str::<Value>(line).unwrap());
     let opening = lines.next().unwrap();
     let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
@@ -228,7 +228,7 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
         assert_eq!(serde_json::from_str::<Value>(line).unwrap()["seq"], seq, "contiguous seqs");
     }
     let show = home.run(&["session", "show", id]);
-    assert_eq!(show.code, Some(0));
+    show.expect_code(0);
     assert!(show.stdout.contains("    retry 1/5 · SERVER · 0.1s · HTTP 503 from"), "{}", show.stdout);
     assert!(show.stdout.contains("    assistant: Hello there"), "{}", show.stdout);
     let list = home.run(&["session", "list"]);
@@ -239,7 +239,7 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
 fn the_demo_profile_answers_after_two_visible_retries() {
     let home = TestHome::new();
     let run = home.run(&["run", "--profile", "demo", "Say hello"]);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(run.stdout.starts_with("Hello! I am the dsh demo provider."), "{}", run.stdout);
     let retries: Vec<&str> = run.stderr.lines().filter(|line| line.starts_with("Retrying model request")).collect();
     assert_eq!(retries.len(), 2, "{}", run.stderr);
@@ -261,7 +261,7 @@ fn a_continued_session_sends_the_whole_conversation() {
     let second = Run::of(
         home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch"]).arg(&patch).arg("two"),
     );
-    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    second.expect_code(0);
     let body: Value = serde_json::from_str(&mock.request_bodies()[1]).unwrap();
     assert_eq!(
         body["messages"],
@@ -273,7 +273,7 @@ fn a_continued_session_sends_the_whole_conversation() {
         1,
         "an unchanged header is not repeated"
     );
-    assert_eq!(home.run(&["session", "verify", &id]).code, Some(0));
+    home.run(&["session", "verify", &id]).expect_code(0);
 }
 
 /// Installs the scripted fixture as a package whose bundle inserts one row with `config`.
@@ -293,7 +293,7 @@ fn install_scripted(home: &TestHome, config: &str) {
     )
     .unwrap();
     let add = home.run(&["plugin", "add", dir.to_str().unwrap()]);
-    assert_eq!(add.code, Some(0), "{}", add.stderr);
+    add.expect_code(0);
 }
 
 #[test]
@@ -302,7 +302,7 @@ fn a_panicking_listener_does_not_take_the_host_down() {
     install_scripted(&home, "{answer: panic}");
     let mock = MockProcess::start(&home, "- status: 404\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-    assert_eq!(turn.run.code, Some(1), "{}", turn.run.stderr);
+    turn.run.expect_code(1);
     assert!(
         turn.run.stderr.contains(
             "row \"scripted\": agent/request-error listener panicked: fixture-scripted: row scripted was told to panic"
@@ -325,7 +325,7 @@ fn a_retry_decision_the_host_cannot_carry_out_is_no_retry_for_its_row_and_nothin
         install_scripted(&home, &format!("{{answer: retry, {delays}}}"));
         let mock = MockProcess::start(&home, "- status: 404\n");
         let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-        assert_eq!(turn.run.code, Some(1), "{delays}: {}", turn.run.stderr);
+        turn.run.expect_code(1);
         assert!(
             turn.run.stderr.contains("row \"scripted\": returned a retry decision the host cannot carry out: ")
                 && turn.run.stderr.contains(why),
@@ -346,7 +346,7 @@ fn a_record_spread_over_several_lines_is_written_as_one_line_even_without_the_in
     let mock = MockProcess::start(&home, "- status: 404\n- ok: fine\n");
     let patch = route_patch(&home, &mock, TINY, "");
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     let id = dsh_e2e::turns::session_id(&run);
     let log = home.path().join("sessions").join(&id).join("session.jsonl");
     let text = std::fs::read_to_string(&log).unwrap();
@@ -361,7 +361,7 @@ fn a_record_spread_over_several_lines_is_written_as_one_line_even_without_the_in
     let continued = Run::of(
         home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "--patch"]).arg(&patch).arg("more"),
     );
-    assert_eq!(continued.code, Some(0), "the session can be continued: {}", continued.stderr);
+    continued.expect_code(0);
 }
 
 #[test]
@@ -371,7 +371,7 @@ fn a_record_that_is_not_json_is_never_written_even_without_the_invariant() {
     home.write("profiles/web/cordis.patch.yml", "- {id: llm-retry-invariant, disabled: true}\n");
     let mock = MockProcess::start(&home, "- status: 404\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert!(
         turn.run.stderr.contains("row \"scripted\": returned a retry decision the host cannot carry out: its llm/retry record is not valid JSON"),
         "{}",
@@ -379,7 +379,7 @@ fn a_record_that_is_not_json_is_never_written_even_without_the_invariant() {
     );
     assert!(turn.of_type("llm/retry").is_empty());
     let repair = home.run(&["session", "repair", turn.log.to_str().unwrap()]);
-    assert_eq!(repair.code, Some(0), "{}", repair.stderr);
+    repair.expect_code(0);
 }
 
 #[test]
@@ -388,7 +388,7 @@ fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
     install_scripted(&home, "{answer: retry}");
     let mock = MockProcess::start(&home, "- status: 404\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
-    assert_eq!(turn.run.code, Some(1));
+    turn.run.expect_code(1);
     assert_eq!(turn.end()["error"]["code"], "INVARIANT");
     assert_eq!(
         turn.end()["error"]["message"],

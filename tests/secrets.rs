@@ -7,7 +7,7 @@ use dsh_e2e::{files_under, MockProcess, Run, TestHome};
 #[test]
 fn the_key_appears_in_no_file_output_or_log() {
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "--profile", "web", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "--profile", "web", "add", "dsh-retry"]).expect_code(0);
     let mock = MockProcess::start(
         &home,
         "- status: 401\n  body: {error: {message: invalid api key}}\n- truncate: half\n- ok: hello\n",
@@ -21,7 +21,7 @@ fn the_key_appears_in_no_file_output_or_log() {
     let patch = patch.to_str().unwrap().to_owned();
     let with_key = |args: &[&str]| Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(args));
     let first = with_key(&["-vv", "run", "--json", "--patch", &patch, "hello"]);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    first.expect_code(0);
     let id = session_id(&first);
     let mut outputs = vec![first];
     for args in [
@@ -72,7 +72,7 @@ fn a_provider_that_echoes_the_key_never_gets_it_into_a_log_or_an_output() {
         route_patch(&home, &mock, "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 5, jitterRatio: 0}}", "");
     let run =
         Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--json", "--patch"]).arg(&patch).arg("hi"));
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    run.expect_code(0);
     assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET), "{}\n{}", run.stdout, run.stderr);
     let plain =
         Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi again"));

@@ -82,9 +82,9 @@ fn run_and_kill(home: &TestHome, args: &[&str], ready: impl FnMut() -> bool, aft
 /// Repair and verify succeed, and the log still holds every acknowledged event, in order.
 fn check_log(home: &TestHome, log: &Path, acknowledged: &[String], round: usize) {
     let repair = home.run(&["session", "repair", log.to_str().unwrap()]);
-    assert_eq!(repair.code, Some(0), "round {round}: repair failed: {}", repair.stderr);
+    repair.expect_code(0);
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(verify.code, Some(0), "round {round}: verify failed:\n{}{}", verify.stdout, verify.stderr);
+    verify.expect_code(0);
     let text = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = text.lines().skip(1).collect();
     assert!(lines.len() >= acknowledged.len(), "round {round}: acknowledged events were lost");
@@ -136,7 +136,7 @@ fn script() -> String {
 fn kill_9_at_random_moments_loses_no_committed_event() {
     let rounds = std::env::var("DSH_TORTURE_ROUNDS").ok().and_then(|rounds| rounds.parse().ok()).unwrap_or(CI_ROUNDS);
     let home = TestHome::new();
-    assert_eq!(home.run(&["plugin", "--profile", "t", "add", "dsh-retry"]).code, Some(0));
+    home.run(&["plugin", "--profile", "t", "add", "dsh-retry"]).expect_code(0);
     home.write(
         "profiles/t/cordis.patch.yml",
         "- {id: model-error-retry, name: dsh-retry, config: {initialDelayMs: 20, overloadInitialDelayMs: 20, maxDelayMs: 60, jitterRatio: 0, maxRetries: 3}}\n",

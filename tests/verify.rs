@@ -26,7 +26,7 @@ fn deepseek_harness_logs_verify() {
     let logs = dsh_logs();
     assert_eq!(logs.len(), 3);
     let run = dsh_e2e::Run::of(home.dsh().args(["session", "verify"]).args(&logs));
-    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    run.expect_code(0);
     assert!(run.stderr.contains("verified 3 logs (71 events): 0 violations"), "{}", run.stderr);
     assert!(!home.path().join("profiles").exists(), "verify never creates a profile");
 }
@@ -69,7 +69,7 @@ fn every_invariant_vector_is_reported_with_its_seq_and_message() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(run.code, Some(5), "failing vectors make verify exit 5");
+    run.expect_code(5);
 }
 
 #[test]
@@ -85,7 +85,7 @@ fn every_violation_is_printed_as_path_seq_message() {
         ),
     );
     let run = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(5));
+    run.expect_code(5);
     let path = log.display();
     assert_eq!(
         run.stdout,
@@ -103,7 +103,7 @@ fn a_torn_last_line_is_a_note_not_a_violation() {
         &format!("{HEADER}{}{{\"type\":\"turn/end\",\"se", event(0, "turn/start", r#"{"turn":1}"#)),
     );
     let run = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(0), "{}", run.stdout);
+    run.expect_code(0);
     assert!(run.stderr.contains("note: line 3 (byte"), "{}", run.stderr);
     assert!(run.stderr.contains("torn last line"), "{}", run.stderr);
 }
@@ -115,7 +115,7 @@ fn a_corrupt_middle_line_is_reported_with_its_line_and_offset_and_later_events_a
     let log =
         home.write("corrupt.jsonl", &format!("{HEADER}{first}\0\0\0\0\0\n{}", event(1, "turn/start", r#"{"turn":2}"#)));
     let run = home.run(&["session", "verify", log.to_str().unwrap()]);
-    assert_eq!(run.code, Some(5));
+    run.expect_code(5);
     let offset = HEADER.len() + first.len();
     assert!(
         run.stdout.contains(&format!("{}:line 3 (byte {offset}): a run of 5 NUL bytes", log.display())),
@@ -131,9 +131,9 @@ fn a_session_is_found_by_id_under_the_home() {
     let log = dsh_logs().into_iter().find(|path| path.to_str().unwrap().ends_with("smoke-success.jsonl")).unwrap();
     std::fs::create_dir_all(home.path().join("sessions/abc")).unwrap();
     std::fs::copy(log, home.path().join("sessions/abc/session.jsonl")).unwrap();
-    assert_eq!(home.run(&["session", "verify", "abc"]).code, Some(0));
+    home.run(&["session", "verify", "abc"]).expect_code(0);
     let missing = home.run(&["session", "verify", "nope"]);
-    assert_eq!(missing.code, Some(3));
+    missing.expect_code(3);
     assert!(missing.stderr.contains("nope: no such log file, and no session of that id"), "{}", missing.stderr);
 }
 

@@ -44,7 +44,7 @@ fn percentile(mut values: Vec<f64>, p: f64) -> f64 {
 }
 
 fn ok_step(text: String) -> MockStep {
-    MockStep { action: MockAction::Ok(text), delay_ms: 0, headers: Vec::new(), chunk_bytes: 0 }
+    MockStep { action: MockAction::Ok(text), delay_ms: 0, hold: None, headers: Vec::new(), chunk_bytes: 0 }
 }
 
 fn adapter(base_url: &str) -> OpenAiAdapter {

@@ -325,6 +325,27 @@ impl MockProcess {
         MockProcess { child, base_url: format!("{address}/v1"), record }
     }
 
+    /// Lets every request held on `name` (a step's `hold: NAME`) be answered, now and later.
+    pub fn release(&self, name: &str) {
+        use std::io::{Read, Write};
+        let address = self.base_url.trim_start_matches("http://").trim_end_matches("/v1");
+        let mut stream = std::net::TcpStream::connect(address).expect("connect to the mock server");
+        let request = format!(
+            "POST {}{name} HTTP/1.1\r\nhost: {address}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            dsh_host::llm::mock::RELEASE_PATH
+        );
+        stream.write_all(request.as_bytes()).expect("send the release");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read the release's answer");
+        assert!(answer.starts_with("HTTP/1.1 204"), "the release of {name} was answered {answer:?}");
+    }
+
+    /// Waits until `count` requests have reached the server (a held one counts once it arrived).
+    pub fn wait_for_requests(&self, count: usize) {
+        let arrived = wait_until(std::time::Duration::from_secs(60), || self.request_bodies().len() >= count);
+        assert!(arrived, "{count} requests did not reach the mock server");
+    }
+
     /// The bodies of the requests answered so far.
     pub fn request_bodies(&self) -> Vec<String> {
         std::fs::read_to_string(&self.record)

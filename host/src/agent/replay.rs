@@ -121,6 +121,30 @@ impl RecordedTurn {
         }
     }
 }
+/// Totals over the turns replayed, for the recorded run or one candidate.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    pub turns: usize,
+    pub requests: usize,
+    pub waiting_ms: f64,
+    pub completed: usize,
+    pub lost: usize,
+    pub saved: usize,
+}
+
+impl Totals {
+    /// Counts `result`, and whether it lost or saved a turn `recorded` completed or lost.
+    pub fn add(&mut self, result: &TurnResult, recorded: &TurnResult) {
+        self.turns += 1;
+        self.requests += result.attempts;
+        self.waiting_ms += result.waits_ms.iter().sum::<f64>();
+        let completed = result.outcome == TurnOutcome::Completed;
+        let recorded_completed = recorded.outcome == TurnOutcome::Completed;
+        self.completed += usize::from(completed);
+        self.lost += usize::from(recorded_completed && !completed);
+        self.saved += usize::from(!recorded_completed && completed);
+    }
+}
 
 /// What the candidate configuration runs: its request-error listeners, outermost first, and the
 /// retry policy of each of its routes (`fallback`: the agent's route, for a provider it lacks).
@@ -317,100 +341,115 @@ fn read_turns(path: &Path) -> Result<Vec<RecordedTurn>, ReadError> {
     let mut reader = LogReader::open(path)?;
     let header: Value = serde_json::from_str(reader.header()).unwrap_or(Value::Null);
     let session = header.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let mut turns = Vec::new();
-    let mut open: Option<OpenTurn> = None;
-    let mut provider = String::new();
+    let mut turns = TurnCollector { session, ..TurnCollector::default() };
     while let Some(next) = reader.next_event() {
         let Ok(event) = next? else { continue };
-        let time = event.time.unwrap_or(0.0);
-        let kind = event.event_type;
-        let relevant = matches!(
-            kind,
-            events::TURN_START
-                | events::TURN_END
-                | events::STEP_START
-                | events::USER_MESSAGE
-                | events::REQUEST_HEADER
-                | events::ASSISTANT_ATTEMPT
-                | events::ASSISTANT_MESSAGE
-                | events::LLM_RETRY
-        ) || (kind == events::ASSISTANT_CHUNK
-            && event.data.contains("\"finish\"")
-            && event.data.contains("\"error\""));
-        if !relevant {
+        if !shapes_replay(event.event_type, event.data) {
             continue;
         }
         let Ok(data) = serde_json::from_str::<Value>(event.data) else { continue };
+        turns.take(event.event_type, event.time.unwrap_or(0.0), &data);
+    }
+    Ok(turns.turns)
+}
+
+/// Whether an event shapes a replay: the turn and step bounds, requests, attempts, retries, and
+/// the chunk that ends an attempt in error (told by its text, before it is parsed).
+fn shapes_replay(kind: &str, data: &str) -> bool {
+    matches!(
+        kind,
+        events::TURN_START
+            | events::TURN_END
+            | events::STEP_START
+            | events::USER_MESSAGE
+            | events::REQUEST_HEADER
+            | events::ASSISTANT_ATTEMPT
+            | events::ASSISTANT_MESSAGE
+            | events::LLM_RETRY
+    ) || (kind == events::ASSISTANT_CHUNK && data.contains("\"finish\"") && data.contains("\"error\""))
+}
+
+/// The turns of one log as its events arrive.
+#[derive(Default)]
+struct TurnCollector {
+    session: String,
+    turns: Vec<RecordedTurn>,
+    open: Option<OpenTurn>,
+    /// The route requests go to, as the last header or retry named it.
+    provider: String,
+}
+
+impl TurnCollector {
+    fn take(&mut self, kind: &str, time: f64, data: &Value) {
+        let step = number(data, "step").unwrap_or(1);
         match kind {
             events::TURN_START => {
-                open = Some(OpenTurn { turn: number(&data, "turn").unwrap_or(0), ..OpenTurn::default() });
-            }
-            events::STEP_START | events::USER_MESSAGE => {
-                if let Some(turn) = open.as_mut() {
-                    turn.pending_send = Some(time);
-                }
+                self.open = Some(OpenTurn { turn: number(data, "turn").unwrap_or(0), ..OpenTurn::default() });
             }
             events::REQUEST_HEADER => {
                 if let Some(name) = data.pointer("/header/config/provider").and_then(Value::as_str) {
-                    provider = name.to_owned();
+                    self.provider = name.to_owned();
                 }
-                if let Some(turn) = open.as_mut() {
-                    turn.pending_send = Some(time);
-                }
+                self.sending_at(time);
             }
-            events::ASSISTANT_ATTEMPT => {
-                if let (Some(turn), Some(failure)) = (open.as_mut(), data.get("failure").and_then(failure_of)) {
-                    turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, Some(failure));
-                }
-            }
+            events::STEP_START | events::USER_MESSAGE => self.sending_at(time),
+            events::ASSISTANT_ATTEMPT => self.attempt(step, time, data.get("failure").and_then(failure_of)),
             events::ASSISTANT_CHUNK => {
-                let failure = data.pointer("/chunk/reason/failure").and_then(failure_of);
-                if let (Some(turn), Some(failure)) = (open.as_mut(), failure) {
-                    turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, Some(failure));
-                }
+                self.attempt(step, time, data.pointer("/chunk/reason/failure").and_then(failure_of))
             }
             events::ASSISTANT_MESSAGE => {
-                if let Some(turn) = open.as_mut() {
-                    turn.attempt(number(&data, "step").unwrap_or(1), &provider, time, None);
+                if let Some(turn) = self.open.as_mut() {
+                    turn.attempt(step, &self.provider, time, None);
                 }
             }
-            events::LLM_RETRY => {
-                let delay = data.get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
-                if let Some(name) = data.get("provider").and_then(Value::as_str) {
-                    provider = name.to_owned();
-                }
-                if let Some(turn) = open.as_mut() {
-                    let step = turn.step(number(&data, "step").unwrap_or(1), &provider);
-                    step.waits_ms.push(delay);
-                    // The failed attempt ends when its retry is decided, so a candidate deciding
-                    // the same wait sends when the recorded retry was sent.
-                    if let Some(failed) = step.attempts.last_mut().filter(|attempt| attempt.failure.is_some()) {
-                        failed.ended_ms = failed.ended_ms.max(time);
-                    }
-                    turn.pending_send = Some(time + delay);
-                }
-            }
-            events::TURN_END => {
-                let Some(turn) = open.take() else { continue };
-                let outcome = match data.pointer("/reason/kind").and_then(Value::as_str) {
-                    Some("completed" | "max-tokens") => TurnOutcome::Completed,
-                    Some("error") => TurnOutcome::Failed,
-                    _ => TurnOutcome::Aborted,
-                };
-                if turn.steps.iter().any(|step| !step.attempts.is_empty()) {
-                    turns.push(RecordedTurn {
-                        session: session.clone(),
-                        turn: turn.turn,
-                        steps: turn.steps,
-                        outcome,
-                        ended_ms: time,
-                    });
-                }
-            }
+            events::LLM_RETRY => self.retry(step, time, data),
+            events::TURN_END => self.end_turn(time, data),
             _ => {}
         }
     }
-    Ok(turns)
+
+    fn sending_at(&mut self, time: f64) {
+        if let Some(turn) = self.open.as_mut() {
+            turn.pending_send = Some(time);
+        }
+    }
+
+    /// A failed attempt (an attempt or chunk without a failure says nothing here).
+    fn attempt(&mut self, step: u64, time: f64, failure: Option<Failure>) {
+        if let (Some(turn), Some(failure)) = (self.open.as_mut(), failure) {
+            turn.attempt(step, &self.provider, time, Some(failure));
+        }
+    }
+
+    fn retry(&mut self, step: u64, time: f64, data: &Value) {
+        let delay = data.get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
+        if let Some(name) = data.get("provider").and_then(Value::as_str) {
+            self.provider = name.to_owned();
+        }
+        let Some(turn) = self.open.as_mut() else { return };
+        let step = turn.step(step, &self.provider);
+        step.waits_ms.push(delay);
+        // The failed attempt ends when its retry is decided, so a candidate deciding the same
+        // wait sends when the recorded retry was sent.
+        if let Some(failed) = step.attempts.last_mut().filter(|attempt| attempt.failure.is_some()) {
+            failed.ended_ms = failed.ended_ms.max(time);
+        }
+        turn.pending_send = Some(time + delay);
+    }
+
+    /// Closes the open turn; a turn that made no request is not replayed.
+    fn end_turn(&mut self, time: f64, data: &Value) {
+        let Some(turn) = self.open.take() else { return };
+        let outcome = match data.pointer("/reason/kind").and_then(Value::as_str) {
+            Some("completed" | "max-tokens") => TurnOutcome::Completed,
+            Some("error") => TurnOutcome::Failed,
+            _ => TurnOutcome::Aborted,
+        };
+        if turn.steps.iter().any(|step| !step.attempts.is_empty()) {
+            let session = self.session.clone();
+            self.turns.push(RecordedTurn { session, turn: turn.turn, steps: turn.steps, outcome, ended_ms: time });
+        }
+    }
 }
 
 #[cfg(test)]

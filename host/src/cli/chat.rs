@@ -7,9 +7,9 @@
 //! line says what changed — `profile web: relay-retry now handles request errors; llm-retry
 //! disabled`. The session's checkers stay the ones it opened with.
 
+use super::exit::{Exit, Outcome};
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +21,7 @@ use super::input;
 use super::turns::{
     neutralised, next_stop_signal, start, turn_summary, Ready, SessionTarget, EXIT_TERMINATED, TERMINATED,
 };
-use super::{runtime, Globals};
+use super::{runtime, Globals, EXIT_FAILED};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use crate::agent::Cancel;
@@ -123,22 +123,19 @@ fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result
     Ok(())
 }
 
-pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
     let home = globals.home()?;
     let target = args.target.resolve(&home)?;
     let (profile_name, patches) = (target.profile.clone(), target.patches.clone());
     let mut input = Input::open()?;
     runtime()?.block_on(async {
-        let Ready { mut agent, profile, composition } = match start(globals, &home, &target, false).await? {
-            Ok(ready) => ready,
-            Err(code) => return Ok(code),
-        };
+        let Ready { mut agent, profile, composition } = start(globals, &home, &target, false).await?;
         let mut current = snapshot(&profile, &composition.rows);
         let running = Arc::new(Mutex::new(None));
         handle_chat_interrupts(Arc::clone(&running))?;
         agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
         eprintln!("dsh: chat in session {} (profile {profile_name}); /exit or Ctrl-D ends it", agent.log.id());
-        let mut code = ExitCode::SUCCESS;
+        let mut code: Outcome = Ok(());
         while let Some(line) = tokio::task::block_in_place(|| input.next())? {
             let text = line.trim();
             match text {
@@ -160,7 +157,7 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
                     let end = match end {
                         Err(refused @ AppendError::TooLong { .. }) => {
                             eprintln!("dsh: {refused}; the message was skipped");
-                            code = ExitCode::FAILURE;
+                            code = Err(Exit::reported(EXIT_FAILED));
                             continue;
                         }
                         end => end?,
@@ -172,10 +169,10 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
                         eprintln!("{summary}");
                     }
                     if matches!(end, TurnEnd::Error(_)) {
-                        code = ExitCode::FAILURE;
+                        code = Err(Exit::reported(EXIT_FAILED));
                     }
                     if TERMINATED.load(Ordering::SeqCst) {
-                        code = ExitCode::from(EXIT_TERMINATED);
+                        code = Err(Exit::reported(EXIT_TERMINATED));
                         break;
                     }
                 }
@@ -183,9 +180,9 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
         }
         eprintln!("session {}", agent.log.id());
         if input.refused_a_line() && !TERMINATED.load(Ordering::SeqCst) {
-            code = ExitCode::FAILURE;
+            code = Err(Exit::reported(EXIT_FAILED));
         }
-        Ok(code)
+        code
     })
 }
 

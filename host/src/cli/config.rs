@@ -2,8 +2,8 @@
 //! print the `agent/request-error` listener order (`waterfall`), or say who handles each failure
 //! code on each route (`explain`).
 
+use super::exit::{Exit, Outcome};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use dsh_abi::Hooks;
@@ -83,7 +83,7 @@ pub(crate) fn compose(
     Ok((profile, composition))
 }
 
-pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: ConfigArgs) -> Outcome {
     let home = globals.home()?;
     match args.command {
         ConfigCommand::Dump { origins, bundles_only, json } => {
@@ -91,7 +91,7 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
             let patches = if bundles_only { &[][..] } else { &args.patches[..] };
             let (_, composition) = compose(&home, &args.profile, patches, scope)?;
             out_text!("{}", render_dump(&composition, origins, json))?;
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         ConfigCommand::Check { json } => check(&home, &args.profile, &args.patches, json),
         ConfigCommand::Waterfall { json } => waterfall(&home, &args.profile, &args.patches, json),
@@ -141,7 +141,7 @@ fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
     out
 }
 
-fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
+fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Outcome {
     let (profile, composition) = match compose(home, profile_name, patches, LayerScope::All) {
         Ok(composed) => composed,
         Err(err) if json => {
@@ -151,9 +151,9 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> an
                 "problems": [], "warnings": [], "skippedEntries": [], "error": format!("{err:#}"),
             });
             out!("{}", serde_json::to_string_pretty(&document)?)?;
-            return Ok(ExitCode::from(super::exit_code_of(&err)));
+            return Err(Exit::reported(super::exit::exit_code_of(&err)));
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(err.into()),
     };
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
@@ -178,7 +178,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> an
                 "skippedEntries": composition.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }))?
         )?;
-        return Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_CONFIG) });
+        return Exit::unless(problems.is_empty(), EXIT_CONFIG);
     }
     for warning in &warnings {
         eprintln!("dsh: warning: {warning}");
@@ -191,7 +191,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> an
             resolution.providers.len(),
             if plugins.is_empty() { "none".to_owned() } else { plugins.join(", ") }
         )?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     for problem in &problems {
         eprintln!("{problem}");
@@ -202,16 +202,10 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> an
         problems.len(),
         if problems.len() == 1 { "" } else { "s" }
     );
-    Ok(ExitCode::from(EXIT_CONFIG))
+    Err(Exit::reported(EXIT_CONFIG))
 }
 
-fn explain(
-    globals: &Globals,
-    home: &Home,
-    profile_name: &str,
-    patches: &[PathBuf],
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Outcome {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let scratch = std::sync::Arc::new(crate::counters::MemoryStore::default());
     let counters = Counters::Scratch(scratch.clone());
@@ -224,7 +218,7 @@ fn explain(
             for problem in problems {
                 eprintln!("{problem}");
             }
-            return Ok(ExitCode::from(EXIT_CONFIG));
+            return Err(Exit::reported(EXIT_CONFIG));
         }
     };
     let routes = crate::agent::explain::explain(&assembly, &scratch);
@@ -237,7 +231,7 @@ fn explain(
                 &serde_json::json!({"profile": profile.name, "layer": layer, "routes": routes})
             )?
         )?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     out!("profile {} — change it in {layer}", profile.name)?;
     let listeners: Vec<&str> = assembly.listeners.iter().map(|row| row.row_id()).collect();
@@ -269,10 +263,10 @@ fn explain(
     }
     out!("")?;
     out!("Delays are those of random samples at their midpoint (no jitter); the first row named decides.")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
+fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Outcome {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, .. } =
@@ -282,7 +276,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
         for problem in problems {
             eprintln!("{problem}");
         }
-        return Ok(ExitCode::from(EXIT_CONFIG));
+        return Err(Exit::reported(EXIT_CONFIG));
     }
     let listeners: Vec<&LoadedPlugin> =
         loaded.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::REQUEST_ERROR)).collect();
@@ -298,7 +292,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
             })
             .collect();
         out!("{}", serde_json::to_string_pretty(&entries)?)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     let id_width = listeners.iter().map(|plugin| plugin.row.row_id.len()).max().unwrap_or(0);
     let package_width = listeners.iter().map(|plugin| plugin.row.package.len()).max().unwrap_or(0);
@@ -311,5 +305,5 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
             plugin.library.path.display()
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -1,9 +1,9 @@
 //! `dsh mock-server`: a scriptable OpenAI-compatible fault server on the loopback interface.
 
+use super::exit::Outcome;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
@@ -35,7 +35,7 @@ pub struct MockServerArgs {
     json: bool,
 }
 
-pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: MockServerArgs) -> Outcome {
     let file = args.script.display().to_string();
     let text = std::fs::read_to_string(&args.script).with_context(|| format!("cannot read {file}"))?;
     let value = yaml::parse(&text).map_err(|err| anyhow::anyhow!("{file}: {err}"))?.unwrap_or(serde_json::Value::Null);
@@ -57,6 +57,6 @@ pub fn run(args: MockServerArgs) -> anyhow::Result<ExitCode> {
         }
         std::io::stdout().flush()?;
         tokio::signal::ctrl_c().await?;
-        Ok(ExitCode::SUCCESS)
+        Ok(())
     })
 }

@@ -25,6 +25,7 @@ macro_rules! out_text {
 
 mod chat;
 mod config;
+mod exit;
 mod input;
 mod mock;
 mod plugin;
@@ -39,17 +40,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::lock::{Busy, LockError};
-use crate::profile::Home;
-use crate::session::log::OpenError;
-use crate::NotFound;
+pub use exit::{Exit, Outcome, EXIT_BUSY, EXIT_CONFIG, EXIT_DAMAGED, EXIT_FAILED, EXIT_NOT_FOUND};
 
-/// A configuration problem (`check`, or a run refused for its config).
-pub const EXIT_CONFIG: u8 = 4;
-/// Log violations (`verify`) or damage `repair` must not touch.
-pub const EXIT_DAMAGED: u8 = 5;
-/// Another process writes the session or profile.
-pub const EXIT_BUSY: u8 = 6;
+use crate::profile::Home;
 
 /// `dsh --version`: the release and the plugin ABI version it loads.
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin ABI ", env!("DSH_ABI_VERSION"), ")");
@@ -128,12 +121,8 @@ pub fn main() -> ExitCode {
         Command::Man => manual(),
     };
     match result {
-        Ok(code) => code,
-        Err(err) if stdout_closed(&err) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("dsh: {err:#}");
-            ExitCode::from(exit_code_of(&err))
-        }
+        Ok(()) => ExitCode::SUCCESS,
+        Err(exit) => exit.finish(),
     }
 }
 
@@ -142,40 +131,18 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 
-fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+fn completions(shell: clap_complete::Shell) -> Outcome {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "dsh", &mut script);
     out_text!("{}", String::from_utf8_lossy(&script))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn manual() -> anyhow::Result<ExitCode> {
+fn manual() -> Outcome {
     let mut page = Vec::new();
     clap_mangen::Man::new(Cli::command()).render(&mut page)?;
     out_text!("{}", String::from_utf8_lossy(&page))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The exit code that says what kind of error ended a command.
-pub(crate) fn exit_code_of(err: &anyhow::Error) -> u8 {
-    if err.downcast_ref::<NotFound>().is_some() {
-        3
-    } else if err.downcast_ref::<Busy>().is_some()
-        || matches!(err.downcast_ref::<LockError>(), Some(LockError::Busy(_)))
-    {
-        EXIT_BUSY
-    } else if matches!(err.downcast_ref::<OpenError>(), Some(OpenError::Corrupt { .. } | OpenError::Violation { .. })) {
-        EXIT_DAMAGED
-    } else {
-        1
-    }
-}
-
-/// Whether the error is a write to a stdout whose reader went away (`dsh … | head -1`).
-fn stdout_closed(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().is_some_and(|err| err.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    Ok(())
 }
 
 /// Large buffers (a long streamed answer, a log batch) are given back to the system when freed.

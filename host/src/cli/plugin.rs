@@ -1,14 +1,14 @@
 //! `dsh plugin …`: add, remove and list a profile's packages; inspect any library (and, hidden,
 //! the child side of inspection).
 
+use super::exit::{Exit, Outcome};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::Globals;
+use super::{Globals, EXIT_FAILED, EXIT_NOT_FOUND};
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
 use crate::plugin::{install, migration};
 use crate::profile::Profile;
@@ -82,10 +82,10 @@ enum PluginCommand {
     },
 }
 
-pub fn run(globals: &Globals, args: PluginArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: PluginArgs) -> Outcome {
     match args.command {
         PluginCommand::Inspect { path, json } => inspect_command(path, json),
-        PluginCommand::Probe { path } => Ok(if inspect::probe(&path) { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
+        PluginCommand::Probe { path } => Exit::unless(inspect::probe(&path), EXIT_FAILED),
         PluginCommand::Add { specs, json } => add(globals, &args.profile, &specs, json),
         PluginCommand::Remove { names, json } => remove(globals, &args.profile, &names, json),
         PluginCommand::List { json } => list(globals, &args.profile, json),
@@ -93,18 +93,18 @@ pub fn run(globals: &Globals, args: PluginArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn new_crate(name: &str, dir: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+fn new_crate(name: &str, dir: Option<PathBuf>, json: bool) -> Outcome {
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let written = crate::plugin::template::create(&dir, name)?;
     if json {
         let files: Vec<String> = written.iter().map(|path| path.display().to_string()).collect();
         out!("{}", json!({"name": name, "dir": dir.display().to_string(), "files": files}))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     out!("wrote plugin crate {name} in {} ({} files)", dir.display(), written.len())?;
     out!("  cd {} && cargo test                    # its unit tests", dir.display())?;
     out!("  dsh plugin --profile web add {}        # build and install it, placed before llm-retry", dir.display())?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn dsh_executable() -> anyhow::Result<PathBuf> {
@@ -123,7 +123,7 @@ fn applies_when(profile: &str) -> String {
     )
 }
 
-fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> anyhow::Result<ExitCode> {
+fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> Outcome {
     let home = globals.home()?;
     let dsh = dsh_executable()?;
     let _lock = lock_profile(&home, profile_name)?;
@@ -150,7 +150,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> a
     });
     if let Err(err) = outcome {
         created.undo();
-        return Err(err);
+        return Err(err.into());
     }
     if !created.is_empty() {
         eprintln!("dsh: created profile {} at {}", profile.name, profile.dir.display());
@@ -160,7 +160,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> a
     } else {
         out!("{}", applies_when(&profile.name))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn installed_json(
@@ -260,20 +260,20 @@ fn report_installed(profile: &Profile, installed: &install::Installed) -> std::i
     Ok(())
 }
 
-fn remove(globals: &Globals, profile_name: &str, names: &[String], json: bool) -> anyhow::Result<ExitCode> {
+fn remove(globals: &Globals, profile_name: &str, names: &[String], json: bool) -> Outcome {
     let home = globals.home()?;
     let _lock = lock_profile(&home, profile_name)?;
     let mut profile = Profile::existing(&home, profile_name)?;
     let removed = install::remove(&mut profile, names)?;
     if json {
         out!("{}", json!({"profile": profile.name, "removed": removed}))?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     for name in removed {
         out!("removed {name} from profile {}", profile.name)?;
     }
     out!("{}", applies_when(&profile.name))?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// One package of a profile, as `plugin list` shows it.
@@ -342,7 +342,7 @@ fn profile_packages(home: &crate::profile::Home, profile: &Profile) -> Vec<Liste
     listed
 }
 
-fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<ExitCode> {
+fn list(globals: &Globals, profile_name: &str, json: bool) -> Outcome {
     let home = globals.home()?;
     let profile = Profile::open(&home, profile_name)?;
     let dsh = dsh_executable()?;
@@ -378,7 +378,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
         .collect();
     if json {
         out!("{}", serde_json::to_string_pretty(&entries)?)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     out!(
         "profile {} ({} bundles: {})",
@@ -410,10 +410,10 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> anyhow::Result<Exi
             rows
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn inspect_command(path: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
+fn inspect_command(path: PathBuf, json: bool) -> Outcome {
     match inspect::inspect_in_child(&dsh_executable()?, &path) {
         Ok(manifest) => {
             if json {
@@ -421,18 +421,18 @@ fn inspect_command(path: PathBuf, json: bool) -> anyhow::Result<ExitCode> {
             } else {
                 out_text!("{}", render_manifest(&manifest))?;
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(err) => {
-            let code = if matches!(err, InspectError::Missing(_)) { 3 } else { 1 };
+            let code = if matches!(err, InspectError::Missing(_)) { EXIT_NOT_FOUND } else { EXIT_FAILED };
             if json {
                 out!("{}", json!({"path": path.display().to_string(), "error": err.to_string()}))?;
                 eprintln!("dsh: {err}");
-                return Ok(ExitCode::from(code));
+                return Err(Exit::reported(code));
             }
             match err {
                 InspectError::Missing(message) => Err(NotFound(message).into()),
-                err => Err(anyhow::Error::new(err)),
+                err => Err(err.into()),
             }
         }
     }

@@ -1,9 +1,9 @@
 //! `dsh session replay`: recorded turns run through one or more candidate configurations, side
 //! by side with what was recorded, per turn and in total (see [`crate::agent::replay`]).
 
+use super::exit::{Exit, Outcome};
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::{runtime, Globals, EXIT_CONFIG};
 use crate::agent::explain::seconds;
-use crate::agent::replay::{self, Candidate, Scratch, TurnOutcome, TurnResult};
+use crate::agent::replay::{self, Candidate, RecordedTurn, Scratch, Totals, TurnResult};
 use crate::agent::Assembly;
 use crate::profile::{Home, LayerScope, Profile};
 use crate::session::locate::{find_log, session_log};
@@ -150,153 +150,175 @@ fn warn_if_unsound(log: &std::path::Path) {
     }
 }
 
-/// Totals over the turns replayed, for the recorded run or one candidate.
-#[derive(Debug, Default, Clone)]
-struct Totals {
-    turns: usize,
-    requests: usize,
-    waiting_ms: f64,
-    completed: usize,
-    lost: usize,
-    saved: usize,
+/// The candidates, built once per profile and patch list, and the totals so far.
+struct Comparison<'a> {
+    home: &'a Home,
+    globals: &'a Globals,
+    specs: Vec<Spec>,
+    names: Vec<String>,
+    json: bool,
+    built: HashMap<(String, Vec<PathBuf>), Candidate>,
+    recorded: Totals,
+    candidates: Vec<Totals>,
+    unreadable: usize,
 }
 
-impl Totals {
-    fn add(&mut self, result: &TurnResult, recorded: &TurnResult) {
-        self.turns += 1;
-        self.requests += result.attempts;
-        self.waiting_ms += result.waits_ms.iter().sum::<f64>();
-        let completed = result.outcome == TurnOutcome::Completed;
-        let recorded_completed = recorded.outcome == TurnOutcome::Completed;
-        self.completed += usize::from(completed);
-        self.lost += usize::from(recorded_completed && !completed);
-        self.saved += usize::from(!recorded_completed && completed);
-    }
-
-    fn to_json(&self, name: &str) -> Value {
-        json!({
-            "name": name, "turns": self.turns, "requests": self.requests, "waitingMs": self.waiting_ms,
-            "completed": self.completed, "lost": self.lost, "saved": self.saved,
-        })
-    }
-}
-
-pub fn run(globals: &Globals, args: ReplayArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: ReplayArgs) -> Outcome {
     let home = globals.home()?;
     let logs = logs(&home, &args)?;
     let first = Spec { profile: args.profile.clone(), patches: args.patches.clone() };
     let mut specs = vec![first.clone()];
     specs.extend(args.versus.iter().map(|text| Spec::parse(text, &first)));
     let names: Vec<String> = (0..specs.len()).map(|index| char::from(b'A' + (index % 26) as u8).to_string()).collect();
-    let runtime = runtime()?;
-    let mut built: HashMap<(String, Vec<PathBuf>), Candidate> = HashMap::new();
-    let mut recorded_totals = Totals::default();
-    let mut candidate_totals = vec![Totals::default(); specs.len()];
+    let candidates = vec![Totals::default(); specs.len()];
+    let mut comparison = Comparison {
+        home: &home,
+        globals,
+        specs,
+        names,
+        json: args.json,
+        built: HashMap::new(),
+        recorded: Totals::default(),
+        candidates,
+        unreadable: 0,
+    };
     if !args.json {
         println_out(ASSUMPTION)?;
-        for (name, spec) in names.iter().zip(&specs) {
+        for (name, spec) in comparison.names.iter().zip(&comparison.specs) {
             println_out(&format!("candidate {name}: {}", spec.label()))?;
         }
     }
-    let mut unreadable = 0;
+    let runtime = runtime()?;
     for log in &logs {
+        comparison.replay_log(&runtime, log)?;
+    }
+    if args.json {
+        comparison.print_summary_json(logs.len())?;
+    } else {
+        comparison.print_summary_table(logs.len())?;
+    }
+    Ok(())
+}
+
+impl Comparison<'_> {
+    /// Replays every turn of the log at `log` through each candidate; a log that cannot be read
+    /// is counted and skipped.
+    fn replay_log(&mut self, runtime: &tokio::runtime::Runtime, log: &Path) -> Outcome {
         let session = match replay::read_session(log) {
             Ok(session) => session,
             Err(err) => {
                 eprintln!("dsh: {}: cannot be replayed ({err:#}); going on with the others", log.display());
-                unreadable += 1;
-                continue;
+                self.unreadable += 1;
+                return Ok(());
             }
         };
         warn_if_unsound(log);
         let own = SessionMeta::read(log).profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
-        let mut scratches: Vec<Scratch> = Vec::new();
-        for spec in &specs {
-            let key = (spec.profile.clone().unwrap_or_else(|| own.clone()), spec.patches.clone());
-            if !built.contains_key(&key) {
-                match runtime.block_on(candidate(&home, globals, &key.0, &key.1))? {
-                    Ok(candidate) => built.insert(key.clone(), candidate),
-                    Err(code) => return Ok(code),
-                };
+        let keys: Vec<(String, Vec<PathBuf>)> = self
+            .specs
+            .iter()
+            .map(|spec| (spec.profile.clone().unwrap_or_else(|| own.clone()), spec.patches.clone()))
+            .collect();
+        for key in &keys {
+            if !self.built.contains_key(key) {
+                let built = runtime.block_on(candidate(self.home, self.globals, &key.0, &key.1))?;
+                self.built.insert(key.clone(), built);
             }
-            scratches.push(Scratch::new(&log.display().to_string()));
         }
+        let mut scratches: Vec<Scratch> = keys.iter().map(|_| Scratch::new(&log.display().to_string())).collect();
         for turn in &session.turns {
             let recorded = turn.recorded();
-            recorded_totals.add(&recorded, &recorded);
+            self.recorded.add(&recorded, &recorded);
             let mut results = Vec::new();
-            for (index, spec) in specs.iter().enumerate() {
-                let key = (spec.profile.clone().unwrap_or_else(|| own.clone()), spec.patches.clone());
-                let result = session.replay_turn(turn, &built[&key], &mut scratches[index]);
-                candidate_totals[index].add(&result, &recorded);
+            for (index, key) in keys.iter().enumerate() {
+                let result = session.replay_turn(turn, &self.built[key], &mut scratches[index]);
+                self.candidates[index].add(&result, &recorded);
                 results.push(result);
             }
-            if args.json {
-                let candidates: Vec<Value> = names
-                    .iter()
-                    .zip(&results)
-                    .map(|(name, result)| {
-                        let mut value = result_json(result);
-                        value["name"] = name.as_str().into();
-                        value
-                    })
-                    .collect();
-                println_out(
-                    &json!({
-                        "session": turn.session, "turn": turn.turn, "recorded": result_json(&recorded),
-                        "candidate": result_json(&results[0]), "candidates": candidates,
-                    })
-                    .to_string(),
-                )?;
-            } else if turn.had_failures() {
-                println_out(&format!("\nsession {} turn {}", turn.session, turn.turn))?;
-                println_out(&format!("  recorded  {}", result_text(&recorded)))?;
-                for (name, result) in names.iter().zip(&results) {
-                    println_out(&format!("  {name:9} {}", result_text(result)))?;
-                }
+            self.print_turn(turn, &recorded, &results)?;
+        }
+        Ok(())
+    }
+
+    fn print_turn(&self, turn: &RecordedTurn, recorded: &TurnResult, results: &[TurnResult]) -> std::io::Result<()> {
+        if self.json {
+            let candidates: Vec<Value> = self
+                .names
+                .iter()
+                .zip(results)
+                .map(|(name, result)| {
+                    let mut value = result_json(result);
+                    value["name"] = name.as_str().into();
+                    value
+                })
+                .collect();
+            let line = json!({
+                "session": turn.session, "turn": turn.turn, "recorded": result_json(recorded),
+                "candidate": result_json(&results[0]), "candidates": candidates,
+            });
+            return println_out(&line.to_string());
+        }
+        if turn.had_failures() {
+            println_out(&format!("\nsession {} turn {}", turn.session, turn.turn))?;
+            println_out(&format!("  recorded  {}", result_text(recorded)))?;
+            for (name, result) in self.names.iter().zip(results) {
+                println_out(&format!("  {name:9} {}", result_text(result)))?;
             }
         }
+        Ok(())
     }
-    if args.json {
+
+    fn print_summary_json(&self, logs: usize) -> std::io::Result<()> {
         let candidates: Vec<Value> =
-            names.iter().zip(&candidate_totals).map(|(name, totals)| totals.to_json(name)).collect();
-        let labels: Vec<String> = specs.iter().map(Spec::label).collect();
-        println_out(
-            &json!({"summary": {"sessions": logs.len() - unreadable, "unreadable": unreadable, "recorded": recorded_totals.to_json("recorded"), "candidates": candidates, "labels": labels, "assumption": ASSUMPTION}})
-                .to_string(),
-        )?;
-        return Ok(ExitCode::SUCCESS);
+            self.names.iter().zip(&self.candidates).map(|(name, totals)| totals_json(totals, name)).collect();
+        let labels: Vec<String> = self.specs.iter().map(Spec::label).collect();
+        let summary = json!({"summary": {
+            "sessions": logs - self.unreadable, "unreadable": self.unreadable,
+            "recorded": totals_json(&self.recorded, "recorded"), "candidates": candidates, "labels": labels,
+            "assumption": ASSUMPTION,
+        }});
+        println_out(&summary.to_string())
     }
-    let replayed = logs.len() - unreadable;
-    let skipped = if unreadable > 0 { format!(" ({unreadable} could not be read)") } else { String::new() };
-    println_out(&format!(
-        "\n{replayed} session{}{skipped}, {} turn{} replayed",
-        if replayed == 1 { "" } else { "s" },
-        recorded_totals.turns,
-        if recorded_totals.turns == 1 { "" } else { "s" }
-    ))?;
-    println_out(&format!(
-        "  {:9} {:>9} {:>9} {:>10} {:>6} {:>6}",
-        "", "requests", "waiting", "completed", "lost", "saved"
-    ))?;
-    let row = |name: &str, totals: &Totals, compared: bool| {
-        let (lost, saved) = if compared {
-            (totals.lost.to_string(), totals.saved.to_string())
-        } else {
-            ("-".to_owned(), "-".to_owned())
-        };
-        format!(
-            "  {name:9} {:>9} {:>9} {:>10} {lost:>6} {saved:>6}",
-            totals.requests,
-            seconds(totals.waiting_ms),
-            totals.completed
-        )
-    };
-    println_out(&row("recorded", &recorded_totals, false))?;
-    for (name, totals) in names.iter().zip(&candidate_totals) {
-        println_out(&row(name, totals, true))?;
+
+    fn print_summary_table(&self, logs: usize) -> std::io::Result<()> {
+        let replayed = logs - self.unreadable;
+        let skipped =
+            if self.unreadable > 0 { format!(" ({} could not be read)", self.unreadable) } else { String::new() };
+        println_out(&format!(
+            "\n{replayed} session{}{skipped}, {} turn{} replayed",
+            if replayed == 1 { "" } else { "s" },
+            self.recorded.turns,
+            if self.recorded.turns == 1 { "" } else { "s" }
+        ))?;
+        println_out(&format!(
+            "  {:9} {:>9} {:>9} {:>10} {:>6} {:>6}",
+            "", "requests", "waiting", "completed", "lost", "saved"
+        ))?;
+        println_out(&totals_row("recorded", &self.recorded, false))?;
+        for (name, totals) in self.names.iter().zip(&self.candidates) {
+            println_out(&totals_row(name, totals, true))?;
+        }
+        Ok(())
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+fn totals_json(totals: &Totals, name: &str) -> Value {
+    json!({
+        "name": name, "turns": totals.turns, "requests": totals.requests, "waitingMs": totals.waiting_ms,
+        "completed": totals.completed, "lost": totals.lost, "saved": totals.saved,
+    })
+}
+
+/// One row of the totals table; the recorded run compares with nothing (`-`).
+fn totals_row(name: &str, totals: &Totals, compared: bool) -> String {
+    let (lost, saved) =
+        if compared { (totals.lost.to_string(), totals.saved.to_string()) } else { ("-".to_owned(), "-".to_owned()) };
+    format!(
+        "  {name:9} {:>9} {:>9} {:>10} {lost:>6} {saved:>6}",
+        totals.requests,
+        seconds(totals.waiting_ms),
+        totals.completed
+    )
 }
 
 fn println_out(line: &str) -> std::io::Result<()> {
@@ -304,12 +326,7 @@ fn println_out(line: &str) -> std::io::Result<()> {
 }
 
 /// Loads a candidate as `run` would: the profile composed with `patches`, its rows built.
-async fn candidate(
-    home: &Home,
-    globals: &Globals,
-    profile: &str,
-    patches: &[PathBuf],
-) -> anyhow::Result<Result<Candidate, ExitCode>> {
+async fn candidate(home: &Home, globals: &Globals, profile: &str, patches: &[PathBuf]) -> Result<Candidate, Exit> {
     let profile = Profile::peek(home, profile)?;
     let composition = profile.compose(home, patches, LayerScope::All)?;
     match Assembly::build(home, &profile, &composition, globals.verbose(), &crate::counters::Counters::scratch()).await
@@ -317,14 +334,14 @@ async fn candidate(
         Ok(assembly) => {
             let policies = assembly.routes.iter().map(|(name, route)| (name.clone(), route.policy.clone())).collect();
             let fallback = assembly.routes.get(&assembly.agent.provider).map(|route| route.policy.clone());
-            Ok(Ok(Candidate { listeners: assembly.listeners.clone(), policies, fallback }))
+            Ok(Candidate { listeners: assembly.listeners.clone(), policies, fallback })
         }
         Err(problems) => {
             for problem in problems {
                 eprintln!("{problem}");
             }
             eprintln!("dsh: candidate profile {} cannot run", profile.name);
-            Ok(Err(ExitCode::from(EXIT_CONFIG)))
+            Err(Exit::reported(EXIT_CONFIG))
         }
     }
 }

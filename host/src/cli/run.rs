@@ -1,7 +1,7 @@
 //! `dsh run`: one turn of a profile's agent, streamed to the terminal, with a live countdown line
 //! per scheduled retry.
 
-use std::process::ExitCode;
+use super::exit::Outcome;
 
 use clap::Args;
 use dsh_abi::SessionStartSource;
@@ -25,7 +25,7 @@ pub struct RunArgs {
     prompt: String,
 }
 
-pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: RunArgs) -> Outcome {
     let home = globals.home()?;
     let target = args.target.resolve(&home)?;
     let prompt = if args.prompt == "-" {
@@ -35,15 +35,11 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
         args.prompt.clone()
     };
     if prompt.trim().is_empty() {
-        anyhow::bail!("the prompt is empty");
+        return Err(anyhow::anyhow!("the prompt is empty").into());
     }
     UserInput { id: String::new(), text: prompt.clone(), source: json!({"kind": "user"}) }.message_data()?;
     runtime()?.block_on(async {
-        let mut agent =
-            match start(globals, &home, &target, args.json).await? {
-                Ok(ready) => ready.agent,
-                Err(code) => return Ok(code),
-            };
+        let mut agent = start(globals, &home, &target, args.json).await?.agent;
         if args.json {
             out!(
                 "{}",
@@ -54,6 +50,6 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
         agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
         let input = UserInput { id: agent.services.new_id(), text: prompt, source: json!({"kind": "user"}) };
         let end = agent.run_turn(input, HeaderReason::Initial).await?;
-        Ok(finish(&agent, &end, args.json))
+        finish(&agent, &end, args.json)
     })
 }

@@ -1,9 +1,9 @@
 //! `dsh session …`: list sessions, show one as a timeline, verify logs against the structure rules
 //! and the retry-record invariant, repair a crashed log, import a DeepSeek Harness log.
 
+use super::exit::{Exit, Outcome};
 use dsh_abi::events;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
@@ -100,7 +100,7 @@ enum SessionCommand {
     },
 }
 
-pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: SessionArgs) -> Outcome {
     match args.command {
         SessionCommand::Verify { logs, json } => verify_command(globals, &logs, json),
         SessionCommand::List { json } => list(globals, json),
@@ -114,21 +114,12 @@ pub fn run(globals: &Globals, args: SessionArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn resume(
-    globals: &Globals,
-    session: &str,
-    profile: Option<&str>,
-    patches: &[PathBuf],
-    json: bool,
-) -> anyhow::Result<ExitCode> {
+fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[PathBuf], json: bool) -> Outcome {
     let home = globals.home()?;
     let log = session_log(&home.sessions_dir(), session)?;
     let target = resolve_for(Some(log.clone()), profile, patches);
     runtime()?.block_on(async {
-        let mut agent = match start(globals, &home, &target, json).await? {
-            Ok(ready) => ready.agent,
-            Err(code) => return Ok(code),
-        };
+        let mut agent = start(globals, &home, &target, json).await?.agent;
         if json {
             out!(
                 "{}",
@@ -144,12 +135,12 @@ fn resume(
             ResumeEvent::Ended(_) => {}
         };
         match agent_session::resume(&mut agent, &mut report).await? {
-            Some(end) => Ok(finish(&agent, &end, json)),
+            Some(end) => finish(&agent, &end, json),
             None => {
                 if !json {
                     out!("nothing to resume: no listener found interrupted work in session {}", agent.log.id())?;
                 }
-                Ok(ExitCode::SUCCESS)
+                Ok(())
             }
         }
     })
@@ -232,7 +223,7 @@ fn damage_json(damage: &Damage) -> serde_json::Value {
     json!({"kind": kind, "line": at.line, "byte": at.offset})
 }
 
-fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
+fn list(globals: &Globals, json: bool) -> Outcome {
     let sessions = globals.home()?.sessions_dir();
     let mut summaries = Vec::new();
     if sessions.exists() && !sessions.is_dir() {
@@ -264,7 +255,7 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
             })
             .collect();
         out!("{}", serde_json::to_string_pretty(&value)?)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     for summary in &summaries {
         let created = httpdate::fmt_http_date(
@@ -280,10 +271,10 @@ fn list(globals: &Globals, json: bool) -> anyhow::Result<ExitCode> {
             summary.damage.as_ref().map(damage_note).unwrap_or_default()
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+fn show(globals: &Globals, name: &str, json: bool) -> Outcome {
     let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
     if json {
         let mut reader = LogReader::open(&path)?;
@@ -292,15 +283,15 @@ fn show(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
                 out!("{}", event.line)?;
             }
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     for line in timeline::render(&path)? {
         out!("{}", neutralised(&line))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
-fn repair(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode> {
+fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
     let home = globals.home()?;
     let path = resolve_log(&home.sessions_dir(), name)?;
     let lock = lock_log(&home, &path)?;
@@ -320,7 +311,7 @@ fn repair(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode>
                         "sound": !repaired && report.warnings.is_empty(),
                     })
                 )?;
-                return Ok(if report.warnings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DAMAGED) });
+                return Exit::unless(report.warnings.is_empty(), EXIT_DAMAGED);
             }
             print_repair(&report);
             if !report.warnings.is_empty() {
@@ -331,14 +322,14 @@ fn repair(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode>
                     report.warnings.len(),
                     if report.warnings.len() == 1 { "" } else { "s" }
                 )?;
-                return Ok(ExitCode::from(EXIT_DAMAGED));
+                return Err(Exit::reported(EXIT_DAMAGED));
             }
             if repaired {
                 out!("{}: repaired", path.display())?;
             } else {
                 out!("{}: the log is sound; nothing to repair", path.display())?;
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(err @ (OpenError::Corrupt { .. } | OpenError::Violation { .. })) => {
             if json {
@@ -348,7 +339,7 @@ fn repair(globals: &Globals, name: &str, json: bool) -> anyhow::Result<ExitCode>
             eprintln!(
                 "dsh: repair only cuts a torn last line and closes an interrupted turn; it will not touch this log"
             );
-            Ok(ExitCode::from(EXIT_DAMAGED))
+            Err(Exit::reported(EXIT_DAMAGED))
         }
         Err(err) => Err(err.into()),
     }
@@ -364,7 +355,7 @@ fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     Ok([Arc::new(invariant)])
 }
 
-fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
     let home = globals.home()?;
     let source = match path.is_dir() {
         true => {
@@ -379,7 +370,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode
     if !report.violations.is_empty() {
         if json {
             out!("{}", serde_json::to_string_pretty(&report_json(&report))?)?;
-            return Ok(ExitCode::from(EXIT_DAMAGED));
+            return Err(Exit::reported(EXIT_DAMAGED));
         }
         print_violations(&report)?;
         eprintln!(
@@ -388,7 +379,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode
             report.violations.len(),
             if report.violations.len() == 1 { "" } else { "s" }
         );
-        return Ok(ExitCode::from(EXIT_DAMAGED));
+        return Err(Exit::reported(EXIT_DAMAGED));
     }
     let imported = crate::session::import::import(&source, &home.sessions_dir())?;
     if json {
@@ -396,7 +387,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode
             "{}",
             json!({"session": imported.session_id, "log": imported.log.display().to_string(), "events": imported.events, "tornLine": imported.torn})
         )?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     if let Some(torn) = &imported.torn {
         eprintln!("dsh: left out the torn last line at {torn} (a crash artefact); {} is unchanged", source.display());
@@ -409,7 +400,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> anyhow::Result<ExitCode
         home.display(&imported.log)
     )?;
     out!("continue it with: dsh run --session {} \"…\"", imported.session_id)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Prints a report's violations as `PATH:SEQ: message` (or `PATH:line N (byte B): message`).
@@ -426,7 +417,7 @@ fn print_violations(report: &Report) -> std::io::Result<()> {
     Ok(())
 }
 
-fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Result<ExitCode> {
+fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     let checkers = bundled_invariant()?;
     let sessions = globals.home()?.sessions_dir();
     let mut reports = Vec::new();
@@ -462,7 +453,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> anyhow::Res
             if violations == 1 { "" } else { "s" }
         );
     }
-    Ok(if violations > 0 || unreadable { ExitCode::from(EXIT_DAMAGED) } else { ExitCode::SUCCESS })
+    Exit::unless(violations == 0 && !unreadable, EXIT_DAMAGED)
 }
 
 fn report_json(report: &Report) -> serde_json::Value {

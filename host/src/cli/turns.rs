@@ -1,9 +1,9 @@
 //! What `dsh run` and `dsh session resume` share on the terminal: the runtime, starting an agent
 //! over a composed profile, the live retry line, Ctrl-C, and how a turn's end is reported.
 
+use super::exit::{Exit, Outcome, EXIT_FAILED};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -318,12 +318,7 @@ pub(crate) struct Ready {
 /// Composes `profile` and starts its agent over a new session or the log at `existing`; prints
 /// the composition warnings and what opening the log repaired. `Err(code)`: the profile cannot
 /// run (its problems are printed).
-pub(crate) async fn start(
-    globals: &Globals,
-    home: &Home,
-    target: &Resolved,
-    json: bool,
-) -> anyhow::Result<Result<Ready, ExitCode>> {
+pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Ready, Exit> {
     let Resolved { existing, profile, patches, as_recorded } = target;
     let existing = existing.as_deref();
     let lock = existing.map(|log| lock_log(home, log)).transpose()?;
@@ -340,7 +335,7 @@ pub(crate) async fn start(
             for problem in problems {
                 eprintln!("{problem}");
             }
-            return Ok(Err(ExitCode::from(EXIT_CONFIG)));
+            return Err(Exit::reported(EXIT_CONFIG));
         }
         Err(StartError::Open(err)) => return Err(err.into()),
         Err(err) => return Err(err.into()),
@@ -359,7 +354,7 @@ pub(crate) async fn start(
             let _ = out.flush();
         }));
     }
-    Ok(Ok(Ready { agent, profile, composition }))
+    Ok(Ready { agent, profile, composition })
 }
 
 /// Takes the writer lock of the log at `log`; a log outside the home's sessions keeps no lock
@@ -373,7 +368,7 @@ pub(crate) fn lock_log(home: &Home, log: &std::path::Path) -> Result<crate::lock
 }
 
 /// Prints how the turn ended and returns the exit code.
-pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
+pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> Outcome {
     if !json && matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens) {
         let _ = writeln!(std::io::stdout());
     }
@@ -382,9 +377,9 @@ pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> ExitCode {
     }
     eprintln!("session {}", agent.log.id());
     match end {
-        TurnEnd::Completed | TurnEnd::MaxTokens => ExitCode::SUCCESS,
-        TurnEnd::Error(_) => ExitCode::FAILURE,
-        TurnEnd::Aborted => ExitCode::from(exit_code_now() as u8),
+        TurnEnd::Completed | TurnEnd::MaxTokens => Ok(()),
+        TurnEnd::Error(_) => Err(Exit::reported(EXIT_FAILED)),
+        TurnEnd::Aborted => Err(Exit::reported(exit_code_now() as u8)),
     }
 }
 

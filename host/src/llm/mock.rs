@@ -16,13 +16,16 @@
 //! - frames: ['{"choices":[…]}', "[DONE]"]   # 200, each item sent as one `data:` frame
 //! ```
 //!
-//! Every item may add `delayMs: N` (wait before answering), `headers: {name: value}`, and
-//! `chunkBytes: N` (write the response in pieces of N bytes, each flushed on its own).
+//! Every item may add `delayMs: N` (wait before answering), `hold: NAME` (answer only once a
+//! `POST /mock/release/NAME` request arrives: tests make a process wait inside a request for
+//! as long as they need, without racing a clock), `headers: {name: value}`, and `chunkBytes: N`
+//! (write the response in pieces of N bytes, each flushed on its own).
 //!
 //! [`MockServer`] serves a script over real HTTP on 127.0.0.1: `dsh mock-server`, the tests and
 //! the `demo` profile's in-process provider all use it. Responses are written by hand on the raw
 //! socket, so faults (resets, cut streams, broken frames, stalls) are exactly what they claim.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,6 +59,8 @@ pub enum MockAction {
 pub struct MockStep {
     pub action: MockAction,
     pub delay_ms: u64,
+    /// Answer only once the test releases this name (`POST /mock/release/NAME`).
+    pub hold: Option<String>,
     pub headers: Vec<(String, String)>,
     /// Write the response in pieces of this many bytes (0: as it comes).
     pub chunk_bytes: usize,
@@ -82,6 +87,7 @@ pub const STEP: Schema = Schema::row(
         Key::new("frames", Kind::List, "", "200, each item sent as one data: frame")
             .refused_as("must be a list of strings"),
         Key::new("delayMs", MILLISECONDS, "0", "wait before answering").refused_as(MILLISECONDS_RULE),
+        Key::new("hold", Kind::Text, "", "answer only once POST /mock/release/NAME arrives"),
         Key::new("headers", Kind::Mapping, "{}", "response headers").refused_as("must be a mapping"),
         Key::new("body", Kind::Any, "", "the body of a status response: a string, or a mapping sent as JSON"),
         Key::new("chunkBytes", Kind::integer(0, MAX_SAFE_INTEGER), "0", "write the response in pieces of N bytes")
@@ -131,6 +137,7 @@ fn parse_step(path: &str, item: &Value) -> Result<MockStep, Vec<ConfigError>> {
             return row.finish(MockStep {
                 action: MockAction::Empty,
                 delay_ms: 0,
+                hold: None,
                 headers: Vec::new(),
                 chunk_bytes: 0,
             });
@@ -144,9 +151,10 @@ fn parse_step(path: &str, item: &Value) -> Result<MockStep, Vec<ConfigError>> {
         row.refuse("body", "only goes with status");
     }
     let delay_ms = row.integer("delayMs");
+    let hold = row.text("hold");
     let headers = headers(&mut row);
     let chunk_bytes = row.integer("chunkBytes") as usize;
-    row.finish(MockStep { action, delay_ms, headers, chunk_bytes })
+    row.finish(MockStep { action, delay_ms, hold, headers, chunk_bytes })
 }
 
 fn parse_action(row: &mut Row<'_>, action: &str) -> MockAction {
@@ -253,7 +261,8 @@ impl MockServer {
     ) -> std::io::Result<MockServer> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared { script, next: AtomicUsize::new(0), log, replay });
+        let released = tokio::sync::watch::Sender::new(BTreeSet::new());
+        let shared = Arc::new(Shared { script, next: AtomicUsize::new(0), log, replay, released });
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let shared = Arc::clone(&shared);
@@ -280,7 +289,12 @@ struct Shared {
     next: AtomicUsize,
     log: MockLog,
     replay: Replay,
+    /// The hold names released so far (`POST /mock/release/NAME`).
+    released: tokio::sync::watch::Sender<BTreeSet<String>>,
 }
+
+/// Where a request releases the steps that hold on a name.
+pub const RELEASE_PATH: &str = "/mock/release/";
 
 struct Request {
     method: String,
@@ -371,6 +385,13 @@ impl Shared {
         let Some(request) = read_request(&mut stream).await? else {
             return Ok(());
         };
+        if let Some(name) = request.path.strip_prefix(RELEASE_PATH) {
+            self.released.send_modify(|released| {
+                released.insert(name.to_owned());
+            });
+            stream.write_all(head(204, &[], Some(0)).as_bytes()).await?;
+            return stream.shutdown().await;
+        }
         let number = self.next.fetch_add(1, Ordering::SeqCst);
         let position = match self.replay {
             Replay::LastRepeats => number.min(self.script.len() - 1),
@@ -379,6 +400,9 @@ impl Shared {
         let step = &self.script[position];
         let known_path = matches!(request.path.as_str(), "/v1/chat/completions" | "/chat/completions");
         self.report(number + 1, &request, if known_path { describe(&step.action) } else { "404".to_owned() });
+        if let Some(name) = &step.hold {
+            let _ = self.released.subscribe().wait_for(|released| released.contains(name)).await;
+        }
         if step.delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
         }
@@ -393,86 +417,8 @@ impl Shared {
             .ok()
             .and_then(|body| body.get("model")?.as_str().map(str::to_owned))
             .unwrap_or_else(|| "mock".to_owned());
-        let mut out = Out { stream, piece: step.chunk_bytes };
-        match &step.action {
-            MockAction::Reset => out.stream.set_zero_linger(),
-            MockAction::Status { status, body } => {
-                let (content_type, bytes) = match body {
-                    None => ("text/plain", Vec::new()),
-                    Some(Value::String(text)) => ("text/plain", text.clone().into_bytes()),
-                    Some(other) => ("application/json", other.to_string().into_bytes()),
-                };
-                let mut headers = vec![("content-type".to_owned(), content_type.to_owned())];
-                for (name, value) in &step.headers {
-                    headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
-                    headers.push((name.clone(), value.clone()));
-                }
-                out.send(head(*status, &headers, Some(bytes.len())).as_bytes()).await?;
-                out.send(&bytes).await?;
-                out.stream.shutdown().await
-            }
-            MockAction::Ok(text) | MockAction::Truncate(text) => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                let mut first = true;
-                for piece in pieces(text) {
-                    let delta =
-                        if first { json!({"role": "assistant", "content": piece}) } else { json!({"content": piece}) };
-                    first = false;
-                    out.send(sse_chunk(&model, delta, None).as_bytes()).await?;
-                }
-                if matches!(step.action, MockAction::Ok(_)) {
-                    let usage = json!({"prompt_tokens": request.body.len() / 4, "completion_tokens": text.len() / 4, "total_tokens": (request.body.len() + text.len()) / 4});
-                    let mut last = chunk(&model, json!({}), Some("stop"));
-                    last["usage"] = usage;
-                    out.send(format!("data: {last}\n\n").as_bytes()).await?;
-                    out.send(b"data: [DONE]\n\n").await?;
-                }
-                out.stream.shutdown().await
-            }
-            MockAction::Endless(text) => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                let frame = sse_chunk(&model, json!({"content": text}), None);
-                while out.send(frame.as_bytes()).await.is_ok() {}
-                Ok(())
-            }
-            MockAction::Malformed => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                out.send(b"data: {\"choices\": [{\"delta\": {\"content\": \"cut\n\n").await?;
-                out.send(b"data: [DONE]\n\n").await?;
-                out.stream.shutdown().await
-            }
-            MockAction::InvalidUtf8 => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                out.send(b"data: {\"choices\": [{\"delta\": {\"content\": \"\xff\xfe\xfd\"}}]}\n\n").await?;
-                out.send(b"data: [DONE]\n\n").await?;
-                out.stream.shutdown().await
-            }
-            MockAction::Empty => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                out.send(sse_chunk(&model, json!({}), Some("stop")).as_bytes()).await?;
-                out.send(b"data: [DONE]\n\n").await?;
-                out.stream.shutdown().await
-            }
-            MockAction::Stall(ms) => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                tokio::time::sleep(Duration::from_millis(*ms)).await;
-                out.stream.shutdown().await
-            }
-            MockAction::KeepAlive(ms) => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                while out.send(b": ping\n\n").await.is_ok() {
-                    tokio::time::sleep(Duration::from_millis(*ms)).await;
-                }
-                Ok(())
-            }
-            MockAction::Frames(frames) => {
-                out.send(head(200, &stream_headers(&step.headers), None).as_bytes()).await?;
-                for frame in frames {
-                    out.send(format!("data: {frame}\n\n").as_bytes()).await?;
-                }
-                out.stream.shutdown().await
-            }
-        }
+        let out = Out { stream, piece: step.chunk_bytes };
+        out.answer(step, &model, request.body.len()).await
     }
 
     fn report(&self, number: usize, request: &Request, answer: String) {
@@ -525,6 +471,88 @@ impl Out {
             self.stream.flush().await?;
         }
         Ok(())
+    }
+
+    /// Writes `step`'s response to a request of `request_bytes` for `model`.
+    async fn answer(mut self, step: &MockStep, model: &str, request_bytes: usize) -> std::io::Result<()> {
+        let stream_head = head(200, &stream_headers(&step.headers), None);
+        match &step.action {
+            MockAction::Reset => return self.stream.set_zero_linger(),
+            MockAction::Status { status, body } => return self.status(*status, body.as_ref(), &step.headers).await,
+            _ => self.send(stream_head.as_bytes()).await?,
+        }
+        match &step.action {
+            MockAction::Ok(text) => self.text(model, text, Some(request_bytes)).await?,
+            MockAction::Truncate(text) => self.text(model, text, None).await?,
+            MockAction::Endless(text) => {
+                let frame = sse_chunk(model, json!({"content": text}), None);
+                while self.send(frame.as_bytes()).await.is_ok() {}
+                return Ok(());
+            }
+            MockAction::Malformed => {
+                self.send(b"data: {\"choices\": [{\"delta\": {\"content\": \"cut\n\n").await?;
+                self.send(b"data: [DONE]\n\n").await?;
+            }
+            MockAction::InvalidUtf8 => {
+                self.send(b"data: {\"choices\": [{\"delta\": {\"content\": \"\xff\xfe\xfd\"}}]}\n\n").await?;
+                self.send(b"data: [DONE]\n\n").await?;
+            }
+            MockAction::Empty => {
+                self.send(sse_chunk(model, json!({}), Some("stop")).as_bytes()).await?;
+                self.send(b"data: [DONE]\n\n").await?;
+            }
+            MockAction::Stall(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+            MockAction::KeepAlive(ms) => {
+                while self.send(b": ping\n\n").await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(*ms)).await;
+                }
+                return Ok(());
+            }
+            MockAction::Frames(frames) => {
+                for frame in frames {
+                    self.send(format!("data: {frame}\n\n").as_bytes()).await?;
+                }
+            }
+            MockAction::Reset | MockAction::Status { .. } => {}
+        }
+        self.stream.shutdown().await
+    }
+
+    /// An HTTP error: the body as text (a string) or JSON (anything else), the step's headers
+    /// over the default content type.
+    async fn status(&mut self, status: u16, body: Option<&Value>, extra: &[(String, String)]) -> std::io::Result<()> {
+        let (content_type, bytes) = match body {
+            None => ("text/plain", Vec::new()),
+            Some(Value::String(text)) => ("text/plain", text.clone().into_bytes()),
+            Some(other) => ("application/json", other.to_string().into_bytes()),
+        };
+        let mut headers = vec![("content-type".to_owned(), content_type.to_owned())];
+        for (name, value) in extra {
+            headers.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
+            headers.push((name.clone(), value.clone()));
+        }
+        self.send(head(status, &headers, Some(bytes.len())).as_bytes()).await?;
+        self.send(&bytes).await?;
+        self.stream.shutdown().await
+    }
+
+    /// `text` in pieces; with `finished` (the request's size, for the usage), a finish chunk with
+    /// usage and `[DONE]` follow, else the stream just stops.
+    async fn text(&mut self, model: &str, text: &str, finished: Option<usize>) -> std::io::Result<()> {
+        for (index, piece) in pieces(text).into_iter().enumerate() {
+            let delta =
+                if index == 0 { json!({"role": "assistant", "content": piece}) } else { json!({"content": piece}) };
+            self.send(sse_chunk(model, delta, None).as_bytes()).await?;
+        }
+        let Some(request_bytes) = finished else { return Ok(()) };
+        let usage = json!({
+            "prompt_tokens": request_bytes / 4, "completion_tokens": text.len() / 4,
+            "total_tokens": (request_bytes + text.len()) / 4,
+        });
+        let mut last = chunk(model, json!({}), Some("stop"));
+        last["usage"] = usage;
+        self.send(format!("data: {last}\n\n").as_bytes()).await?;
+        self.send(b"data: [DONE]\n\n").await
     }
 }
 

@@ -323,17 +323,56 @@ impl OpenAiAdapter {
         text: &mut StreamText,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, Failure> {
+        let clock = AttemptClock::start(self);
+        let send = self.prepare(request, secrets, text).map_err(|failure| *failure)?;
+        let response = self.send(send, &clock).await?;
+        if !response.status().is_success() {
+            return Err(self.status_failure(response, &clock).await);
+        }
         let url = &self.shown_url;
-        let deadline = Instant::now() + self.request_timeout;
-        let overdue = || {
-            Failure::new(
-                "TIMEOUT",
-                format!(
-                    "the request to {url} did not finish within {}ms (requestTimeoutMs)",
-                    self.request_timeout.as_millis()
-                ),
-            )
-        };
+        let mut answer = StreamedAnswer::new(url, text, secrets);
+        let mut body = response.bytes_stream();
+        let mut decoder = SseDecoder::default();
+        let mut items = Vec::new();
+        let mut received = 0usize;
+        loop {
+            let silent = || format!("the stream from {url} sent nothing for {}ms", self.idle_timeout.as_millis());
+            let bytes = match clock.wait(body.next(), silent).await? {
+                None => {
+                    return Err(Failure::new("STREAM_CLOSED", format!("the stream from {url} ended without [DONE]")))
+                }
+                Some(Err(err)) => {
+                    let message = format!("reading the stream from {url} failed: {}", error_chain(&err));
+                    return Err(Failure::new("TRANSPORT", message));
+                }
+                Some(Ok(bytes)) => bytes,
+            };
+            received += bytes.len();
+            if received > STREAM_LIMIT {
+                let message =
+                    format!("the stream from {url} sent more than {} MiB without finishing", STREAM_LIMIT >> 20);
+                return Err(Failure::new("UNKNOWN", message));
+            }
+            decoder.feed(&bytes, &mut items).map_err(|err| {
+                Failure::new("MALFORMED_RESPONSE", format!("the stream from {url} is not valid SSE: {err}"))
+            })?;
+            for item in items.drain(..) {
+                let SseItem::Data(payload) = item else { continue };
+                if let Some(completion) = answer.take(&payload, on_text).map_err(|failure| *failure)? {
+                    return Ok(completion);
+                }
+            }
+        }
+    }
+
+    /// The request with its body, attribution headers and credentials; the key joins `secrets`
+    /// (and the text's redactor) before anything can echo it.
+    fn prepare(
+        &self,
+        request: &ChatRequest,
+        secrets: &mut Secrets,
+        text: &mut StreamText,
+    ) -> Result<reqwest::RequestBuilder, Box<Failure>> {
         let mut send = self.client.post(self.url.clone()).body(self.body(request));
         if self.wire.attribution {
             let user_id =
@@ -345,165 +384,184 @@ impl OpenAiAdapter {
                 send = send.header("x-deepseek-harness-session-id", session_id);
             }
         }
-        if let Some(variable) = &self.api_key_env {
-            let key = (self.keys)(variable).filter(|key| !key.is_empty()).ok_or_else(|| {
-                Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set"))
-            })?;
-            secrets.add(&key);
-            text.redactor = StreamRedactor::new(secrets.clone());
-            let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                Failure::new("INVALID_CREDENTIAL", format!("the API key in {variable} is not a valid header value"))
-            })?;
-            value.set_sensitive(true);
-            send = send.header(AUTHORIZATION, value);
-        }
-        let send = send.send();
-        let response = match timeout_at(deadline.min(Instant::now() + self.idle_timeout), send).await {
-            Err(_) if Instant::now() >= deadline => return Err(overdue()),
-            Err(_) => {
-                return Err(Failure::new(
-                    "TIMEOUT",
-                    format!("no response from {url} within {}ms", self.idle_timeout.as_millis()),
-                ))
+        let Some(variable) = &self.api_key_env else { return Ok(send) };
+        let key = (self.keys)(variable)
+            .filter(|key| !key.is_empty())
+            .ok_or_else(|| Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set")))
+            .map_err(Box::new)?;
+        secrets.add(&key);
+        text.redactor = StreamRedactor::new(secrets.clone());
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+            Box::new(Failure::new("INVALID_CREDENTIAL", format!("the API key in {variable} is not a valid header value")))
+        })?;
+        value.set_sensitive(true);
+        Ok(send.header(AUTHORIZATION, value))
+    }
+
+    /// Sends the request and waits for the response head.
+    async fn send(
+        &self,
+        send: reqwest::RequestBuilder,
+        clock: &AttemptClock<'_>,
+    ) -> Result<reqwest::Response, Failure> {
+        let url = &self.shown_url;
+        let silent = || format!("no response from {url} within {}ms", self.idle_timeout.as_millis());
+        match clock.wait(send.send(), silent).await? {
+            Ok(response) => Ok(response),
+            Err(err) if err.is_timeout() => {
+                Err(Failure::new("TIMEOUT", format!("request to {url} timed out: {}", error_chain(&err))))
             }
-            Ok(Err(err)) if err.is_timeout() => {
-                return Err(Failure::new("TIMEOUT", format!("request to {url} timed out: {}", error_chain(&err))))
-            }
-            Ok(Err(err)) => {
-                return Err(Failure::new("TRANSPORT", format!("request to {url} failed: {}", error_chain(&err))))
-            }
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        let request_id = ["x-request-id", "x-deepseek-request-id", "request-id"].iter().find_map(|name| {
-            response.headers().get(*name)?.to_str().ok().filter(|id| !id.is_empty()).map(str::to_owned)
-        });
-        if !status.is_success() {
-            let header =
-                |name: &str| response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
-            let hint = retry_after::provider_retry_after_ms(
-                header("retry-after-ms").as_deref(),
-                header("retry-after").as_deref(),
-                header("date").as_deref(),
-                SystemTime::now(),
-            );
-            let content_type = header("content-type");
-            let body = self.read_error_body(response, deadline).await;
-            let (detail, readable) = classify::describe_body(content_type.as_deref(), &body);
-            let readable =
-                if readable.is_empty() { status.canonical_reason().unwrap_or("no body").to_owned() } else { readable };
-            let mut failure = Failure::new(
-                classify::http_failure_code(status.as_u16(), &detail),
-                format!("HTTP {} from {url}: {readable}", status.as_u16()),
-            );
-            failure.status = ROption::RSome(u32::from(status.as_u16()));
-            failure.provider_retry_after_ms = hint.into();
-            failure.request_id = request_id.map(RString::from).into();
-            return Err(failure);
-        }
-        let mut body = response.bytes_stream();
-        let mut decoder = SseDecoder::default();
-        let mut items = Vec::new();
-        let mut reasoning = StreamText { redactor: StreamRedactor::new(secrets.clone()), text: String::new() };
-        let mut usage = None;
-        let mut finish = None;
-        let mut tool_calls = false;
-        let mut received = 0usize;
-        loop {
-            let next = match timeout_at(deadline.min(Instant::now() + self.idle_timeout), body.next()).await {
-                Err(_) if Instant::now() >= deadline => return Err(overdue()),
-                Err(_) => {
-                    return Err(Failure::new(
-                        "TIMEOUT",
-                        format!("the stream from {url} sent nothing for {}ms", self.idle_timeout.as_millis()),
-                    ))
-                }
-                Ok(next) => next,
-            };
-            let bytes = match next {
-                None => {
-                    return Err(Failure::new("STREAM_CLOSED", format!("the stream from {url} ended without [DONE]")))
-                }
-                Some(Err(err)) => {
-                    return Err(Failure::new(
-                        "TRANSPORT",
-                        format!("reading the stream from {url} failed: {}", error_chain(&err)),
-                    ))
-                }
-                Some(Ok(bytes)) => bytes,
-            };
-            received += bytes.len();
-            if received > STREAM_LIMIT {
-                return Err(Failure::new(
-                    "UNKNOWN",
-                    format!("the stream from {url} sent more than {} MiB without finishing", STREAM_LIMIT >> 20),
-                ));
-            }
-            decoder.feed(&bytes, &mut items).map_err(|err| {
-                Failure::new("MALFORMED_RESPONSE", format!("the stream from {url} is not valid SSE: {err}"))
-            })?;
-            for item in items.drain(..) {
-                let SseItem::Data(payload) = item else { continue };
-                if payload == "[DONE]" {
-                    text.flush(on_text);
-                    reasoning.flush(&mut |_| {});
-                    if text.text.is_empty() && reasoning.text.is_empty() && !tool_calls {
-                        return Err(Failure::new(
-                            "EMPTY_RESPONSE",
-                            "model returned a completed response with no content".to_owned(),
-                        ));
-                    }
-                    let finish = finish_of(finish.as_deref()).map_err(|failure| *failure)?;
-                    return Ok(Completion {
-                        text: std::mem::take(&mut text.text),
-                        reasoning: reasoning.text,
-                        usage,
-                        finish,
-                    });
-                }
-                let chunk: Chunk = serde_json::from_str(&payload).map_err(|_| {
-                    let shown: String = payload.chars().take(120).collect();
-                    Failure::new("MALFORMED_RESPONSE", format!("malformed SSE payload from {url}: {shown}"))
-                })?;
-                if let Some(error) = chunk.error {
-                    let (detail, readable) =
-                        classify::describe_body(None, json!({"error": error}).to_string().as_bytes());
-                    return Err(Failure::new(
-                        classify::http_failure_code(500, &detail),
-                        format!("error in the stream from {url}: {readable}"),
-                    ));
-                }
-                for choice in chunk.choices {
-                    if let Some(delta) = choice.delta {
-                        if let Some(content) = delta.content.filter(|content| !content.is_empty()) {
-                            text.push(&content, on_text);
-                        }
-                        if let Some(thinking) = delta.reasoning_content {
-                            reasoning.push(&thinking, &mut |_| {});
-                        }
-                        tool_calls |= delta.tool_calls.is_some();
-                    }
-                    if let Some(reason) = choice.finish_reason {
-                        finish = Some(reason);
-                    }
-                }
-                if let Some(reported) = chunk.usage {
-                    usage = Some(reported.recorded());
-                }
-            }
+            Err(err) => Err(Failure::new("TRANSPORT", format!("request to {url} failed: {}", error_chain(&err)))),
         }
     }
 
-    async fn read_error_body(&self, response: reqwest::Response, deadline: Instant) -> Vec<u8> {
-        let mut body = Vec::new();
-        let mut stream = response.bytes_stream();
-        while body.len() < ERROR_BODY_LIMIT {
-            match timeout_at(deadline.min(Instant::now() + self.idle_timeout), stream.next()).await {
-                Ok(Some(Ok(bytes))) => body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]),
-                _ => break,
+    /// The failure an error status means: classified from the status and the body, with the
+    /// provider's retry hint and request id.
+    async fn status_failure(&self, response: reqwest::Response, clock: &AttemptClock<'_>) -> Failure {
+        let status = response.status();
+        let header = |name: &str| response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
+        let request_id = ["x-request-id", "x-deepseek-request-id", "request-id"]
+            .iter()
+            .find_map(|name| header(name).filter(|id| !id.is_empty()));
+        let hint = retry_after::provider_retry_after_ms(
+            header("retry-after-ms").as_deref(),
+            header("retry-after").as_deref(),
+            header("date").as_deref(),
+            SystemTime::now(),
+        );
+        let content_type = header("content-type");
+        let body = read_error_body(response, clock).await;
+        let (detail, readable) = classify::describe_body(content_type.as_deref(), &body);
+        let readable =
+            if readable.is_empty() { status.canonical_reason().unwrap_or("no body").to_owned() } else { readable };
+        let mut failure = Failure::new(
+            classify::http_failure_code(status.as_u16(), &detail),
+            format!("HTTP {} from {}: {readable}", status.as_u16(), self.shown_url),
+        );
+        failure.status = ROption::RSome(u32::from(status.as_u16()));
+        failure.provider_retry_after_ms = hint.into();
+        failure.request_id = request_id.map(RString::from).into();
+        failure
+    }
+}
+
+/// Reads an error body up to its limit, within the attempt's clocks.
+async fn read_error_body(response: reqwest::Response, clock: &AttemptClock<'_>) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while body.len() < ERROR_BODY_LIMIT {
+        match clock.wait(stream.next(), String::new).await {
+            Ok(Some(Ok(bytes))) => body.extend_from_slice(&bytes[..bytes.len().min(ERROR_BODY_LIMIT - body.len())]),
+            _ => break,
+        }
+    }
+    body
+}
+
+/// The two clocks of one attempt: the idle timeout starts again at every wait, the request
+/// timeout bounds the whole attempt (keep-alive comments cannot extend it).
+struct AttemptClock<'a> {
+    deadline: Instant,
+    adapter: &'a OpenAiAdapter,
+}
+
+impl<'a> AttemptClock<'a> {
+    fn start(adapter: &'a OpenAiAdapter) -> AttemptClock<'a> {
+        AttemptClock { deadline: Instant::now() + adapter.request_timeout, adapter }
+    }
+
+    /// `future`'s output, or a `TIMEOUT` failure: the request timeout's, or the idle one with
+    /// the message `silent` gives.
+    async fn wait<F: std::future::Future>(
+        &self,
+        future: F,
+        silent: impl FnOnce() -> String,
+    ) -> Result<F::Output, Failure> {
+        match timeout_at(self.deadline.min(Instant::now() + self.adapter.idle_timeout), future).await {
+            Ok(output) => Ok(output),
+            Err(_) if Instant::now() >= self.deadline => Err(Failure::new(
+                "TIMEOUT",
+                format!(
+                    "the request to {} did not finish within {}ms (requestTimeoutMs)",
+                    self.adapter.shown_url,
+                    self.adapter.request_timeout.as_millis()
+                ),
+            )),
+            Err(_) => Err(Failure::new("TIMEOUT", silent())),
+        }
+    }
+}
+
+/// The answer as its SSE payloads arrive: text (redacted, handed on), reasoning, usage and the
+/// finish reason, until `[DONE]` completes it.
+struct StreamedAnswer<'a> {
+    url: &'a str,
+    text: &'a mut StreamText,
+    reasoning: StreamText,
+    usage: Option<Value>,
+    finish: Option<String>,
+    tool_calls: bool,
+}
+
+impl<'a> StreamedAnswer<'a> {
+    fn new(url: &'a str, text: &'a mut StreamText, secrets: &Secrets) -> StreamedAnswer<'a> {
+        let reasoning = StreamText { redactor: StreamRedactor::new(secrets.clone()), text: String::new() };
+        StreamedAnswer { url, text, reasoning, usage: None, finish: None, tool_calls: false }
+    }
+
+    /// Takes one payload; the completion once `[DONE]` arrives.
+    fn take(&mut self, payload: &str, on_text: &mut dyn FnMut(&str)) -> Result<Option<Completion>, Box<Failure>> {
+        if payload == "[DONE]" {
+            return self.complete(on_text).map(Some);
+        }
+        let url = self.url;
+        let chunk: Chunk = serde_json::from_str(payload).map_err(|_| {
+            let shown: String = payload.chars().take(120).collect();
+            Failure::new("MALFORMED_RESPONSE", format!("malformed SSE payload from {url}: {shown}"))
+        })?;
+        if let Some(error) = chunk.error {
+            let (detail, readable) = classify::describe_body(None, json!({"error": error}).to_string().as_bytes());
+            return Err(Box::new(Failure::new(
+                classify::http_failure_code(500, &detail),
+                format!("error in the stream from {url}: {readable}"),
+            )));
+        }
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta {
+                if let Some(content) = delta.content.filter(|content| !content.is_empty()) {
+                    self.text.push(&content, on_text);
+                }
+                if let Some(thinking) = delta.reasoning_content {
+                    self.reasoning.push(&thinking, &mut |_| {});
+                }
+                self.tool_calls |= delta.tool_calls.is_some();
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish = Some(reason);
             }
         }
-        body
+        if let Some(reported) = chunk.usage {
+            self.usage = Some(reported.recorded());
+        }
+        Ok(None)
+    }
+
+    fn complete(&mut self, on_text: &mut dyn FnMut(&str)) -> Result<Completion, Box<Failure>> {
+        self.text.flush(on_text);
+        self.reasoning.flush(&mut |_| {});
+        if self.text.text.is_empty() && self.reasoning.text.is_empty() && !self.tool_calls {
+            return Err(Box::new(Failure::new(
+                "EMPTY_RESPONSE",
+                "model returned a completed response with no content".to_owned(),
+            )));
+        }
+        let finish = finish_of(self.finish.as_deref())?;
+        Ok(Completion {
+            text: std::mem::take(&mut self.text.text),
+            reasoning: std::mem::take(&mut self.reasoning.text),
+            usage: self.usage.take(),
+            finish,
+        })
     }
 }
 

@@ -267,6 +267,73 @@ fn layer_effects(name: &str, layer: &str) -> anyhow::Result<(Vec<String>, Vec<St
     Ok((inserts, disables))
 }
 
+/// Copies the library into a staging folder beside the package's and checks the copy in a child
+/// process; the package entry it will have. Nothing is left behind on error.
+fn stage_library(
+    profile: &Profile,
+    candidate: &Candidate,
+    library: &Path,
+    dsh_executable: &Path,
+) -> anyhow::Result<(PathBuf, InstalledPackage)> {
+    // Read once: the bytes hashed, the copy inspected and the file installed are the same,
+    // whatever happens to the source file meanwhile.
+    let bytes = std::fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
+    let sha256 = sha256_hex(&bytes);
+    let file_name = content_addressed_name(&candidate.name, &sha256);
+    let staging = stage_package(profile, candidate, &bytes, &file_name)?;
+    let copy = staging.join(&file_name);
+    let checked = inspect::inspect_in_child(dsh_executable, &copy)
+        .map_err(|err| {
+            let message = err.to_string().replace(&copy.display().to_string(), &library.display().to_string());
+            anyhow::anyhow!("{message}")
+        })
+        .and_then(|info| check_manifest(candidate, &info));
+    if let Err(err) = checked {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(err);
+    }
+    let package = InstalledPackage {
+        version: candidate.version.clone(),
+        source: candidate.source.clone(),
+        library: format!("plugins/{}/{file_name}", candidate.name),
+        sha256,
+    };
+    Ok((staging, package))
+}
+
+/// Makes `manifest` the profile's: the staged package folder swapped in, then the manifest
+/// saved. On error the profile is as it was.
+fn commit(
+    profile: &mut Profile,
+    manifest: crate::profile::ProfileManifest,
+    name: &str,
+    staged: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let previous = std::mem::replace(&mut profile.manifest, manifest);
+    let swapped = match staged {
+        Some(staging) => match swap_in(profile, name, &staging) {
+            Ok(old) => Some(old),
+            Err(err) => {
+                profile.manifest = previous;
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(err);
+            }
+        },
+        None => None,
+    };
+    if let Err(err) = profile.save() {
+        profile.manifest = previous;
+        if let Some(old) = swapped {
+            swap_back(profile, name, old);
+        }
+        return Err(err);
+    }
+    if let Some(Some(old)) = swapped {
+        let _ = std::fs::remove_dir_all(old);
+    }
+    Ok(())
+}
+
 /// Installs `candidate` into `profile` (checking its library in a child process with
 /// `dsh_executable`). On error nothing in the profile has changed.
 pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Path) -> anyhow::Result<Installed> {
@@ -286,35 +353,10 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
     let mut library_entry = None;
     let mut staged = None;
     if let Some(library) = &candidate.library {
-        // Read once: the bytes hashed, the copy inspected and the file installed are the same,
-        // whatever happens to the source file meanwhile.
-        let bytes = std::fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
-        let sha256 = sha256_hex(&bytes);
-        let file_name = content_addressed_name(&candidate.name, &sha256);
-        let relative = format!("plugins/{}/{file_name}", candidate.name);
-        let staging = stage_package(profile, &candidate, &bytes, &file_name)?;
-        let copy = staging.join(&file_name);
-        let checked = inspect::inspect_in_child(dsh_executable, &copy)
-            .map_err(|err| {
-                let message = err.to_string().replace(&copy.display().to_string(), &library.display().to_string());
-                anyhow::anyhow!("{message}")
-            })
-            .and_then(|info| check_manifest(&candidate, &info));
-        if let Err(err) = checked {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(err);
-        }
+        let (staging, package) = stage_library(profile, &candidate, library, dsh_executable)?;
+        library_entry = Some(package.library.clone());
+        manifest.packages.insert(candidate.name.clone(), package);
         staged = Some(staging);
-        manifest.packages.insert(
-            candidate.name.clone(),
-            InstalledPackage {
-                version: candidate.version.clone(),
-                source: candidate.source.clone(),
-                library: relative.clone(),
-                sha256,
-            },
-        );
-        library_entry = Some(relative);
     }
     let bundle_added = candidate.layer.is_some() && !manifest.bundles.contains(&candidate.name);
     if bundle_added {
@@ -322,28 +364,7 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
     }
     let (bundles_restored, bundles_dropped) =
         reconcile_bundles(profile, &mut manifest, &candidate.name, candidate.layer.is_some());
-    let previous = std::mem::replace(&mut profile.manifest, manifest);
-    let swapped = match staged {
-        Some(staging) => match swap_in(profile, &candidate.name, &staging) {
-            Ok(old) => Some(old),
-            Err(err) => {
-                profile.manifest = previous;
-                let _ = std::fs::remove_dir_all(&staging);
-                return Err(err);
-            }
-        },
-        None => None,
-    };
-    if let Err(err) = profile.save() {
-        profile.manifest = previous;
-        if let Some(old) = swapped {
-            swap_back(profile, &candidate.name, old);
-        }
-        return Err(err);
-    }
-    if let Some(Some(old)) = swapped {
-        let _ = std::fs::remove_dir_all(old);
-    }
+    commit(profile, manifest, &candidate.name, staged)?;
     Ok(Installed {
         candidate_name: candidate.name.clone(),
         version: candidate.version.clone(),

@@ -461,7 +461,26 @@ impl Composer {
     }
 
     fn apply(&mut self, entry: &Map<String, Value>, layer: &str) {
+        self.note_entry_keys(entry, layer);
         let id = entry.get("id").filter(|id| truthy(id));
+        let placement = self.placement(entry, layer);
+        if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
+            let rows = insert.as_array().cloned().unwrap_or_default();
+            return self.apply_insert(id, rows, placement, layer);
+        }
+        let Some(id) = id else {
+            self.warn(layer, "patch: id is required for non-insert patches".to_owned());
+            return;
+        };
+        if self.override_row(entry, id, layer) {
+            if let Some(placement) = placement {
+                self.move_row(id, &placement, layer);
+            }
+        }
+    }
+
+    /// Notes the keys an entry, and the rows it inserts, have that dsh does not read.
+    fn note_entry_keys(&mut self, entry: &Map<String, Value>, layer: &str) {
         match entry.get("insert").and_then(Value::as_array) {
             Some(rows) => {
                 self.note_unknown_keys(layer, entry, &["insert", "id", "before", "after"], "insert entry");
@@ -471,40 +490,40 @@ impl Composer {
             }
             None => self.note_unknown_keys(layer, entry, &OVERRIDE_KEYS, "patch entry"),
         }
-        let placement = self.placement(entry, layer);
-        if let Some(insert) = entry.get("insert").filter(|insert| truthy(insert)) {
-            let rows = insert.as_array().cloned().unwrap_or_default();
-            match (id, placement) {
-                (Some(group), Some(placement)) => {
-                    self.warn(
-                        layer,
-                        format!(
-                            "patch insert: {} places top-level rows only; the rows go to the end of group {}",
-                            placement.key(),
-                            quoted(Some(group))
-                        ),
-                    );
-                    self.insert(id, rows, layer);
-                }
-                (None, Some(placement)) => {
-                    let first = self.rows.len();
-                    self.insert(None, rows, layer);
-                    let inserted: Vec<usize> = (first..self.rows.len()).collect();
-                    self.place(&inserted, &placement, layer, "the rows stay appended");
-                }
-                (_, None) => self.insert(id, rows, layer),
+    }
+
+    /// Inserts `rows` at the end of group `id` (or of the top level), or where `placement` says.
+    fn apply_insert(&mut self, id: Option<&Value>, rows: Vec<Value>, placement: Option<Placement>, layer: &str) {
+        match (id, placement) {
+            (Some(group), Some(placement)) => {
+                self.warn(
+                    layer,
+                    format!(
+                        "patch insert: {} places top-level rows only; the rows go to the end of group {}",
+                        placement.key(),
+                        quoted(Some(group))
+                    ),
+                );
+                self.insert(id, rows, layer);
             }
-            return;
+            (None, Some(placement)) => {
+                let first = self.rows.len();
+                self.insert(None, rows, layer);
+                let inserted: Vec<usize> = (first..self.rows.len()).collect();
+                self.place(&inserted, &placement, layer, "the rows stay appended");
+            }
+            (_, None) => self.insert(id, rows, layer),
         }
-        let Some(id) = id else {
-            self.warn(layer, "patch: id is required for non-insert patches".to_owned());
-            return;
-        };
+    }
+
+    /// Sets the entry's fields on row `id`; false (with a warning) when there is no such row or
+    /// the entry's `name` guard names another package.
+    fn override_row(&mut self, entry: &Map<String, Value>, id: &Value, layer: &str) -> bool {
         let key = id_key(id);
         let target_name = match self.index.get(&key) {
             None => {
                 self.warn(layer, format!("patch: entry {} not found", quoted(Some(id))));
-                return;
+                return false;
             }
             Some(Slot::Attached(path)) => {
                 let path = path.clone();
@@ -514,16 +533,14 @@ impl Composer {
         };
         if let Some(name) = entry.get("name").filter(|name| truthy(name)) {
             if target_name.as_ref() != Some(name) {
-                self.warn(
-                    layer,
-                    format!(
-                        "patch: name mismatch for {} (expected {}, got {}), skipping",
-                        quoted(Some(id)),
-                        quoted(target_name.as_ref()),
-                        quoted(Some(name))
-                    ),
+                let message = format!(
+                    "patch: name mismatch for {} (expected {}, got {}), skipping",
+                    quoted(Some(id)),
+                    quoted(target_name.as_ref()),
+                    quoted(Some(name))
                 );
-                return;
+                self.warn(layer, message);
+                return false;
             }
         }
         let overrides: Vec<(&String, &Value)> = entry
@@ -554,15 +571,18 @@ impl Composer {
             }
             _ => {}
         }
-        if let Some(placement) = placement {
-            let keeps = format!("row {} keeps its place", quoted(Some(id)));
-            match self.index.get(&key) {
-                Some(Slot::Attached(path)) if path.len() == 1 => {
-                    let moved = [path[0]];
-                    self.place(&moved, &placement, layer, &keeps);
-                }
-                _ => self.warn(layer, format!("patch: {} places top-level rows only; {keeps}", placement.key())),
+        true
+    }
+
+    /// Moves the top-level row `id` where `placement` says.
+    fn move_row(&mut self, id: &Value, placement: &Placement, layer: &str) {
+        let keeps = format!("row {} keeps its place", quoted(Some(id)));
+        match self.index.get(&id_key(id)) {
+            Some(Slot::Attached(path)) if path.len() == 1 => {
+                let moved = [path[0]];
+                self.place(&moved, placement, layer, &keeps);
             }
+            _ => self.warn(layer, format!("patch: {} places top-level rows only; {keeps}", placement.key())),
         }
     }
 

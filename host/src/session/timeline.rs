@@ -57,17 +57,8 @@ pub fn seconds(ms: f64) -> String {
 pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
     let mut reader = LogReader::open(path)?;
     let header: Value = serde_json::from_str(reader.header()).unwrap_or(Value::Null);
-    let created = header
-        .get("createdAt")
-        .and_then(Value::as_f64)
-        .map(|ms| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(ms as u64)))
-        .unwrap_or_else(|| "?".to_owned());
-    let mut lines = vec![format!(
-        "session {} · created {created}{}",
-        js::display(header.get("id")),
-        header.get("cwd").and_then(Value::as_str).map(|cwd| format!(" · {cwd}")).unwrap_or_default()
-    )];
-    let mut retry_times: Vec<(String, f64, f64)> = Vec::new();
+    let mut lines = vec![header_line(&header)];
+    let mut timeline = Timeline::default();
     while let Some(next) = reader.next_event() {
         let event = match next? {
             Ok(event) => event,
@@ -81,17 +72,46 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
             }
         };
         let data: Value = serde_json::from_str(event.data).unwrap_or(Value::Null);
-        let get = |key: &str| data.get(key);
-        let number = |key: &str| js::display(get(key));
-        let time = event.time.unwrap_or(0.0);
-        let line = match event.event_type {
-            "turn/start" => format!("turn {}", number("turn")),
-            "turn/end" => format!("turn {} {}", number("turn"), end_text(get("reason"))),
-            "step/start" => format!("  step {}", number("step")),
-            "step/end" => format!("  end of step {}", number("step")),
-            "user/message" => format!("    user: {}", preview(&message_text(&data))),
+        lines.extend(timeline.line(event.event_type, event.time.unwrap_or(0.0), &data));
+    }
+    Ok(lines)
+}
+
+fn header_line(header: &Value) -> String {
+    let created = header
+        .get("createdAt")
+        .and_then(Value::as_f64)
+        .map(|ms| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(ms as u64)))
+        .unwrap_or_else(|| "?".to_owned());
+    format!(
+        "session {} · created {created}{}",
+        js::display(header.get("id")),
+        header.get("cwd").and_then(Value::as_str).map(|cwd| format!(" · {cwd}")).unwrap_or_default()
+    )
+}
+
+/// The timeline so far: when each retry (`retryId/retry`) was scheduled, and for how long.
+#[derive(Default)]
+struct Timeline {
+    retries: Vec<(String, f64, f64)>,
+}
+
+fn field(data: &Value, key: &str) -> String {
+    js::display(data.get(key))
+}
+
+impl Timeline {
+    /// The line an event shows as, if it shows.
+    fn line(&mut self, event_type: &str, time: f64, data: &Value) -> Option<String> {
+        let number = |key: &str| field(data, key);
+        Some(match event_type {
+            events::TURN_START => format!("turn {}", number("turn")),
+            events::TURN_END => format!("turn {} {}", number("turn"), end_text(data.get("reason"))),
+            events::STEP_START => format!("  step {}", number("step")),
+            events::STEP_END => format!("  end of step {}", number("step")),
+            events::USER_MESSAGE => format!("    user: {}", preview(&message_text(data))),
             events::REQUEST_HEADER => {
-                let config = get("header").and_then(|h| h.get("config"));
+                let config = data.get("header").and_then(|h| h.get("config"));
                 format!(
                     "    request {} · {} ({})",
                     js::display(config.and_then(|c| c.get("provider"))),
@@ -99,60 +119,60 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
                     number("reason")
                 )
             }
-            "assistant/attempt" => format!("    failed attempt · {}", failure_text(get("failure"))),
-            events::ASSISTANT_CHUNK => {
-                let chunk = get("chunk");
-                let reason = chunk.and_then(|c| c.get("reason"));
-                let failed = chunk.and_then(|c| c.get("type")).and_then(Value::as_str) == Some("finish")
-                    && reason.and_then(|r| r.get("kind")).and_then(Value::as_str) == Some("error");
-                if !failed {
-                    continue;
-                }
-                format!("    failed attempt · {}", failure_text(reason.and_then(|r| r.get("failure"))))
-            }
-            events::LLM_RETRY => {
-                let of = match (get("maxRetries"), get("headRetries")) {
-                    (Some(max), _) => js::display(Some(max)),
-                    (None, Some(head)) if get("retry").and_then(Value::as_f64) <= head.as_f64() => {
-                        js::display(Some(head))
-                    }
-                    _ => "∞".to_owned(),
-                };
-                let delay = get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
-                retry_times.push((format!("{}/{}", number("retryId"), number("retry")), time, delay));
-                let failure = get("failure");
-                format!(
-                    "    retry {}/{of} · {} · {} · {}",
-                    number("retry"),
-                    js::display(failure.and_then(|f| f.get("code"))),
-                    seconds(delay),
-                    js::display(failure.and_then(|f| f.get("message")))
-                )
-            }
-            "llm/retry-refused" => format!(
+            events::ASSISTANT_ATTEMPT => format!("    failed attempt · {}", failure_text(data.get("failure"))),
+            events::ASSISTANT_CHUNK => failed_chunk_line(data)?,
+            events::LLM_RETRY => self.retry_line(time, data),
+            events::LLM_RETRY_REFUSED => format!(
                 "    retry refused by {} · {}",
                 data.get("row").and_then(Value::as_str).unwrap_or("?"),
                 preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
             ),
-            events::LLM_RETRY_STARTED => {
-                let key = format!("{}/{}", number("retryId"), number("retry"));
-                let waited =
-                    retry_times.iter().rev().find(|(k, _, _)| *k == key).map(|(_, scheduled, _)| time - scheduled);
-                match waited {
-                    Some(waited) => format!("    retry {} started after {}", number("retry"), seconds(waited)),
-                    None => format!("    retry {} started", number("retry")),
-                }
-            }
+            events::LLM_RETRY_STARTED => self.started_line(time, data),
             events::ASSISTANT_MESSAGE => {
-                format!("    assistant: {}", preview(&get("message").map(message_text).unwrap_or_default()))
+                format!("    assistant: {}", preview(&data.get("message").map(message_text).unwrap_or_default()))
             }
-            "tool/call" => format!("    tool call {} ({})", number("name"), number("callId")),
-            "tool/result" => format!("    tool result ({})", number("callId")),
-            _ => continue,
-        };
-        lines.push(line);
+            events::TOOL_CALL => format!("    tool call {} ({})", number("name"), number("callId")),
+            events::TOOL_RESULT => format!("    tool result ({})", number("callId")),
+            _ => return None,
+        })
     }
-    Ok(lines)
+
+    fn retry_line(&mut self, time: f64, data: &Value) -> String {
+        let get = |key: &str| data.get(key);
+        let of = match (get("maxRetries"), get("headRetries")) {
+            (Some(max), _) => js::display(Some(max)),
+            (None, Some(head)) if get("retry").and_then(Value::as_f64) <= head.as_f64() => js::display(Some(head)),
+            _ => "∞".to_owned(),
+        };
+        let delay = get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
+        self.retries.push((format!("{}/{}", field(data, "retryId"), field(data, "retry")), time, delay));
+        let failure = get("failure");
+        format!(
+            "    retry {}/{of} · {} · {} · {}",
+            field(data, "retry"),
+            js::display(failure.and_then(|f| f.get("code"))),
+            seconds(delay),
+            js::display(failure.and_then(|f| f.get("message")))
+        )
+    }
+
+    fn started_line(&self, time: f64, data: &Value) -> String {
+        let key = format!("{}/{}", field(data, "retryId"), field(data, "retry"));
+        let waited = self.retries.iter().rev().find(|(k, _, _)| *k == key).map(|(_, scheduled, _)| time - scheduled);
+        match waited {
+            Some(waited) => format!("    retry {} started after {}", field(data, "retry"), seconds(waited)),
+            None => format!("    retry {} started", field(data, "retry")),
+        }
+    }
+}
+
+/// A DeepSeek Harness failed attempt: an error `finish` chunk (other chunks do not show).
+fn failed_chunk_line(data: &Value) -> Option<String> {
+    let chunk = data.get("chunk");
+    let reason = chunk.and_then(|c| c.get("reason"));
+    let failed = chunk.and_then(|c| c.get("type")).and_then(Value::as_str) == Some("finish")
+        && reason.and_then(|r| r.get("kind")).and_then(Value::as_str) == Some("error");
+    failed.then(|| format!("    failed attempt · {}", failure_text(reason.and_then(|r| r.get("failure")))))
 }
 
 #[cfg(test)]

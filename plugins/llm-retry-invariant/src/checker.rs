@@ -244,46 +244,13 @@ impl RetryChecker {
     }
 
     fn retry(&mut self, record: &Record<'_>) -> Result<(), String> {
-        let Some(retry_id) = record.get("retryId").non_empty_str().map(str::to_owned) else {
-            return Err("llm/retry retryId must be a non-empty string".to_owned());
-        };
-        check_failure(&record.get("failure"))?;
-        let retry_value = record.get("retry");
-        let retry = match retry_value.safe_integer() {
-            Some(retry) if retry >= 1.0 => retry,
-            _ => return Err("llm/retry retry must be a positive safe integer".to_owned()),
-        };
-        let provider_value = record.get("provider");
-        let Some(provider) = provider_value.non_empty_str() else {
-            return Err("llm/retry provider must be a non-empty string".to_owned());
-        };
-        let policy_key_value = record.get("policyKey");
-        let Some(policy_key) = policy_key_value.non_empty_str() else {
-            return Err("llm/retry policyKey must be a non-empty string".to_owned());
-        };
-        match record.get("mode").as_str() {
-            Some("normal") => {
-                let max_retries = record.get("maxRetries");
-                let bound = max_retries.safe_integer().filter(|max| *max >= 1.0);
-                if bound.is_none_or(|max| retry > max) {
-                    return Err(format!(
-                        "llm/retry retry {} must not exceed a positive safe maxRetries {}",
-                        retry_value.display(),
-                        max_retries.display()
-                    ));
-                }
-            }
-            Some("always") => {
-                if record.fields.contains("maxRetries") {
-                    return Err("llm/retry always mode must omit maxRetries".to_owned());
-                }
-            }
-            _ => return Err(format!("llm/retry mode must be normal or always, got {}", record.get("mode").display())),
-        }
-        let delay = record.get("delayMs").as_f64();
-        if !delay.is_some_and(|delay| delay.is_finite() && (0.0..=MAX_DELAY_MS).contains(&delay)) {
-            return Err("llm/retry delayMs must be a finite number within 0..2147483647".to_owned());
-        }
+        let fields = RetryFields::check(record)?;
+        self.check_place(record)?;
+        self.continue_chain(record, &fields)
+    }
+
+    /// The record names the open turn and step, and the provider of the request that failed.
+    fn check_place(&self, record: &Record<'_>) -> Result<(), String> {
         let (turn, step) = (record.get("turn"), record.get("step"));
         let Some(open_turn) = &self.open_turn else {
             return Err("llm/retry must be appended inside an open turn".to_owned());
@@ -307,49 +274,49 @@ impl RetryChecker {
                 open_step.display()
             ));
         }
-        let routed = self.routed_provider();
-        if !provider_value.strict_equals(&routed) {
+        let (provider, routed) = (record.get("provider"), self.routed_provider());
+        if !provider.strict_equals(&routed) {
             return Err(format!(
                 "llm/retry provider {} does not match the failed request provider {}",
-                provider_value.display(),
+                provider.display(),
                 routed.display()
             ));
         }
-        let (turn, step) = (self.scalar(&turn), self.scalar(&step));
-        let (provider, policy_key) = (self.names.intern(provider), self.names.intern(policy_key));
+        Ok(())
+    }
+
+    /// The record's retry is the next of its provider-policy chain, under the chain's one id.
+    fn continue_chain(&mut self, record: &Record<'_>, fields: &RetryFields) -> Result<(), String> {
+        let (turn, step) = (self.scalar(&record.get("turn")), self.scalar(&record.get("step")));
+        let (provider, policy_key) = (self.names.intern(&fields.provider), self.names.intern(&fields.policy_key));
         let prior = self.find_chain(turn, step, provider, policy_key);
         let expected = prior.map_or(1, |index| self.chains[index as usize].last_retry + 1);
-        if retry != expected as f64 {
+        if fields.retry != expected as f64 {
             return Err(format!(
                 "llm/retry retry {} must equal provider policy retry {expected}",
-                retry_value.display()
+                record.get("retry").display()
             ));
         }
-        let known_id = self.ids.find(&retry_id);
+        let retry_id = &fields.retry_id;
+        let known_id = self.ids.find(retry_id);
         match prior {
             Some(index) => {
                 let chain = &mut self.chains[index as usize];
                 match (chain.retry_id, known_id) {
-                    (NO_ID, None) => self.own_id(index, &retry_id),
+                    (NO_ID, None) => self.own_id(index, retry_id),
                     (owned, Some(id)) if owned == id => {}
                     _ => return Err("llm/retry must preserve retryId across one provider-policy chain".to_owned()),
                 }
                 self.chains[index as usize].last_retry = expected;
             }
             None if known_id.is_some() => {
-                return Err(format!("llm/retry retryId {} is already owned by another chain", quote(&retry_id)))
+                return Err(format!("llm/retry retryId {} is already owned by another chain", quote(retry_id)))
             }
             None => {
-                let index = self.new_chain(Chain {
-                    turn,
-                    step,
-                    provider,
-                    policy_key,
-                    retry_id: NO_ID,
-                    last_retry: 1,
-                    started_prefix: 0,
-                });
-                self.own_id(index, &retry_id);
+                let chain =
+                    Chain { turn, step, provider, policy_key, retry_id: NO_ID, last_retry: 1, started_prefix: 0 };
+                let index = self.new_chain(chain);
+                self.own_id(index, retry_id);
             }
         }
         Ok(())
@@ -525,6 +492,63 @@ fn check_failure(failure: &JsValue<'_>) -> Result<(), String> {
         return Err("llm/retry failure.requestId must be a non-empty string when present".to_owned());
     }
     Ok(())
+}
+
+/// The fields of an `llm/retry` record that stand on their own, checked in the reference's order.
+struct RetryFields {
+    retry_id: String,
+    retry: f64,
+    provider: String,
+    policy_key: String,
+}
+
+impl RetryFields {
+    fn check(record: &Record<'_>) -> Result<RetryFields, String> {
+        let Some(retry_id) = record.get("retryId").non_empty_str().map(str::to_owned) else {
+            return Err("llm/retry retryId must be a non-empty string".to_owned());
+        };
+        check_failure(&record.get("failure"))?;
+        let retry_value = record.get("retry");
+        let retry = match retry_value.safe_integer() {
+            Some(retry) if retry >= 1.0 => retry,
+            _ => return Err("llm/retry retry must be a positive safe integer".to_owned()),
+        };
+        let Some(provider) = record.get("provider").non_empty_str().map(str::to_owned) else {
+            return Err("llm/retry provider must be a non-empty string".to_owned());
+        };
+        let Some(policy_key) = record.get("policyKey").non_empty_str().map(str::to_owned) else {
+            return Err("llm/retry policyKey must be a non-empty string".to_owned());
+        };
+        check_mode(record, retry, &retry_value)?;
+        let delay = record.get("delayMs").as_f64();
+        if !delay.is_some_and(|delay| delay.is_finite() && (0.0..=MAX_DELAY_MS).contains(&delay)) {
+            return Err("llm/retry delayMs must be a finite number within 0..2147483647".to_owned());
+        }
+        Ok(RetryFields { retry_id, retry, provider, policy_key })
+    }
+}
+
+/// `normal` bounds the retry by a positive `maxRetries`; `always` has none.
+fn check_mode(record: &Record<'_>, retry: f64, retry_value: &JsValue<'_>) -> Result<(), String> {
+    match record.get("mode").as_str() {
+        Some("normal") => {
+            let max_retries = record.get("maxRetries");
+            let bound = max_retries.safe_integer().filter(|max| *max >= 1.0);
+            if bound.is_none_or(|max| retry > max) {
+                return Err(format!(
+                    "llm/retry retry {} must not exceed a positive safe maxRetries {}",
+                    retry_value.display(),
+                    max_retries.display()
+                ));
+            }
+            Ok(())
+        }
+        Some("always") if record.fields.contains("maxRetries") => {
+            Err("llm/retry always mode must omit maxRetries".to_owned())
+        }
+        Some("always") => Ok(()),
+        _ => Err(format!("llm/retry mode must be normal or always, got {}", record.get("mode").display())),
+    }
 }
 
 #[cfg(test)]
@@ -766,6 +790,12 @@ mod tests {
         }
 
         fn naive_retry(history: &[&Event], data: &Value) -> Result<(), String> {
+            naive_retry_fields(data)?;
+            naive_retry_place(history, data)?;
+            naive_retry_chain(history, data)
+        }
+
+        fn naive_retry_fields(data: &Value) -> Result<(), String> {
             let get = |key: &str| data.get(key);
             if non_empty_string(get("retryId")).is_none() {
                 return Err("llm/retry retryId must be a non-empty string".into());
@@ -800,6 +830,11 @@ mod tests {
             if !get("delayMs").and_then(Value::as_f64).is_some_and(|d| (0.0..=MAX_DELAY_MS).contains(&d)) {
                 return Err("llm/retry delayMs must be a finite number within 0..2147483647".into());
             }
+            Ok(())
+        }
+
+        fn naive_retry_place(history: &[&Event], data: &Value) -> Result<(), String> {
+            let get = |key: &str| data.get(key);
             let turn_boundary =
                 last(history, &["turn/start", "turn/end"]).filter(|event| event.event_type == "turn/start");
             let Some(turn_boundary) = turn_boundary else {
@@ -844,6 +879,12 @@ mod tests {
                     js::display(routed)
                 ));
             }
+            Ok(())
+        }
+
+        fn naive_retry_chain(history: &[&Event], data: &Value) -> Result<(), String> {
+            let get = |key: &str| data.get(key);
+            let retry = get("retry").and_then(Value::as_f64).unwrap_or_default();
             let prior = history.iter().rev().find(|event| {
                 event.event_type == "llm/retry"
                     && ["turn", "step", "provider", "policyKey"].iter().all(|key| eq(event.data.get(*key), get(key)))

@@ -1,0 +1,108 @@
+//! How every command ends: `Ok(())`, or an [`Exit`] carrying the exit code — one type, so each
+//! command returns the same way and the code is chosen in one place ([`exit_code_of`]).
+
+use std::process::ExitCode;
+
+use crate::lock::{Busy, LockError};
+use crate::session::log::OpenError;
+use crate::NotFound;
+
+/// A configuration problem (`check`, or a run refused for its config).
+pub const EXIT_CONFIG: u8 = 4;
+/// Log violations (`verify`) or damage `repair` must not touch.
+pub const EXIT_DAMAGED: u8 = 5;
+/// Another process writes the session or profile.
+pub const EXIT_BUSY: u8 = 6;
+/// Nothing by that name (a session, a profile, a library).
+pub const EXIT_NOT_FOUND: u8 = 3;
+/// The operation ran and failed (a turn ended in error, a library was refused).
+pub const EXIT_FAILED: u8 = 1;
+
+/// What a command returns.
+pub type Outcome = Result<(), Exit>;
+
+/// A command that did not succeed: its exit code, and the error still to print (none when the
+/// command has already said what went wrong).
+#[derive(Debug)]
+pub struct Exit {
+    code: u8,
+    error: Option<anyhow::Error>,
+}
+
+impl Exit {
+    /// The command has put what went wrong on stderr (or stdout with `--json`).
+    pub fn reported(code: u8) -> Exit {
+        Exit { code, error: None }
+    }
+
+    /// `Ok(())` when `success`, else the already reported `code`.
+    pub fn unless(success: bool, code: u8) -> Outcome {
+        if success {
+            Ok(())
+        } else {
+            Err(Exit::reported(code))
+        }
+    }
+
+    /// The process's exit code, after printing the error; a write to a stdout whose reader went
+    /// away (`dsh … | head -1`) ends the command quietly and successfully.
+    pub fn finish(self) -> ExitCode {
+        match self.error {
+            Some(err) if stdout_closed(&err) => ExitCode::SUCCESS,
+            Some(err) => {
+                eprintln!("dsh: {err:#}");
+                ExitCode::from(self.code)
+            }
+            None => ExitCode::from(self.code),
+        }
+    }
+}
+
+/// Any error ends a command with the code its kind means.
+impl<E: Into<anyhow::Error>> From<E> for Exit {
+    fn from(error: E) -> Exit {
+        let error = error.into();
+        Exit { code: exit_code_of(&error), error: Some(error) }
+    }
+}
+
+/// The exit code that says what kind of error ended a command.
+pub fn exit_code_of(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<NotFound>().is_some() {
+        EXIT_NOT_FOUND
+    } else if err.downcast_ref::<Busy>().is_some()
+        || matches!(err.downcast_ref::<LockError>(), Some(LockError::Busy(_)))
+    {
+        EXIT_BUSY
+    } else if matches!(err.downcast_ref::<OpenError>(), Some(OpenError::Corrupt { .. } | OpenError::Violation { .. })) {
+        EXIT_DAMAGED
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// Whether the error is a write to a stdout whose reader went away.
+fn stdout_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|err| err.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_carries_the_code_of_its_kind() {
+        assert_eq!(Exit::from(NotFound("x".into())).code, EXIT_NOT_FOUND);
+        assert_eq!(Exit::from(anyhow::anyhow!("plain")).code, EXIT_FAILED);
+        assert_eq!(Exit::reported(EXIT_CONFIG).code, EXIT_CONFIG);
+        assert!(Exit::unless(true, EXIT_DAMAGED).is_ok());
+    }
+
+    #[test]
+    fn a_closed_stdout_ends_the_command_successfully() {
+        let closed = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(Exit::from(closed).finish(), ExitCode::SUCCESS);
+    }
+}
