@@ -3,10 +3,11 @@
 //! host, whose interface has since gained a payload field (`model`) and a downstream variant
 //! (`Cancelled`) — in process, and installed into a profile and run by the real binary.
 
-use dsh_abi::testing::{failure, FakeHost};
+use dsh_abi::testing::failure;
 use dsh_abi::{Answer, Decision, DownstreamOutcome, RequestErrorPayload, RetryDecision};
 use dsh_e2e::turns::{route_patch, run_turn, TINY};
 use dsh_e2e::{abi_frozen_library, package_dir, MockProcess, TestHome};
+use dsh_host::context::SessionlessHost;
 use dsh_host::plugin::PluginLibrary;
 use dsh_host::waterfall::Listener;
 use serde_json::Value;
@@ -20,7 +21,7 @@ fn frozen_instance() -> dsh_host::plugin::RowInstance {
 #[test]
 fn a_plugin_built_against_the_frozen_interface_decides_on_a_grown_payload() {
     let instance = frozen_instance();
-    let host = FakeHost::new();
+    let host = SessionlessHost::default();
     let mut payload = RequestErrorPayload::new(3, 2, "relay", failure("SERVER", 503), None);
     payload.model = "deepseek-v4-flash".into();
     let Ok(Answer::Decide(Decision::Retry(retry))) = instance.on_request_error(&payload, &host.context()) else {
@@ -36,7 +37,7 @@ fn a_plugin_built_against_the_frozen_interface_decides_on_a_grown_payload() {
 #[test]
 fn a_variant_the_frozen_plugin_does_not_know_is_a_clear_failure_and_known_ones_still_work() {
     let instance = frozen_instance();
-    let host = FakeHost::new();
+    let host = SessionlessHost::default();
     let payload = RequestErrorPayload::new(1, 1, "relay", failure("TIMEOUT", 504), None);
     let error = instance
         .after_downstream(&payload, &host.context(), &DownstreamOutcome::Cancelled)

@@ -7,11 +7,10 @@ use std::sync::atomic::AtomicBool;
 
 use abi_stable::std_types::{ROption, RString};
 use dsh_abi::{
-    js, Answer, Decision, DownstreamOutcome, Failure, HostContextRef, PolicyMode, RequestErrorPayload, RetryDecision,
-    RetryPolicy,
+    js, Answer, Decision, DownstreamOutcome, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy,
 };
 use dsh_e2e::{artifacts, workspace_root};
-use dsh_host::context::{CallContext, ScriptedServices};
+use dsh_host::context::{call_context, CallContext, ScriptedServices};
 use dsh_host::plugin::{PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
 use dsh_host::waterfall::{self, Listener, ListenerError, Outcome};
@@ -31,7 +30,7 @@ impl Listener for Downstream {
         "downstream"
     }
 
-    fn on_request_error(&self, _: &RequestErrorPayload, _: &HostContextRef<'_>) -> Result<Answer, ListenerError> {
+    fn on_request_error(&self, _: &RequestErrorPayload, _: &CallContext<'_>) -> Result<Answer, ListenerError> {
         self.called.set(true);
         match self.behaviour.as_str() {
             "retry" => {
@@ -45,7 +44,7 @@ impl Listener for Downstream {
     fn after_downstream(
         &self,
         _: &RequestErrorPayload,
-        _: &HostContextRef<'_>,
+        _: &CallContext<'_>,
         _: &DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
         unreachable!("the downstream stand-in never delegates")
@@ -85,7 +84,7 @@ fn check_vector(executor: &RowInstance, vector: &Value) -> Result<(), String> {
     let randoms: Vec<f64> = vector["random"].as_array().unwrap().iter().map(|r| r.as_f64().unwrap()).collect();
     let services = ScriptedServices::with_randoms(randoms);
     let cancelled = AtomicBool::new(vector["cancelled"] == true);
-    let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
+    let context = call_context(&history, &cancelled, false, &services);
     let payload = RequestErrorPayload {
         model: Default::default(),
         endpoint_host: Default::default(),
@@ -98,7 +97,7 @@ fn check_vector(executor: &RowInstance, vector: &Value) -> Result<(), String> {
     let downstream =
         Downstream { behaviour: vector["downstream"].as_str().unwrap().to_owned(), called: Cell::new(false) };
     let listeners: [&dyn Listener; 2] = [executor, &downstream];
-    let outcome = waterfall::run(&listeners, &payload, &context.as_abi());
+    let outcome = waterfall::run(&listeners, &payload, &context);
     let expect = &vector["expect"];
 
     let decided_retry = matches!(outcome, Outcome::Retry { .. });
@@ -199,10 +198,8 @@ fn the_reference_examples_hold_through_the_cdylib() {
         };
         let mut delays = Vec::new();
         for _ in 0..retries {
-            let context =
-                CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
-            let Outcome::Retry { retry: decision, .. } = waterfall::run(&[&executor], &payload, &context.as_abi())
-            else {
+            let context = call_context(&history, &cancelled, false, &services);
+            let Outcome::Retry { retry: decision, .. } = waterfall::run(&[&executor], &payload, &context) else {
                 panic!("no retry")
             };
             delays.push(decision.delay_ms);

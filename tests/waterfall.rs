@@ -8,7 +8,7 @@ use abi_stable::std_types::ROption;
 use dsh_abi::{Failure, RequestErrorPayload};
 use dsh_e2e::{artifacts, TestHome};
 use dsh_host::agent::assembly::{load_plugins, PluginRow};
-use dsh_host::context::{CallContext, ScriptedServices};
+use dsh_host::context::{call_context, ScriptedServices, SessionlessHost};
 use dsh_host::counters::Counters;
 use dsh_host::plugin::{InstantiateFailure, PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
@@ -36,12 +36,7 @@ fn payload() -> RequestErrorPayload {
 }
 
 fn run(rows: &[&RowInstance]) -> Outcome {
-    let history = HistoryIndex::default();
-    let cancelled = AtomicBool::new(false);
-    let services = ScriptedServices::default();
-    let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
-    let outcome = waterfall::run(rows, &payload(), &context.as_abi());
-    outcome
+    waterfall::run(rows, &payload(), &SessionlessHost::default().context())
 }
 
 /// The fixture's `row` and `saw` of the record that won.
@@ -176,9 +171,9 @@ fn two_different_plugins_share_one_waterfall() {
     let history = HistoryIndex::default();
     let cancelled = AtomicBool::new(false);
     let services = ScriptedServices::default();
-    let context = CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
+    let context = call_context(&history, &cancelled, false, &services);
     let listeners: [&RowInstance; 2] = [&outer, &llm_retry];
-    let outcome = waterfall::run(&listeners, &with_policy, &context.as_abi());
+    let outcome = waterfall::run(&listeners, &with_policy, &context);
     match outcome {
         Outcome::Retry { retry: decision, row_id } => {
             assert_eq!(row_id, "llm-retry");

@@ -19,6 +19,7 @@
 #![allow(non_local_definitions)]
 
 pub mod config;
+pub mod context;
 pub mod events;
 pub mod ffi;
 pub mod host;

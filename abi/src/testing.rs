@@ -4,33 +4,42 @@
 //!
 //! Build a host (`FakeHost::new().at(1_000.0).randoms([0.5])`), a payload
 //! (`RequestErrorPayload::new(1, 1, "relay", failure("SERVER", 503), None)`), and call the hook:
-//! `plugin.on_request_error(&payload, &host.context())`. A retry a plugin decides can be taken into the history ([`FakeHost::take_in`]) so the next
-//! call continues the chain, as the host's index of the session log would.
+//! `plugin.on_request_error(&payload, &host.context())`. A retry a plugin decides can be taken into
+//! the history ([`FakeHost::take_in`]) so the next call continues the chain, as the host's index
+//! of the session log would. The context is the host's own ([`crate::context::Context`]), over
+//! scripted parts.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
-use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::sabi_types::RRef;
-use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
+use abi_stable::std_types::{ROption, RString, RVec};
 
-use crate::host::{HostContext, HostContextRef, HostContext_TO};
+use crate::context::{Context, Counters, ScriptedServices, Services, Session};
+use crate::host::HostContextRef;
 use crate::types::{ChainKey, ChainRecord, Failure, LogLevel, RetryDecision};
 
-/// A host context whose answers a test sets.
+/// A host context whose answers a test sets: the host's own [`Context`] over a scripted session,
+/// [`ScriptedServices`] and counters kept in memory.
 #[derive(Debug)]
 pub struct FakeHost {
-    chains: RefCell<HashMap<(u64, u64, String, String), ChainRecord>>,
-    last_turn_events: RefCell<Vec<String>>,
+    context: Context<ScriptedSession, ScriptedServices, ScriptedCounters>,
+}
+
+/// The session a [`FakeHost`] answers from.
+#[derive(Debug)]
+pub struct ScriptedSession {
+    chains: Mutex<HashMap<(u64, u64, String, String), ChainRecord>>,
+    last_turn_events: Mutex<Vec<String>>,
     header: String,
     pending_input: bool,
     cancelled: bool,
-    now_ms: Cell<f64>,
-    randoms: RefCell<VecDeque<f64>>,
-    next_id: Cell<u64>,
-    logs: RefCell<Vec<(LogLevel, String)>>,
-    counters: RefCell<HashMap<String, f64>>,
-    store_down: Option<String>,
+}
+
+/// Counters kept in memory, or a store that cannot be reached.
+#[derive(Debug, Default)]
+pub struct ScriptedCounters {
+    values: Mutex<HashMap<String, f64>>,
+    down: Option<String>,
 }
 
 impl Default for FakeHost {
@@ -42,83 +51,81 @@ impl Default for FakeHost {
 impl FakeHost {
     /// No history, the clock at 0, every random sample 0.5, ids `id-1`, `id-2`, ….
     pub fn new() -> FakeHost {
-        FakeHost {
-            chains: RefCell::default(),
-            last_turn_events: RefCell::default(),
+        let session = ScriptedSession {
+            chains: Mutex::default(),
+            last_turn_events: Mutex::default(),
             header: r#"{"type":"session","version":0,"id":"fake-session","createdAt":0,"delegationDepth":0}"#
                 .to_owned(),
             pending_input: false,
             cancelled: false,
-            now_ms: Cell::new(0.0),
-            randoms: RefCell::default(),
-            next_id: Cell::new(1),
-            logs: RefCell::default(),
-            counters: RefCell::default(),
-            store_down: None,
-        }
+        };
+        let context = Context { session, services: ScriptedServices::default(), counters: ScriptedCounters::default() };
+        FakeHost { context }
     }
 
     /// The shared counters' store cannot be reached: `counter_add` fails with `why`.
     pub fn store_down(mut self, why: &str) -> FakeHost {
-        self.store_down = Some(why.to_owned());
+        self.context.counters.down = Some(why.to_owned());
         self
     }
 
     /// A shared counter's value, if it was ever touched.
     pub fn counter(&self, key: &str) -> Option<f64> {
-        self.counters.borrow().get(key).copied()
+        self.context.counters.values.lock().unwrap().get(key).copied()
     }
 
     /// The clock, in epoch milliseconds.
     pub fn at(self, now_ms: f64) -> FakeHost {
-        self.now_ms.set(now_ms);
+        self.context.services.set_now(now_ms);
         self
     }
 
-    /// The random samples to hand out, in order (0.5 once they run out).
+    /// The random samples to hand out, in order (the last repeats; 0.5 when none was given).
     pub fn randoms(self, samples: impl IntoIterator<Item = f64>) -> FakeHost {
-        self.randoms.borrow_mut().extend(samples);
+        self.context.services.push_randoms(samples);
         self
     }
 
     /// A chain whose last `llm/retry` is `retry`, under `retry_id`.
     pub fn with_chain(self, key: ChainKey<'_>, retry_id: &str, retry: u64) -> FakeHost {
-        self.chains.borrow_mut().insert(chain_key(&key), ChainRecord { retry_id: retry_id.into(), retry });
+        let chain = ChainRecord { retry_id: retry_id.into(), retry };
+        self.context.session.chains.lock().unwrap().insert(chain_key(&key), chain);
         self
     }
 
     /// The events of the current turn, as JSON lines (`last_turn_events`).
     pub fn with_last_turn_events(self, events: impl IntoIterator<Item = impl Into<String>>) -> FakeHost {
-        self.last_turn_events.borrow_mut().extend(events.into_iter().map(Into::into));
+        self.context.session.last_turn_events.lock().unwrap().extend(events.into_iter().map(Into::into));
         self
     }
 
     /// The session header line.
     pub fn with_header(mut self, header: &str) -> FakeHost {
-        self.header = header.to_owned();
+        self.context.session.header = header.to_owned();
         self
     }
 
     /// The turn has been cancelled.
     pub fn cancelled(mut self) -> FakeHost {
-        self.cancelled = true;
+        self.context.session.cancelled = true;
         self
     }
 
     /// Input is queued for the session.
     pub fn with_pending_input(mut self) -> FakeHost {
-        self.pending_input = true;
+        self.context.session.pending_input = true;
         self
     }
 
     /// Moves the clock on.
     pub fn advance(&self, ms: f64) {
-        self.now_ms.set(self.now_ms.get() + ms);
+        let services = &self.context.services;
+        services.set_now(services.now_ms() + ms);
     }
 
     /// The context to hand a plugin hook.
     pub fn context(&self) -> HostContextRef<'_> {
-        HostContext_TO::from_ptr(RRef::new(self), TD_Opaque)
+        self.context.as_abi()
     }
 
     /// Takes a retry the plugin decided into the history, as the host does once the record is
@@ -132,15 +139,17 @@ impl FakeHost {
         let text = |key: &str| record.get(key).and_then(serde_json::Value::as_str).ok_or(format!("no {key}"));
         let key = (number("turn")?, number("step")?, text("provider")?.to_owned(), text("policyKey")?.to_owned());
         let chain = ChainRecord { retry_id: text("retryId")?.into(), retry: number("retry")? };
-        self.chains.borrow_mut().insert(key, chain);
-        let line = serde_json::json!({"type": "llm/retry", "seq": 0, "time": self.now_ms.get(), "data": record});
-        self.last_turn_events.borrow_mut().push(line.to_string());
+        let session = &self.context.session;
+        session.chains.lock().unwrap().insert(key, chain);
+        let time = self.context.services.now_ms();
+        let line = serde_json::json!({"type": "llm/retry", "seq": 0, "time": time, "data": record});
+        session.last_turn_events.lock().unwrap().push(line.to_string());
         Ok(())
     }
 
     /// What the plugin logged, in order.
     pub fn logs(&self) -> Vec<(LogLevel, String)> {
-        self.logs.borrow().clone()
+        self.context.services.logs()
     }
 }
 
@@ -148,13 +157,13 @@ fn chain_key(key: &ChainKey<'_>) -> (u64, u64, String, String) {
     (key.turn, key.step, key.provider.to_string(), key.policy_key.to_string())
 }
 
-impl HostContext for FakeHost {
-    fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord> {
-        self.chains.borrow().get(&chain_key(&key)).cloned().into()
+impl Session for ScriptedSession {
+    fn last_retry(&self, key: ChainKey<'_>) -> Option<ChainRecord> {
+        self.chains.lock().unwrap().get(&chain_key(&key)).cloned()
     }
 
     fn last_turn_events(&self) -> RVec<RString> {
-        self.last_turn_events.borrow().iter().map(|line| RString::from(line.as_str())).collect()
+        self.last_turn_events.lock().unwrap().iter().map(|line| RString::from(line.as_str())).collect()
     }
 
     fn session_header(&self) -> RString {
@@ -168,33 +177,17 @@ impl HostContext for FakeHost {
     fn is_cancelled(&self) -> bool {
         self.cancelled
     }
+}
 
-    fn now_ms(&self) -> f64 {
-        self.now_ms.get()
-    }
-
-    fn random(&self) -> f64 {
-        self.randoms.borrow_mut().pop_front().unwrap_or(0.5)
-    }
-
-    fn new_id(&self) -> RString {
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
-        format!("id-{id}").into()
-    }
-
-    fn log(&self, level: LogLevel, message: RStr<'_>) {
-        self.logs.borrow_mut().push((level, message.to_string()));
-    }
-
-    fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString> {
-        if let Some(why) = &self.store_down {
-            return RResult::RErr(why.as_str().into());
+impl Counters for ScriptedCounters {
+    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+        if let Some(why) = &self.down {
+            return Err(why.clone());
         }
-        let mut counters = self.counters.borrow_mut();
-        let value = counters.entry(key.to_string()).or_insert(initial);
+        let mut values = self.values.lock().unwrap();
+        let value = values.entry(key.to_owned()).or_insert(initial);
         *value = (*value + delta).clamp(floor, ceiling);
-        RResult::ROk(*value)
+        Ok(*value)
     }
 }
 
@@ -214,7 +207,7 @@ mod tests {
     fn the_fake_host_answers_what_it_was_given_and_takes_in_retries() {
         let host = FakeHost::new().at(10.0).randoms([0.25]);
         let ctx = host.context();
-        assert_eq!((ctx.now_ms(), ctx.random(), ctx.random()), (10.0, 0.25, 0.5));
+        assert_eq!((ctx.now_ms(), ctx.random(), ctx.random()), (10.0, 0.25, 0.25));
         assert_eq!((ctx.new_id().as_str(), ctx.new_id().as_str()), ("id-1", "id-2"));
         let payload = RequestErrorPayload::new(1, 2, "relay", failure("SERVER", 503), None);
         let key = ChainKey::new(&payload, "k");

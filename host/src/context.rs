@@ -1,27 +1,16 @@
-//! The host side of the plugin call context: what a plugin may ask during a call (history, the
-//! clock, randomness, ids, cancellation, logging), and the [`Services`] that supply the effects so
-//! tests and simulations can fix them.
+//! The host side of the plugin call context: the session state a call answers from (the log's
+//! index, cancellation, queued input) and the system's [`Services`] (clock, randomness, ids,
+//! logging). The context itself is `dsh_abi`'s [`Context`], the one the author kit's fake host
+//! uses too; tests and simulations fix the effects with [`ScriptedServices`].
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
-use dsh_abi::{ChainKey, ChainRecord, HostContext, HostContextRef, HostContext_TO, LogLevel};
+use abi_stable::std_types::{RString, RVec};
+pub use dsh_abi::context::{Context, NoCounters, ScriptedServices, Services, Session};
+use dsh_abi::{ChainKey, ChainRecord, LogLevel};
 
 use crate::session::index::HistoryIndex;
-
-/// Clock, randomness, ids and plugin logging.
-pub trait Services: Send + Sync {
-    /// Epoch milliseconds.
-    fn now_ms(&self) -> f64;
-    /// A sample in [0, 1].
-    fn random(&self) -> f64;
-    fn new_id(&self) -> String;
-    fn log(&self, level: LogLevel, message: &str);
-}
 
 /// The real clock, a real RNG, UUID v4 ids and logging through `tracing`.
 #[derive(Debug, Default, Clone, Copy)]
@@ -57,73 +46,17 @@ impl Services for SystemServices {
     }
 }
 
-/// Deterministic services for tests: random samples are served from a script (the last one
-/// repeats; 0.5 when none), ids count up (`id-1`, `id-2`, …), the clock stands still at the
-/// epoch, and log lines are kept.
-#[derive(Debug, Default)]
-pub struct ScriptedServices {
-    randoms: Mutex<VecDeque<f64>>,
-    last_random: Mutex<Option<f64>>,
-    used: Mutex<Vec<f64>>,
-    next_id: AtomicU64,
-    logs: Mutex<Vec<(LogLevel, String)>>,
-}
-
-impl ScriptedServices {
-    pub fn with_randoms(randoms: impl IntoIterator<Item = f64>) -> Self {
-        ScriptedServices { randoms: Mutex::new(randoms.into_iter().collect()), ..Default::default() }
-    }
-
-    /// The random samples handed out so far.
-    pub fn randoms_used(&self) -> Vec<f64> {
-        self.used.lock().unwrap().clone()
-    }
-
-    pub fn logs(&self) -> Vec<(LogLevel, String)> {
-        self.logs.lock().unwrap().clone()
-    }
-}
-
-impl Services for ScriptedServices {
-    fn now_ms(&self) -> f64 {
-        0.0
-    }
-
-    fn random(&self) -> f64 {
-        let mut last = self.last_random.lock().unwrap();
-        let sample = self.randoms.lock().unwrap().pop_front().or(*last).unwrap_or(0.5);
-        *last = Some(sample);
-        self.used.lock().unwrap().push(sample);
-        sample
-    }
-
-    fn new_id(&self) -> String {
-        format!("id-{}", self.next_id.fetch_add(1, Ordering::Relaxed) + 1)
-    }
-
-    fn log(&self, level: LogLevel, message: &str) {
-        self.logs.lock().unwrap().push((level, message.to_owned()));
-    }
-}
-
-/// Everything one plugin call may ask the host, borrowed for the duration of the call.
-pub struct CallContext<'a> {
+/// The session side of a call: the log's index, the turn's cancellation, queued input.
+#[derive(Clone, Copy)]
+pub struct CallState<'a> {
     pub history: &'a HistoryIndex,
     pub cancelled: &'a AtomicBool,
     pub pending_input: bool,
-    pub services: &'a dyn Services,
 }
 
-impl CallContext<'_> {
-    /// The context as the FFI trait object handed to plugins.
-    pub fn as_abi(&self) -> HostContextRef<'_> {
-        HostContext_TO::from_ptr(self, TD_Opaque)
-    }
-}
-
-impl HostContext for CallContext<'_> {
-    fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord> {
-        self.history.last_retry(key).cloned().into()
+impl Session for CallState<'_> {
+    fn last_retry(&self, key: ChainKey<'_>) -> Option<ChainRecord> {
+        self.history.last_retry(key).cloned()
     }
 
     fn last_turn_events(&self) -> RVec<RString> {
@@ -141,75 +74,38 @@ impl HostContext for CallContext<'_> {
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
-
-    fn now_ms(&self) -> f64 {
-        self.services.now_ms()
-    }
-
-    fn random(&self) -> f64 {
-        self.services.random().clamp(0.0, 1.0)
-    }
-
-    fn new_id(&self) -> RString {
-        self.services.new_id().into()
-    }
-
-    fn log(&self, level: LogLevel, message: RStr<'_>) {
-        self.services.log(level, message.as_str());
-    }
-
-    /// Rows reach their counters through their own context (the row's store); a call that
-    /// comes here belongs to no row.
-    fn counter_add(&self, _: RStr<'_>, _: f64, _: f64, _: f64, _: f64) -> RResult<f64, RString> {
-        RResult::RErr("this call belongs to no row, so it has no counter store".into())
-    }
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use dsh_abi::{Failure, RequestErrorPayload};
+/// Everything one plugin call may ask the host, borrowed for the duration of the call; a row's
+/// call adds its counters ([`Context::with_counters`]).
+pub type CallContext<'a> = Context<CallState<'a>, &'a dyn Services, NoCounters>;
 
-    /// A session-less host for unit tests.
-    #[derive(Default)]
-    pub(crate) struct TestHost {
-        pub history: HistoryIndex,
-        pub cancelled: AtomicBool,
-        pub services: ScriptedServices,
+/// The context of a call over `history`, answered with `services`.
+pub fn call_context<'a>(
+    history: &'a HistoryIndex,
+    cancelled: &'a AtomicBool,
+    pending_input: bool,
+    services: &'a dyn Services,
+) -> CallContext<'a> {
+    Context { session: CallState { history, cancelled, pending_input }, services, counters: NoCounters }
+}
+
+/// A host over no session log, its effects scripted: `config explain`'s questions, tests, and
+/// benchmarks of the waterfall.
+#[derive(Default)]
+pub struct SessionlessHost {
+    pub history: HistoryIndex,
+    pub cancelled: AtomicBool,
+    pub services: ScriptedServices,
+}
+
+impl SessionlessHost {
+    /// The turn is cancelled.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
     }
 
-    impl TestHost {
-        pub fn cancel(&self) {
-            self.cancelled.store(true, Ordering::SeqCst);
-        }
-
-        pub fn context(&self) -> CallContext<'_> {
-            CallContext {
-                history: &self.history,
-                cancelled: &self.cancelled,
-                pending_input: false,
-                services: &self.services,
-            }
-        }
-
-        pub fn payload() -> RequestErrorPayload {
-            RequestErrorPayload {
-                model: Default::default(),
-                endpoint_host: Default::default(),
-                turn: 1,
-                step: 1,
-                provider: "mock".into(),
-                failure: Failure::new("SERVER", "HTTP 503"),
-                retry_policy: ROption::RNone,
-            }
-        }
-    }
-
-    #[test]
-    fn scripted_randomness_repeats_its_last_sample_and_records_what_it_served() {
-        let services = ScriptedServices::with_randoms([0.0, 1.0]);
-        let served: Vec<f64> = (0..3).map(|_| services.random()).collect();
-        assert_eq!(served, vec![0.0, 1.0, 1.0]);
-        assert_eq!(services.randoms_used(), served);
+    pub fn context(&self) -> CallContext<'_> {
+        call_context(&self.history, &self.cancelled, false, &self.services)
     }
 }

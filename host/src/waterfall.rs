@@ -13,7 +13,9 @@
 
 use abi_stable::std_types::RString;
 use dsh_abi::retry::{check_decision, CheckedRetry};
-use dsh_abi::{Answer, Decision, DownstreamOutcome, HostContextRef, RequestErrorPayload, RetryDecision};
+use dsh_abi::{Answer, Decision, DownstreamOutcome, RequestErrorPayload, RetryDecision};
+
+use crate::context::{CallContext, Session};
 
 /// A listener call that produced no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,16 +28,12 @@ pub struct ListenerError {
 pub trait Listener {
     fn row_id(&self) -> &str;
 
-    fn on_request_error(
-        &self,
-        payload: &RequestErrorPayload,
-        ctx: &HostContextRef<'_>,
-    ) -> Result<Answer, ListenerError>;
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: &CallContext<'_>) -> Result<Answer, ListenerError>;
 
     fn after_downstream(
         &self,
         payload: &RequestErrorPayload,
-        ctx: &HostContextRef<'_>,
+        ctx: &CallContext<'_>,
         outcome: &DownstreamOutcome,
     ) -> Result<Decision, ListenerError>;
 }
@@ -72,10 +70,10 @@ enum Branch {
 }
 
 /// Runs the waterfall over `listeners` (outermost first).
-pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Outcome {
+pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload, ctx: &CallContext<'_>) -> Outcome {
     let mut failures = Vec::new();
     let branch = run_from(listeners, payload, ctx, &mut failures);
-    if ctx.is_cancelled() {
+    if ctx.session.is_cancelled() {
         return Outcome::Cancelled;
     }
     match branch {
@@ -88,7 +86,7 @@ pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload
 fn run_from<L: Listener + ?Sized>(
     listeners: &[&L],
     payload: &RequestErrorPayload,
-    ctx: &HostContextRef<'_>,
+    ctx: &CallContext<'_>,
     failures: &mut Vec<(String, String)>,
 ) -> Branch {
     let Some((listener, rest)) = listeners.split_first() else {
@@ -109,7 +107,7 @@ fn run_from<L: Listener + ?Sized>(
         Answer::DelegateFirst => {
             let downstream = run_from(rest, payload, ctx, failures);
             let outcome = match &downstream {
-                _ if ctx.is_cancelled() => DownstreamOutcome::Cancelled,
+                _ if ctx.session.is_cancelled() => DownstreamOutcome::Cancelled,
                 Branch::Retried { decision, .. } => DownstreamOutcome::Retried(decision.clone()),
                 Branch::Declined | Branch::Refused { .. } => DownstreamOutcome::Declined,
                 Branch::Failed { row_id, message } => {
@@ -158,7 +156,12 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::context::tests::TestHost;
+    use crate::context::SessionlessHost;
+    use dsh_abi::Failure;
+
+    fn payload() -> RequestErrorPayload {
+        RequestErrorPayload::new(1, 1, "mock", Failure::new("SERVER", "HTTP 503"), None)
+    }
 
     /// An in-process listener with a scripted answer that records what it was told.
     struct Scripted {
@@ -209,7 +212,7 @@ mod tests {
             self.id
         }
 
-        fn on_request_error(&self, _: &RequestErrorPayload, _: &HostContextRef<'_>) -> Result<Answer, ListenerError> {
+        fn on_request_error(&self, _: &RequestErrorPayload, _: &CallContext<'_>) -> Result<Answer, ListenerError> {
             *self.calls.borrow_mut() += 1;
             self.answer.clone().map_err(|message| ListenerError { panicked: false, message: message.to_owned() })
         }
@@ -217,7 +220,7 @@ mod tests {
         fn after_downstream(
             &self,
             _: &RequestErrorPayload,
-            _: &HostContextRef<'_>,
+            _: &CallContext<'_>,
             outcome: &DownstreamOutcome,
         ) -> Result<Decision, ListenerError> {
             self.seen.borrow_mut().push(outcome.clone());
@@ -234,10 +237,7 @@ mod tests {
     }
 
     fn run_chain(listeners: &[&Scripted]) -> Outcome {
-        let host = TestHost::default();
-        let context = host.context();
-        let outcome = run(listeners, &TestHost::payload(), &context.as_abi());
-        outcome
+        run(listeners, &payload(), &SessionlessHost::default().context())
     }
 
     fn retry_by(row: &str, name: &str) -> Outcome {
@@ -279,10 +279,10 @@ mod tests {
     #[test]
     fn delegate_first_is_told_the_turn_was_cancelled_while_the_rest_ran() {
         let (a, b) = (Scripted::delegates("a", None), Scripted::retries("b", "b"));
-        let host = TestHost::default();
+        let host = SessionlessHost::default();
         host.cancel();
         let context = host.context();
-        assert_eq!(run(&[&a, &b], &TestHost::payload(), &context.as_abi()), Outcome::Cancelled);
+        assert_eq!(run(&[&a, &b], &payload(), &context), Outcome::Cancelled);
         assert_eq!(*a.seen.borrow(), [DownstreamOutcome::Cancelled]);
     }
 
@@ -379,11 +379,11 @@ mod tests {
 
     #[test]
     fn cancellation_beats_a_retry_decision() {
-        let host = TestHost::default();
+        let host = SessionlessHost::default();
         host.cancel();
         let a = Scripted::retries("a", "a");
         let context = host.context();
-        let outcome = run(&[&a], &TestHost::payload(), &context.as_abi());
+        let outcome = run(&[&a], &payload(), &context);
         assert_eq!(outcome, Outcome::Cancelled);
     }
 }

@@ -14,7 +14,7 @@ use abi_stable::std_types::RString;
 use criterion::Criterion;
 use dsh_abi::{Failure, PolicyMode, RequestErrorPayload, RetryPolicy};
 use dsh_e2e::artifacts;
-use dsh_host::context::{CallContext, SystemServices};
+use dsh_host::context::{call_context, SystemServices};
 use dsh_host::plugin::{PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
 use dsh_host::waterfall::{self, Outcome};
@@ -88,13 +88,12 @@ fn decision(
     payload: &RequestErrorPayload,
 ) {
     let cancelled = AtomicBool::new(false);
-    let context = CallContext { history, cancelled: &cancelled, pending_input: false, services: &SystemServices };
-    let ctx = context.as_abi();
+    let context = call_context(history, &cancelled, false, &SystemServices);
     assert!(
-        matches!(waterfall::run(listeners, payload, &ctx), Outcome::Retry { .. }),
+        matches!(waterfall::run(listeners, payload, &context), Outcome::Retry { .. }),
         "{id}: the bench must reach a decision"
     );
-    c.bench_function(id, |b| b.iter(|| waterfall::run(listeners, payload, &ctx)));
+    c.bench_function(id, |b| b.iter(|| waterfall::run(listeners, payload, &context)));
 }
 
 fn median_ns(id: &str) -> f64 {

@@ -379,6 +379,34 @@ pub struct Assembly {
 }
 
 impl Assembly {
+    /// One line saying what changed since `before` (a `chat` swap): listeners that now handle request errors, rows that
+    /// were disabled or removed, rows reconfigured.
+    pub fn change_since(&self, before: &Assembly, rows: &[Value]) -> String {
+        let ids = |assembly: &Assembly| -> Vec<String> {
+            assembly.listeners.iter().map(|listener| listener.row_id().to_owned()).collect()
+        };
+        let (old, new) = (ids(before), ids(self));
+        let row_state = |id: &str| {
+            rows.iter()
+                .find(|row| row.get("id").and_then(Value::as_str) == Some(id))
+                .map(|row| row.get("disabled").is_some_and(crate::profile::patch::truthy))
+        };
+        let mut changes: Vec<String> =
+            new.iter().filter(|id| !old.contains(id)).map(|id| format!("{id} now handles request errors")).collect();
+        changes.extend(old.iter().filter(|id| !new.contains(id)).map(|id| match row_state(id) {
+            Some(true) => format!("{id} disabled"),
+            Some(false) => format!("{id} no longer handles request errors"),
+            None => format!("{id} removed"),
+        }));
+        if changes.is_empty() && old != new {
+            changes.push(format!("request-error order now {}", new.join(", ")));
+        }
+        if changes.is_empty() {
+            changes.push("rows reconfigured".to_owned());
+        }
+        changes.join("; ")
+    }
+
     /// The model the agent's turns ask for: the agent row's, else its route's.
     pub fn model(&self) -> &str {
         match &self.agent.model {

@@ -10,11 +10,11 @@ use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use dsh_abi::{Answer, Decision, DownstreamOutcome, Failure, HostContextRef, RequestErrorPayload, RetryPolicy};
+use dsh_abi::{Answer, Decision, DownstreamOutcome, Failure, RequestErrorPayload, RetryPolicy};
 
 use super::assembly::Assembly;
 use super::route::Route;
-use crate::context::{CallContext, ScriptedServices};
+use crate::context::{call_context, CallContext, ScriptedServices};
 use crate::counters::MemoryStore;
 use crate::llm::classify::ADAPTER_CODES;
 use crate::plugin::RowInstance;
@@ -67,11 +67,7 @@ impl Listener for Traced<'_> {
         self.row.row_id()
     }
 
-    fn on_request_error(
-        &self,
-        payload: &RequestErrorPayload,
-        ctx: &HostContextRef<'_>,
-    ) -> Result<Answer, ListenerError> {
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: &CallContext<'_>) -> Result<Answer, ListenerError> {
         let answer = self.row.on_request_error(payload, ctx);
         if !matches!(answer, Ok(Answer::Pass)) {
             self.acted.borrow_mut().push(self.row.row_id().to_owned());
@@ -82,7 +78,7 @@ impl Listener for Traced<'_> {
     fn after_downstream(
         &self,
         payload: &RequestErrorPayload,
-        ctx: &HostContextRef<'_>,
+        ctx: &CallContext<'_>,
         outcome: &DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
         self.row.after_downstream(payload, ctx, outcome)
@@ -130,12 +126,7 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
     let mut failures = Vec::new();
     loop {
         acted.borrow_mut().clear();
-        let outcome = {
-            let context =
-                CallContext { history: &history, cancelled: &cancelled, pending_input: false, services: &services };
-            let outcome = waterfall::run(&traced, &payload, &context.as_abi());
-            outcome
-        };
+        let outcome = waterfall::run(&traced, &payload, &call_context(&history, &cancelled, false, &services));
         match outcome {
             Outcome::Retry { retry, row_id } => {
                 row.get_or_insert(row_id);

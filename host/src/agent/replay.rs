@@ -27,7 +27,7 @@ use abi_stable::std_types::RString;
 use dsh_abi::{Failure, LogLevel, RequestErrorPayload, RetryPolicy};
 use serde_json::Value;
 
-use crate::context::{CallContext, Services};
+use crate::context::{call_context, Services};
 use crate::plugin::RowInstance;
 use crate::session::index::HistoryIndex;
 use crate::session::reader::{LogReader, ReadError};
@@ -262,16 +262,8 @@ fn replay_turn(
             let payload =
                 RequestErrorPayload::new(turn.turn, step.step, &step.provider, failure.clone(), policy.clone());
             scratch.services.set_now(ended);
-            let outcome = {
-                let context = CallContext {
-                    history: &scratch.history,
-                    cancelled: &cancelled,
-                    pending_input: false,
-                    services: &scratch.services,
-                };
-                let outcome = waterfall::run(&listeners, &payload, &context.as_abi());
-                outcome
-            };
+            let context = call_context(&scratch.history, &cancelled, false, &scratch.services);
+            let outcome = waterfall::run(&listeners, &payload, &context);
             match outcome {
                 WaterfallOutcome::Retry { retry, .. } => {
                     let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{}}}"#, retry.record);

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::cancel::Cancel;
 use super::view::{RetryNotice, TurnView};
-use crate::context::{CallContext, Services};
+use crate::context::{call_context, Services};
 use crate::plugin::RowInstance;
 use crate::session::log::{AppendError, NewEvent, SessionLog};
 use crate::waterfall::{self, Outcome};
@@ -57,9 +57,9 @@ pub struct RetryParts<'a> {
 pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) -> Result<RetryStep, AppendError> {
     let RetryParts { log, listeners, may_wait, services, cancel, view } = parts;
     let outcome = {
-        let context = CallContext { history: log.index(), cancelled: cancel.flag(), pending_input: false, services };
+        let context = call_context(log.index(), cancel.flag(), false, services);
         let listeners: Vec<&RowInstance> = listeners.iter().map(Arc::as_ref).collect();
-        crate::counters::may_block(may_wait, || waterfall::run(&listeners, payload, &context.as_abi()))
+        crate::counters::may_block(may_wait, || waterfall::run(&listeners, payload, &context))
     };
     let (retry, row_id) = match outcome {
         Outcome::Cancelled => return Ok(RetryStep::Cancelled),

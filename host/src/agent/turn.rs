@@ -27,7 +27,7 @@ use super::config::AgentConfig;
 use super::retry::{retry_step, RetryParts, RetryStep};
 use super::route::Route;
 use super::view::TurnView;
-use crate::context::{CallContext, Services};
+use crate::context::{call_context, Services};
 use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish};
 use crate::session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
 
@@ -120,16 +120,10 @@ impl Agent {
     /// Raises `agent/session-start` and returns the continuations listeners ask for, each with
     /// the package of the row that asked.
     pub fn session_start(&self, source: SessionStartSource, pending_input: bool) -> Vec<(String, Continuation)> {
-        let context = CallContext {
-            history: self.log.index(),
-            cancelled: self.cancel.flag(),
-            pending_input,
-            services: self.services.as_ref(),
-        };
-        let ctx = context.as_abi();
+        let context = call_context(self.log.index(), self.cancel.flag(), pending_input, self.services.as_ref());
         let mut continuations = Vec::new();
         for row in &self.assembly.session_start {
-            match row.on_session_start(source, ctx.sabi_reborrow()) {
+            match row.on_session_start(source, &context) {
                 Ok(Some(continuation)) => continuations.push((row.package().to_owned(), continuation)),
                 Ok(None) => {}
                 Err(err) => tracing::warn!("row \"{}\": {}", row.row_id(), err.message),
@@ -296,16 +290,10 @@ impl Agent {
             provider: route.provider.as_str().into(),
             endpoint_host: route.endpoint_host.as_str().into(),
         };
-        let context = CallContext {
-            history: self.log.index(),
-            cancelled: self.cancel.flag(),
-            pending_input: false,
-            services: self.services.as_ref(),
-        };
-        let ctx = context.as_abi();
+        let context = call_context(self.log.index(), self.cancel.flag(), false, self.services.as_ref());
         crate::counters::may_block(self.assembly.may_wait, || {
             for row in &self.assembly.request_success {
-                if let Err(err) = row.on_request_success(&success, &ctx) {
+                if let Err(err) = row.on_request_success(&success, &context) {
                     tracing::warn!("row \"{}\": {}", row.row_id(), err.message);
                 }
             }

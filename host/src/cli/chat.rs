@@ -220,7 +220,7 @@ async fn swap_if_changed(
     let counters = agent.assembly.counters.clone();
     match Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await {
         Ok(assembly) => {
-            let change = describe_change(&agent.assembly, &assembly, &composition.rows);
+            let change = assembly.change_since(&agent.assembly, &composition.rows);
             eprintln!("profile {profile_name}: {change}");
             agent.assembly = assembly;
             next
@@ -233,34 +233,6 @@ async fn swap_if_changed(
             current
         }
     }
-}
-
-/// One line saying what a swap changed: listeners that now handle request errors, rows that
-/// were disabled or removed, rows reconfigured.
-fn describe_change(before: &Assembly, after: &Assembly, rows: &[Value]) -> String {
-    let ids = |assembly: &Assembly| -> Vec<String> {
-        assembly.listeners.iter().map(|listener| listener.row_id().to_owned()).collect()
-    };
-    let (old, new) = (ids(before), ids(after));
-    let row_state = |id: &str| {
-        rows.iter()
-            .find(|row| row.get("id").and_then(Value::as_str) == Some(id))
-            .map(|row| row.get("disabled").is_some_and(crate::profile::patch::truthy))
-    };
-    let mut changes: Vec<String> =
-        new.iter().filter(|id| !old.contains(id)).map(|id| format!("{id} now handles request errors")).collect();
-    changes.extend(old.iter().filter(|id| !new.contains(id)).map(|id| match row_state(id) {
-        Some(true) => format!("{id} disabled"),
-        Some(false) => format!("{id} no longer handles request errors"),
-        None => format!("{id} removed"),
-    }));
-    if changes.is_empty() && old != new {
-        changes.push(format!("request-error order now {}", new.join(", ")));
-    }
-    if changes.is_empty() {
-        changes.push("rows reconfigured".to_owned());
-    }
-    changes.join("; ")
 }
 
 fn show_waterfall(agent: &Agent) {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Globals, EXIT_FAILED, EXIT_NOT_FOUND};
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
-use crate::plugin::{install, migration};
+use crate::plugin::{install, listing, migration};
 use crate::profile::Profile;
 use crate::NotFound;
 
@@ -277,97 +277,20 @@ fn remove(globals: &Globals, profile_name: &str, names: &[String], json: bool) -
 }
 
 /// One package of a profile, as `plugin list` shows it.
-struct Listed {
-    name: String,
-    version: Option<String>,
-    source: String,
-    library: Option<PathBuf>,
-    sha256: Option<String>,
-    bundle: Option<usize>,
-    rows: Vec<String>,
-}
-
-/// Every package of the profile: installed ones, bundle layers, and the bundled packages its
-/// rows name (the base bundle's among them), each with the rows it serves.
-fn profile_packages(home: &crate::profile::Home, profile: &Profile) -> Vec<Listed> {
-    let bundle_position = |name: &str| profile.manifest.bundles.iter().position(|bundle| bundle == name).map(|p| p + 1);
-    let mut rows_of: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    match profile.compose(home, &[], crate::profile::LayerScope::All) {
-        Ok(composition) => {
-            for (row, enabled) in composition.service_rows() {
-                let field = |key: &str| row.get(key).and_then(serde_json::Value::as_str).map(str::to_owned);
-                if let (Some(id), Some(name)) = (field("id"), field("name")) {
-                    rows_of.entry(name).or_default().push(if enabled { id } else { format!("{id} (disabled)") });
-                }
-            }
-        }
-        Err(err) => eprintln!("dsh: warning: the rows of profile {} are not shown: {err:#}", profile.name),
-    }
-    let mut listed = Vec::new();
-    for (name, package) in &profile.manifest.packages {
-        listed.push(Listed {
-            name: name.clone(),
-            version: Some(package.version.clone()),
-            source: package.source.clone(),
-            library: Some(profile.dir.join(&package.library)),
-            sha256: Some(package.sha256.clone()),
-            bundle: bundle_position(name),
-            rows: rows_of.remove(name).unwrap_or_default(),
-        });
-    }
-    for bundle in profile.manifest.bundles.iter().filter(|bundle| !profile.manifest.packages.contains_key(*bundle)) {
-        let bundled = crate::bundled::package(bundle);
-        listed.push(Listed {
-            name: bundle.clone(),
-            version: bundled.map(|package| package.version.to_owned()),
-            source: "bundled layer".to_owned(),
-            library: None,
-            sha256: None,
-            bundle: bundle_position(bundle),
-            rows: rows_of.remove(bundle).unwrap_or_default(),
-        });
-    }
-    for (name, rows) in rows_of {
-        let Some(bundled) = crate::bundled::package(&name).filter(|package| package.has_library) else { continue };
-        listed.push(Listed {
-            library: crate::plugin::catalog::find_bundled_library(&name).ok(),
-            name,
-            version: Some(bundled.version.to_owned()),
-            source: "bundled with dsh".to_owned(),
-            sha256: None,
-            bundle: None,
-            rows,
-        });
-    }
-    listed
-}
-
 fn list(globals: &Globals, profile_name: &str, json: bool) -> Outcome {
     let home = globals.home()?;
     let profile = Profile::open(&home, profile_name)?;
     let dsh = dsh_executable()?;
-    let listed = profile_packages(&home, &profile);
-    let status = |package: &Listed| -> (Option<u32>, Option<String>) {
-        let changed = match (&package.library, &package.sha256) {
-            (Some(library), Some(recorded)) => crate::plugin::install::check_installed_hash(library, recorded).err(),
-            _ => None,
-        };
-        if let Some(changed) = changed {
-            return (None, Some(changed));
-        }
-        match (&package.library, package.source.as_str()) {
-            (Some(library), _) => match inspect::inspect_in_child(&dsh, library) {
-                Ok(info) => (Some(info.abi_version), None),
-                Err(err) => (None, Some(err.to_string())),
-            },
-            (None, "bundled layer") => (None, None),
-            (None, _) => (None, Some("the library is missing".to_owned())),
-        }
-    };
+    let listed = listing::profile_packages(&home, &profile, |err| {
+        eprintln!("dsh: warning: the rows of profile {} are not shown: {err:#}", profile.name)
+    });
     let entries: Vec<serde_json::Value> = listed
         .iter()
         .map(|package| {
-            let (abi_version, error) = status(package);
+            let (abi_version, error) = match package.library_status(&dsh) {
+                Ok(abi_version) => (abi_version, None),
+                Err(error) => (None, Some(error)),
+            };
             json!({
                 "name": package.name, "version": package.version, "source": package.source,
                 "library": package.library.as_ref().map(|path| path.display().to_string()),

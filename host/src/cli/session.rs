@@ -2,7 +2,6 @@
 //! and the retry-record invariant, repair a crashed log, import a DeepSeek Harness log.
 
 use super::exit::{Exit, Outcome};
-use dsh_abi::events;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,12 +13,12 @@ use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
-use crate::lock::live_holder;
 use crate::plugin::catalog;
 use crate::plugin::{PluginLibrary, RowInstance};
-use crate::session::locate::{find_log, lock_path, resolve_log, session_log};
+use crate::session::locate::{find_log, resolve_log, session_log};
 use crate::session::log::{OpenError, SessionLog};
 use crate::session::reader::{Damage, LogReader};
+use crate::session::summary;
 use crate::session::timeline;
 use crate::session::verify::{self, Report};
 use crate::session::writer::SyncPolicy;
@@ -146,67 +145,6 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
     })
 }
 
-struct Summary {
-    id: String,
-    /// `createdAt` as the header writes it (`--json` passes it on unchanged).
-    created_at: serde_json::Value,
-    turns: u64,
-    last_end: String,
-    /// The first line that is not an event (never the last line a live writer is writing).
-    damage: Option<Damage>,
-    /// The process writing the log now, if one is.
-    writer: Option<u32>,
-}
-
-fn summarize(path: &Path) -> anyhow::Result<Summary> {
-    let mut reader = LogReader::open(path)?;
-    let header: serde_json::Value = serde_json::from_str(reader.header())?;
-    let mut summary = Summary {
-        id: header.get("id").and_then(|id| id.as_str()).unwrap_or("?").to_owned(),
-        created_at: header.get("createdAt").cloned().unwrap_or_default(),
-        turns: 0,
-        last_end: "-".to_owned(),
-        damage: None,
-        writer: live_holder(&lock_path(path)),
-    };
-    while let Some(next) = reader.next_event() {
-        let event = match next? {
-            Ok(event) => event,
-            Err(damage) => {
-                summary.damage.get_or_insert(damage);
-                continue;
-            }
-        };
-        match event.event_type {
-            events::TURN_START => {
-                summary.turns += 1;
-                summary.last_end = "open".to_owned();
-            }
-            events::TURN_END => {
-                let data: serde_json::Value = serde_json::from_str(event.data).unwrap_or_default();
-                let reason = &data["reason"];
-                summary.last_end = match reason["kind"].as_str().unwrap_or("?") {
-                    "error" => format!("error {}", reason["error"]["code"].as_str().unwrap_or("?")),
-                    "aborted" => format!("aborted/{}", reason["reason"]["kind"].as_str().unwrap_or("?")),
-                    kind => kind.to_owned(),
-                };
-            }
-            _ => {}
-        }
-    }
-    if summary.writer.is_some() && matches!(summary.damage, Some(Damage::Torn { .. })) {
-        summary.damage = None;
-    }
-    Ok(summary)
-}
-
-impl Summary {
-    /// When the session was created, in epoch milliseconds (0 when the header does not say).
-    fn created_ms(&self) -> f64 {
-        self.created_at.as_f64().unwrap_or(0.0)
-    }
-}
-
 /// What `session list` adds after a session whose log has a line that is not an event.
 fn damage_note(damage: &Damage) -> String {
     match damage {
@@ -225,21 +163,7 @@ fn damage_json(damage: &Damage) -> serde_json::Value {
 
 fn list(globals: &Globals, json: bool) -> Outcome {
     let sessions = globals.home()?.sessions_dir();
-    let mut summaries = Vec::new();
-    if sessions.exists() && !sessions.is_dir() {
-        return Err(crate::session::import::ImportError::SessionsNotAFolder(sessions).into());
-    }
-    if sessions.is_dir() {
-        for entry in std::fs::read_dir(&sessions)? {
-            let dir = entry?.path();
-            let Some(log) = find_log(&dir) else { continue };
-            match summarize(&log) {
-                Ok(summary) => summaries.push(summary),
-                Err(err) => eprintln!("dsh: {}: {err:#}", log.display()),
-            }
-        }
-    }
-    summaries.sort_by(|a, b| b.created_ms().total_cmp(&a.created_ms()).then_with(|| a.id.cmp(&b.id)));
+    let summaries = summary::newest_first(&sessions, |log, err| eprintln!("dsh: {}: {err:#}", log.display()))?;
     if json {
         let value: Vec<_> = summaries
             .iter()

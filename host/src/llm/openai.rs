@@ -392,7 +392,10 @@ impl OpenAiAdapter {
         secrets.add(&key);
         text.redactor = StreamRedactor::new(secrets.clone());
         let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-            Box::new(Failure::new("INVALID_CREDENTIAL", format!("the API key in {variable} is not a valid header value")))
+            Box::new(Failure::new(
+                "INVALID_CREDENTIAL",
+                format!("the API key in {variable} is not a valid header value"),
+            ))
         })?;
         value.set_sensitive(true);
         Ok(send.header(AUTHORIZATION, value))

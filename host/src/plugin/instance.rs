@@ -11,16 +11,17 @@ use std::sync::Arc;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::sabi_types::RRef;
-use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr, RString, RVec};
+use abi_stable::std_types::{RErr, ROk, ROption, RResult, RStr};
 use dsh_abi::ffi::{DownstreamRepr_NE, RequestErrorRef, RequestError_TO, SessionStartRepr_NE};
 use dsh_abi::{
-    Answer, ChainKey, ChainRecord, CheckerObject, Continuation, Decision, DownstreamOutcome, Hooks, HostContext,
-    HostContextRef, HostContext_TO, LogLevel, PluginError, PluginInstanceObject, RequestErrorPayload, RequestSuccess,
-    SessionStartSource,
+    Answer, CheckerObject, Continuation, Decision, DownstreamOutcome, Hooks, HostContextRef, PluginError,
+    PluginInstanceObject, RequestErrorPayload, RequestSuccess, SessionStartSource,
 };
 
+use crate::context::CallContext;
 use crate::counters::CounterStore;
 use crate::waterfall::{Listener, ListenerError};
+use dsh_abi::context::Counters;
 
 pub struct RowInstance {
     row_id: String,
@@ -32,56 +33,21 @@ pub struct RowInstance {
     store: Option<Arc<dyn CounterStore>>,
 }
 
-/// The host context a row's plugin is handed: the call's, with the row's own counter store.
-struct RowContext<'r, 'c> {
-    call: &'r HostContextRef<'c>,
+/// The counters of one row: its store, when its manifest asks for one.
+struct RowCounters<'r> {
     row_id: &'r str,
     store: Option<&'r dyn CounterStore>,
 }
 
-impl HostContext for RowContext<'_, '_> {
-    fn last_retry(&self, key: ChainKey<'_>) -> ROption<ChainRecord> {
-        self.call.last_retry(key)
-    }
-
-    fn last_turn_events(&self) -> RVec<RString> {
-        self.call.last_turn_events()
-    }
-
-    fn session_header(&self) -> RString {
-        self.call.session_header()
-    }
-
-    fn has_pending_input(&self) -> bool {
-        self.call.has_pending_input()
-    }
-
-    fn is_cancelled(&self) -> bool {
-        self.call.is_cancelled()
-    }
-
-    fn now_ms(&self) -> f64 {
-        self.call.now_ms()
-    }
-
-    fn random(&self) -> f64 {
-        self.call.random()
-    }
-
-    fn new_id(&self) -> RString {
-        self.call.new_id()
-    }
-
-    fn log(&self, level: LogLevel, message: RStr<'_>) {
-        self.call.log(level, message)
-    }
-
-    fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString> {
+impl Counters for RowCounters<'_> {
+    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
         let Some(store) = self.store else {
-            let why = format!("row \"{}\" has no counters: its manifest does not ask for them (counters)", self.row_id);
-            return RResult::RErr(why.into());
+            return Err(format!(
+                "row \"{}\" has no counters: its manifest does not ask for them (counters)",
+                self.row_id
+            ));
         };
-        store.add(key.as_str(), delta, initial, floor, ceiling).map_err(RString::from).into()
+        store.add(key, delta, initial, floor, ceiling)
     }
 }
 
@@ -109,13 +75,13 @@ impl RowInstance {
     }
 
     /// Runs `call` with the context the row's plugin gets.
-    fn in_context<T>(&self, ctx: &HostContextRef<'_>, call: impl FnOnce(HostContextRef<'_>) -> T) -> T {
-        let row = RowContext { call: ctx, row_id: &self.row_id, store: self.store.as_deref() };
-        call(HostContext_TO::from_ptr(RRef::new(&row), TD_Opaque))
+    fn in_context<T>(&self, ctx: &CallContext<'_>, call: impl FnOnce(HostContextRef<'_>) -> T) -> T {
+        let row = ctx.with_counters(RowCounters { row_id: &self.row_id, store: self.store.as_deref() });
+        call(row.as_abi())
     }
 
     /// Tells the row a request was answered (`agent/request-success`).
-    pub fn on_request_success(&self, success: &RequestSuccess, ctx: &HostContextRef<'_>) -> Result<(), ListenerError> {
+    pub fn on_request_success(&self, success: &RequestSuccess, ctx: &CallContext<'_>) -> Result<(), ListenerError> {
         self.call("agent/request-success", || {
             self.in_context(ctx, |ctx| {
                 self.object.on_request_success(
@@ -179,10 +145,10 @@ impl RowInstance {
     pub fn on_session_start(
         &self,
         source: SessionStartSource,
-        ctx: HostContextRef<'_>,
+        ctx: &CallContext<'_>,
     ) -> Result<Option<Continuation>, ListenerError> {
         self.call("agent/session-start", || {
-            self.in_context(&ctx, |ctx| self.object.on_session_start(SessionStartRepr_NE::from(source), ctx))
+            self.in_context(ctx, |ctx| self.object.on_session_start(SessionStartRepr_NE::from(source), ctx))
         })
         .map(ROption::into_option)
     }
@@ -197,11 +163,7 @@ impl Listener for RowInstance {
         RowInstance::row_id(self)
     }
 
-    fn on_request_error(
-        &self,
-        payload: &RequestErrorPayload,
-        ctx: &HostContextRef<'_>,
-    ) -> Result<Answer, ListenerError> {
+    fn on_request_error(&self, payload: &RequestErrorPayload, ctx: &CallContext<'_>) -> Result<Answer, ListenerError> {
         if self.is_faulted() {
             return Ok(Answer::Pass);
         }
@@ -215,7 +177,7 @@ impl Listener for RowInstance {
     fn after_downstream(
         &self,
         payload: &RequestErrorPayload,
-        ctx: &HostContextRef<'_>,
+        ctx: &CallContext<'_>,
         outcome: &DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
         let outcome = DownstreamRepr_NE::from(outcome);

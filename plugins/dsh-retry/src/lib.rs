@@ -95,3 +95,36 @@ dsh_abi::export_plugin! {
     manifest = manifest,
     instantiate = DshRetry::new,
 }
+
+#[cfg(test)]
+mod tests {
+    use dsh_abi::testing::{failure, FakeHost};
+    use serde_json::json;
+
+    use super::*;
+
+    /// Through the author kit, as the host calls it: dsh-retry lets the chain below decide
+    /// first, keeps a retry it made, falls back (with a warning) when nobody retried, and does
+    /// nothing in a cancelled turn.
+    #[test]
+    fn it_falls_back_only_when_the_chain_below_retried_nothing() {
+        let plugin = DshRetry::new("model-error-retry", &json!({"initialDelayMs": 100, "jitterRatio": 0})).unwrap();
+        let payload = RequestErrorPayload::new(1, 1, "relay", failure("STREAM_CLOSED", 200), None);
+        let host = FakeHost::new();
+        assert_eq!(plugin.on_request_error(&payload, &host.context()), Ok(Answer::DelegateFirst));
+        let below = dsh_abi::RetryDecision { delay_ms: 7.0, record: "{}".into() };
+        let kept = plugin.after_downstream(&payload, &host.context(), &DownstreamOutcome::Retried(below.clone()));
+        assert_eq!(kept, Ok(Decision::Retry(below)));
+        let Ok(Decision::Retry(fallback)) =
+            plugin.after_downstream(&payload, &host.context(), &DownstreamOutcome::Declined)
+        else {
+            panic!("a declined STREAM_CLOSED falls back");
+        };
+        assert_eq!(fallback.delay_ms, 100.0);
+        assert!(fallback.record.contains("\"policyKey\":\"[\\\"dsh-retry/v1\\\""), "{}", fallback.record);
+        assert!(matches!(host.logs().as_slice(), [(LogLevel::Warn, _)]), "{:?}", host.logs());
+        let cancelled = FakeHost::new().cancelled();
+        let declined = plugin.after_downstream(&payload, &cancelled.context(), &DownstreamOutcome::Declined);
+        assert_eq!(declined, Ok(Decision::NoRetry));
+    }
+}

@@ -134,4 +134,36 @@ mod tests {
         );
         assert_eq!(errors(json!([1])), [("".into(), "llm-retry: configuration must be an object".into())]);
     }
+
+    /// Through the author kit, as the host calls it: a normal policy retries its codes, one chain
+    /// under one id, until `maxRetries`, then passes the failure on.
+    #[test]
+    fn a_normal_policy_continues_its_chain_through_the_host_history_until_max_retries() {
+        use dsh_abi::testing::{failure, FakeHost};
+        let policy = dsh_abi::RetryPolicy {
+            mode: PolicyMode::Normal,
+            max_retries: 2,
+            retryable_codes: vec!["SERVER".into()].into(),
+            initial_delay_ms: 100.0,
+            max_delay_ms: 1000.0,
+            jitter_ratio: 0.0,
+        };
+        let payload = RequestErrorPayload::new(1, 1, "relay", failure("SERVER", 503), Some(policy));
+        let host = FakeHost::new().at(1_000.0);
+        let plugin = LlmRetry;
+        let mut records = Vec::new();
+        for _ in 0..2 {
+            let Ok(Answer::Decide(Decision::Retry(retry))) = plugin.on_request_error(&payload, &host.context()) else {
+                panic!("a SERVER failure within maxRetries is retried");
+            };
+            host.take_in(&retry).unwrap();
+            records.push(serde_json::from_str::<Value>(retry.record.as_str()).unwrap());
+        }
+        assert_eq!((&records[0]["retry"], &records[1]["retry"]), (&json!(1), &json!(2)));
+        assert_eq!(records[0]["retryId"], records[1]["retryId"], "one chain, one id");
+        assert_eq!(plugin.on_request_error(&payload, &host.context()), Ok(Answer::Pass), "past maxRetries");
+        let mut other = payload.clone();
+        other.failure = failure("AUTH", 401);
+        assert_eq!(plugin.on_request_error(&other, &host.context()), Ok(Answer::Pass), "not a retryable code");
+    }
 }

@@ -143,4 +143,28 @@ mod tests {
             r#"["relay",[2000,5000,5000,5000,10000],20000,["ACCOUNT_QUOTA","ACCOUNT_TOKEN_INVALID","AUTH","EMPTY_RESPONSE","HTTP_*","INVALID_CREDENTIAL","MALFORMED_RESPONSE","PI_AI_ERROR","QUOTA","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],false]"#
         );
     }
+
+    /// Through the author kit, as the host calls it: the schedule's head, then its tail, one
+    /// chain under one id; a code it does not retry passes on.
+    #[test]
+    fn the_schedule_runs_through_the_host_history() {
+        use dsh_abi::testing::FakeHost;
+        let relay = relay(json!({"schedule": [10, 20], "tailDelayMs": 30}));
+        let host = FakeHost::new();
+        let mut delays = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let Ok(Answer::Decide(Decision::Retry(retry))) =
+                relay.on_request_error(&payload("SERVER", None), &host.context())
+            else {
+                panic!("relay-retry retries a SERVER failure");
+            };
+            host.take_in(&retry).unwrap();
+            delays.push(retry.delay_ms);
+            ids.push(serde_json::from_str::<Value>(retry.record.as_str()).unwrap()["retryId"].clone());
+        }
+        assert_eq!(delays, [10.0, 20.0, 30.0]);
+        assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+        assert_eq!(relay.on_request_error(&payload("MISSING_CREDENTIAL", None), &host.context()), Ok(Answer::Pass));
+    }
 }

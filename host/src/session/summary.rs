@@ -1,0 +1,98 @@
+//! What `dsh session list` says of each session: its turns, how the last one ended, damage, and
+//! the process writing it now — read from the logs under a sessions folder.
+
+use std::path::Path;
+
+use dsh_abi::events;
+
+use super::import::ImportError;
+use super::locate::{find_log, lock_path};
+use super::reader::{Damage, LogReader};
+use crate::lock::live_holder;
+
+/// One session, as its log says.
+pub struct Summary {
+    pub id: String,
+    /// `createdAt` as the header writes it (`--json` passes it on unchanged).
+    pub created_at: serde_json::Value,
+    pub turns: u64,
+    /// `open`, `completed`, `error CODE`, `aborted/KIND`, or `-` (no turn).
+    pub last_end: String,
+    /// The first line that is not an event (never the last line a live writer is writing).
+    pub damage: Option<Damage>,
+    /// The process writing the log now, if one is.
+    pub writer: Option<u32>,
+}
+
+impl Summary {
+    /// When the session was created, in epoch milliseconds (0 when the header does not say).
+    pub fn created_ms(&self) -> f64 {
+        self.created_at.as_f64().unwrap_or(0.0)
+    }
+}
+
+/// The sessions under `sessions`, newest first; a log that cannot be read goes to `unreadable`
+/// and the others are still listed.
+pub fn newest_first(
+    sessions: &Path,
+    mut unreadable: impl FnMut(&Path, anyhow::Error),
+) -> Result<Vec<Summary>, anyhow::Error> {
+    if sessions.exists() && !sessions.is_dir() {
+        return Err(ImportError::SessionsNotAFolder(sessions.to_owned()).into());
+    }
+    let mut summaries = Vec::new();
+    if sessions.is_dir() {
+        for entry in std::fs::read_dir(sessions)? {
+            let Some(log) = find_log(&entry?.path()) else { continue };
+            match summarize(&log) {
+                Ok(summary) => summaries.push(summary),
+                Err(err) => unreadable(&log, err),
+            }
+        }
+    }
+    summaries.sort_by(|a, b| b.created_ms().total_cmp(&a.created_ms()).then_with(|| a.id.cmp(&b.id)));
+    Ok(summaries)
+}
+
+/// The summary of the log at `path`.
+pub fn summarize(path: &Path) -> anyhow::Result<Summary> {
+    let mut reader = LogReader::open(path)?;
+    let header: serde_json::Value = serde_json::from_str(reader.header())?;
+    let mut summary = Summary {
+        id: header.get("id").and_then(|id| id.as_str()).unwrap_or("?").to_owned(),
+        created_at: header.get("createdAt").cloned().unwrap_or_default(),
+        turns: 0,
+        last_end: "-".to_owned(),
+        damage: None,
+        writer: live_holder(&lock_path(path)),
+    };
+    while let Some(next) = reader.next_event() {
+        let event = match next? {
+            Ok(event) => event,
+            Err(damage) => {
+                summary.damage.get_or_insert(damage);
+                continue;
+            }
+        };
+        match event.event_type {
+            events::TURN_START => {
+                summary.turns += 1;
+                summary.last_end = "open".to_owned();
+            }
+            events::TURN_END => {
+                let data: serde_json::Value = serde_json::from_str(event.data).unwrap_or_default();
+                let reason = &data["reason"];
+                summary.last_end = match reason["kind"].as_str().unwrap_or("?") {
+                    "error" => format!("error {}", reason["error"]["code"].as_str().unwrap_or("?")),
+                    "aborted" => format!("aborted/{}", reason["reason"]["kind"].as_str().unwrap_or("?")),
+                    kind => kind.to_owned(),
+                };
+            }
+            _ => {}
+        }
+    }
+    if summary.writer.is_some() && matches!(summary.damage, Some(Damage::Torn { .. })) {
+        summary.damage = None;
+    }
+    Ok(summary)
+}
