@@ -182,9 +182,7 @@ fn list(globals: &Globals, json: bool) -> Outcome {
         return Ok(());
     }
     for summary in &summaries {
-        let created = httpdate::fmt_http_date(
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(summary.created_ms() as u64),
-        );
+        let created = timeline::http_date(summary.created_ms());
         out!(
             "{}  {created}  {} turn{}  {}{}{}",
             neutralised(&summary.id),

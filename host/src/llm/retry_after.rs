@@ -8,6 +8,8 @@
 
 use std::time::SystemTime;
 
+use jiff::Timestamp;
+
 fn positive(ms: f64) -> Option<f64> {
     (ms.is_finite() && ms > 0.0).then_some(ms)
 }
@@ -44,13 +46,22 @@ pub fn provider_retry_after_ms(
     if value.bytes().all(|byte| byte.is_ascii_digit() || byte == b'-' || byte == b'+') {
         return None;
     }
-    let at = httpdate::parse_http_date(value).ok()?;
-    let reference = date.and_then(|date| httpdate::parse_http_date(date.trim()).ok()).unwrap_or(now);
-    let ms = match at.duration_since(reference) {
-        Ok(ahead) => ahead.as_secs_f64() * 1000.0,
-        Err(_) => return None,
-    };
-    positive(ms)
+    let at = http_date(value)?;
+    let reference = date.and_then(http_date).or_else(|| Timestamp::try_from(now).ok())?;
+    positive(at.duration_since(reference).as_secs_f64() * 1000.0)
+}
+
+/// An HTTP-date in any of its three forms (RFC 9110, section 5.6.7): IMF-fixdate, the obsolete
+/// RFC 850 form, and asctime's.
+pub fn http_date(text: &str) -> Option<Timestamp> {
+    let text = text.trim();
+    if let Ok(zoned) = jiff::fmt::rfc2822::parse(text) {
+        return Some(zoned.timestamp());
+    }
+    ["%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"].iter().find_map(|format| {
+        let local = jiff::civil::DateTime::strptime(format, text).ok()?;
+        Some(local.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp())
+    })
 }
 
 #[cfg(test)]
@@ -60,7 +71,7 @@ mod tests {
     use std::time::Duration;
 
     fn now() -> SystemTime {
-        httpdate::parse_http_date("Sun, 29 Nov 2026 16:00:00 GMT").unwrap()
+        SystemTime::from(http_date("Sun, 29 Nov 2026 16:00:00 GMT").unwrap())
     }
 
     fn hint(ms: Option<&str>, after: Option<&str>, date: Option<&str>) -> Option<f64> {
@@ -85,6 +96,8 @@ mod tests {
         assert_eq!(hint(None, Some("Sun, 29 Nov 2026 16:00:00 GMT"), date), Some(10_000.0));
         assert_eq!(hint(None, Some("Sunday, 29-Nov-26 16:00:05 GMT"), None), Some(5_000.0));
         assert_eq!(hint(None, Some("Sun Nov 29 16:00:03 2026"), None), Some(3_000.0));
+        let early_in_the_month = http_date("Fri Nov  6 08:49:37 2026").unwrap();
+        assert_eq!(early_in_the_month, http_date("Fri, 06 Nov 2026 08:49:37 GMT").unwrap());
     }
 
     #[test]

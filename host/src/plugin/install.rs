@@ -126,22 +126,36 @@ fn read_bundle_layer(dir: &Path, relative: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("cannot read bundle layer {}", path.display()))
 }
 
+/// The plugin crate at `dir` as cargo reads it (`cargo metadata`).
+fn crate_package(dir: &Path) -> anyhow::Result<cargo_metadata::Package> {
+    let manifest_path = dir.join("Cargo.toml");
+    let mut command = cargo_metadata::MetadataCommand::new();
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        command.cargo_path(cargo);
+    }
+    let metadata = command
+        .manifest_path(&manifest_path)
+        .no_deps()
+        .exec()
+        .map_err(|err| anyhow::anyhow!("cannot read {}: {err}", manifest_path.display()))?;
+    let wanted = std::fs::canonicalize(&manifest_path)?;
+    let package = metadata
+        .packages
+        .into_iter()
+        .find(|package| std::fs::canonicalize(package.manifest_path.as_std_path()).is_ok_and(|found| found == wanted));
+    package.with_context(|| {
+        format!("{} has no [package]: give the directory of one plugin crate", manifest_path.display())
+    })
+}
+
 /// The bundle layer a plugin crate declares: `[package.metadata.dsh] bundle = "cordis.patch.yml"`,
 /// or the table form `[package.metadata.dsh.bundle] patch = "cordis.patch.yml"` (as in
 /// `dsh-plugin.toml`). A `cordis.patch.yml` the crate does not declare is not installed, and
 /// said so on stderr.
-fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
+fn crate_bundle_layer(dir: &Path, package: &cargo_metadata::Package) -> anyhow::Result<Option<String>> {
     let manifest_path = dir.join("Cargo.toml");
-    let text =
-        std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
-    let manifest: toml::Table =
-        toml::from_str(&text).with_context(|| format!("invalid {}", manifest_path.display()))?;
-    let package = manifest.get("package").and_then(toml::Value::as_table).with_context(|| {
-        format!("{} has no [package]: give the directory of one plugin crate", manifest_path.display())
-    })?;
-    let name = package.get("name").and_then(toml::Value::as_str).context("package.name is missing")?.to_owned();
-    let dsh = package.get("metadata").and_then(|metadata| metadata.get("dsh"));
-    if let Some(table) = dsh.and_then(toml::Value::as_table) {
+    let dsh = package.metadata.get("dsh");
+    if let Some(table) = dsh.and_then(Value::as_object) {
         for key in table.keys().filter(|key| *key != "bundle") {
             eprintln!(
                 "dsh: warning: {}: [package.metadata.dsh] has no key {key:?} (it takes bundle)",
@@ -151,8 +165,8 @@ fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
     }
     let relative = match dsh.and_then(|dsh| dsh.get("bundle")) {
         None => None,
-        Some(toml::Value::String(relative)) => Some(relative.as_str()),
-        Some(toml::Value::Table(bundle)) => Some(bundle.get("patch").and_then(toml::Value::as_str).with_context(|| {
+        Some(Value::String(relative)) => Some(relative.as_str()),
+        Some(Value::Object(bundle)) => Some(bundle.get("patch").and_then(Value::as_str).with_context(|| {
             format!("{}: [package.metadata.dsh.bundle] needs patch = \"cordis.patch.yml\"", manifest_path.display())
         })?),
         Some(_) => bail!(
@@ -167,13 +181,14 @@ fn crate_bundle_layer(dir: &Path) -> anyhow::Result<(String, Option<String>)> {
             manifest_path.display()
         );
     }
-    let layer = relative.map(|relative| read_bundle_layer(dir, relative)).transpose()?;
-    Ok((name, layer))
+    relative.map(|relative| read_bundle_layer(dir, relative)).transpose()
 }
 
 fn crate_candidate(dir: &Path) -> anyhow::Result<Candidate> {
-    let (name, layer) = crate_bundle_layer(dir)?;
+    let package = crate_package(dir)?;
+    let layer = crate_bundle_layer(dir, &package)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let name = package.name.to_string();
     eprintln!("dsh: building {name} with cargo build --release");
     let output = Command::new(&cargo)
         .args(["build", "--release", "--message-format=json-render-diagnostics", "--manifest-path"])
@@ -185,41 +200,23 @@ fn crate_candidate(dir: &Path) -> anyhow::Result<Candidate> {
     if !output.status.success() {
         bail!("cargo build --release of {} failed ({})", dir.display(), output.status);
     }
-    let (library, version) = cdylib_artifact(&String::from_utf8_lossy(&output.stdout), &name).with_context(|| {
+    let library = cdylib_artifact(&output.stdout, &package.id).with_context(|| {
         format!("cargo built {name} but reported no cdylib artifact: is its crate-type \"cdylib\"?")
     })?;
+    let version = package.version.to_string();
     Ok(Candidate { name, version, source: format!("crate:{}", dir.display()), library: Some(library), layer })
 }
 
-/// The cdylib of package `name` and its version, from cargo's `compiler-artifact` messages.
-fn cdylib_artifact(messages: &str, name: &str) -> Option<(PathBuf, String)> {
-    messages.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).find_map(|message| {
-        if message["reason"] != "compiler-artifact" {
+/// The cdylib cargo built for `package`, from its `compiler-artifact` messages.
+fn cdylib_artifact(messages: &[u8], package: &cargo_metadata::PackageId) -> Option<PathBuf> {
+    cargo_metadata::Message::parse_stream(messages).filter_map(Result::ok).find_map(|message| {
+        let cargo_metadata::Message::CompilerArtifact(artifact) = message else { return None };
+        if artifact.package_id != *package || !artifact.target.is_kind(cargo_metadata::TargetKind::CDyLib) {
             return None;
         }
-        let kinds = message["target"]["kind"].as_array()?;
-        if !kinds.iter().any(|kind| kind == "cdylib") {
-            return None;
-        }
-        let package_id = message["package_id"].as_str()?;
-        let version = package_version(package_id, name)?;
-        let library = message["filenames"]
-            .as_array()?
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|file| file.ends_with(std::env::consts::DLL_SUFFIX))?;
-        Some((PathBuf::from(library), version))
+        let library = artifact.filenames.into_iter().find(|file| file.as_str().ends_with(std::env::consts::DLL_SUFFIX));
+        library.map(|library| library.into_std_path_buf())
     })
-}
-
-/// The version in a cargo package id of package `name`: `path+file:///dir#name@1.2.3`, or
-/// `path+file:///dir/name#1.2.3` when the directory is named after the package.
-fn package_version(package_id: &str, name: &str) -> Option<String> {
-    let fragment = package_id.rsplit_once('#')?.1;
-    match fragment.split_once('@') {
-        Some((package, version)) => (package == name).then(|| version.to_owned()),
-        None => package_id.rsplit_once('#')?.0.ends_with(&format!("/{name}")).then(|| fragment.to_owned()),
-    }
 }
 
 /// Whether the library at `library` is still the one `plugin add` installed (`recorded` is
@@ -529,32 +526,26 @@ mod tests {
 
     #[test]
     fn the_artifact_is_read_from_cargo_messages() {
-        let messages = r#"{"reason":"compiler-artifact","package_id":"registry+https://github.com/rust-lang/crates.io-index#serde@1.0.0","target":{"kind":["lib"],"name":"serde"},"filenames":["/t/libserde.rlib"]}
-{"reason":"compiler-artifact","package_id":"path+file:///src/plugins/relay-retry#0.3.1","target":{"kind":["cdylib","rlib"],"name":"relay_retry"},"filenames":["/t/release/librelay_retry.so","/t/release/librelay_retry.rlib"]}
+        let messages = r#"{"reason":"compiler-artifact","package_id":"registry+https://github.com/rust-lang/crates.io-index#serde@1.0.0","manifest_path":"/r/Cargo.toml","target":{"kind":["lib"],"crate_types":["lib"],"name":"serde","src_path":"/r/lib.rs","edition":"2021","doc":true,"doctest":true,"test":true},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false},"features":[],"filenames":["/t/libserde.rlib"],"executable":null,"fresh":true}
+{"reason":"compiler-artifact","package_id":"path+file:///src/plugins/relay-retry#0.3.1","manifest_path":"/src/plugins/relay-retry/Cargo.toml","target":{"kind":["cdylib","rlib"],"crate_types":["cdylib","rlib"],"name":"relay_retry","src_path":"/src/plugins/relay-retry/src/lib.rs","edition":"2021","doc":true,"doctest":true,"test":true},"profile":{"opt_level":"3","debuginfo":0,"debug_assertions":false,"overflow_checks":false,"test":false},"features":[],"filenames":["/t/release/librelay_retry.so","/t/release/librelay_retry.rlib"],"executable":null,"fresh":false}
 {"reason":"build-finished","success":true}"#;
-        let (library, version) = cdylib_artifact(messages, "relay-retry").unwrap();
+        let relay = cargo_metadata::PackageId { repr: "path+file:///src/plugins/relay-retry#0.3.1".into() };
+        let library = cdylib_artifact(messages.as_bytes(), &relay).unwrap();
         assert_eq!(library, PathBuf::from("/t/release/librelay_retry.so"));
-        assert_eq!(version, "0.3.1");
-    }
-
-    #[test]
-    fn package_ids_of_both_forms_give_the_version() {
-        assert_eq!(
-            package_version("path+file:///w/tests/fixtures/scripted#fixture-scripted@0.1.0", "fixture-scripted")
-                .as_deref(),
-            Some("0.1.0")
-        );
-        assert_eq!(package_version("path+file:///w/relay-retry#0.2.0", "relay-retry").as_deref(), Some("0.2.0"));
-        assert_eq!(package_version("path+file:///w/x#other@0.2.0", "relay-retry"), None);
+        let other = cargo_metadata::PackageId { repr: "path+file:///elsewhere#0.1.0".into() };
+        assert_eq!(cdylib_artifact(messages.as_bytes(), &other), None);
     }
 
     #[test]
     fn a_crate_declares_its_bundle_in_either_form() {
         let scratch = tempfile::tempdir().unwrap();
+        std::fs::create_dir(scratch.path().join("src")).unwrap();
+        std::fs::write(scratch.path().join("src/lib.rs"), "").unwrap();
         std::fs::write(scratch.path().join("cordis.patch.yml"), "[]\n").unwrap();
         let manifest = |metadata: &str| {
-            std::fs::write(scratch.path().join("Cargo.toml"), format!("[package]\nname = \"p\"\n{metadata}")).unwrap();
-            crate_bundle_layer(scratch.path()).map(|(_, layer)| layer)
+            let text = format!("[package]\nname = \"p\"\nversion = \"0.1.0\"\n[workspace]\n{metadata}");
+            std::fs::write(scratch.path().join("Cargo.toml"), text).unwrap();
+            crate_bundle_layer(scratch.path(), &crate_package(scratch.path())?)
         };
         assert_eq!(
             manifest("[package.metadata.dsh]\nbundle = \"cordis.patch.yml\"\n").unwrap().as_deref(),

@@ -4,7 +4,6 @@
 //! `finish` chunks).
 
 use dsh_abi::events;
-use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_abi::js;
 use serde_json::Value;
@@ -53,6 +52,15 @@ pub fn seconds(ms: f64) -> String {
     }
 }
 
+/// Epoch milliseconds as an HTTP date (`Sun, 29 Nov 2026 16:00:00 GMT`), the way every screen
+/// shows when a session was created.
+pub fn http_date(ms: f64) -> String {
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .ok()
+        .and_then(|at| jiff::fmt::rfc2822::DateTimePrinter::new().timestamp_to_rfc9110_string(&at).ok())
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 /// Renders the log at `path` as text lines.
 pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
     let mut reader = LogReader::open(path)?;
@@ -78,11 +86,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
 }
 
 fn header_line(header: &Value) -> String {
-    let created = header
-        .get("createdAt")
-        .and_then(Value::as_f64)
-        .map(|ms| httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(ms as u64)))
-        .unwrap_or_else(|| "?".to_owned());
+    let created = header.get("createdAt").and_then(Value::as_f64).map(http_date).unwrap_or_else(|| "?".to_owned());
     format!(
         "session {} · created {created}{}",
         js::display(header.get("id")),
