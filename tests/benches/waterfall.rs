@@ -13,7 +13,9 @@ use std::sync::atomic::AtomicBool;
 use abi_stable::std_types::RString;
 use criterion::Criterion;
 use dsh_abi::{Failure, PolicyMode, RequestErrorPayload, RetryPolicy};
-use dsh_e2e::artifacts;
+use dsh_e2e::{artifacts, RedisServer};
+use dsh_host::agent::assembly::{load_plugins, PluginRow};
+use dsh_host::counters::Counters;
 use dsh_host::context::{call_context, SystemServices};
 use dsh_host::plugin::{PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
@@ -96,6 +98,44 @@ fn decision(
     c.bench_function(id, |b| b.iter(|| waterfall::run(listeners, payload, &context)));
 }
 
+/// `retry-budget` on `store` in front of `llm-retry`, as a profile's assembly builds it.
+fn budget_row(store: &str, counters: &Counters) -> RowInstance {
+    let row = PluginRow {
+        row_id: "retry-budget".into(),
+        package: "retry-budget".into(),
+        library: artifacts().library("retry-budget"),
+        config: json!({"maxTokens": 1000, "store": store}),
+        config_layer: "bench".into(),
+        profile: "bench".into(),
+        installed_sha256: None,
+    };
+    let mut loaded = load_plugins(&[row], true, counters);
+    assert!(loaded.problems.is_empty() && loaded.store_problems.is_empty(), "{:?}", loaded.store_problems);
+    loaded.plugins.remove(0).instance.expect("retry-budget instantiates")
+}
+
+/// A decision through a budget row on each store: the store's round trip is on every failure
+/// (after the bucket runs dry the budget refuses, after the same round trip).
+fn budget_decisions(c: &mut Criterion, executor: &RowInstance) -> Vec<(&'static str, f64)> {
+    let redis = RedisServer::start();
+    let home = tempfile::tempdir().unwrap();
+    let counters = Counters::at(home.path());
+    let mut medians = Vec::new();
+    for (label, store) in [("memory", "memory"), ("machine", "machine"), ("redis", redis.url.as_str())] {
+        let budget = budget_row(store, &counters);
+        let listeners = [&budget, executor];
+        let cancelled = AtomicBool::new(false);
+        let history = HistoryIndex::default();
+        let context = call_context(&history, &cancelled, false, &SystemServices);
+        let payload = payload(1, Some(default_policy()));
+        assert!(matches!(waterfall::run(&listeners, &payload, &context), Outcome::Retry { .. }), "{label}");
+        let id = format!("budget/{label}");
+        c.bench_function(&id, |b| b.iter(|| waterfall::run(&listeners, &payload, &context)));
+        medians.push((label, median_ns(&id)));
+    }
+    medians
+}
+
 fn median_ns(id: &str) -> f64 {
     let path =
         artifacts().dir.parent().unwrap().join("criterion").join(id.replace('/', "_")).join("new/estimates.json");
@@ -141,6 +181,7 @@ fn main() {
     decision(&mut criterion, "lookup/100", &llm_retry, &small, &payload(3, Some(default_policy())));
     let large = history(1_000_000);
     decision(&mut criterion, "lookup/1000000", &llm_retry, &large, &payload(30_000, Some(default_policy())));
+    let budgets = budget_decisions(&mut criterion, &shipped[3]);
     criterion.final_summary();
 
     let (fixture_ns, shipped_ns) = (median_ns("waterfall/fixture"), median_ns("waterfall/shipped"));
@@ -155,5 +196,10 @@ fn main() {
         large_ns / 1000.0,
         small_ns / 1000.0,
         large_ns / small_ns
+    );
+    let figures: Vec<String> = budgets.iter().map(|(label, ns)| format!("{label} {:.2} µs", ns / 1000.0)).collect();
+    println!(
+        "| waterfall decision with `retry-budget` before `llm-retry`, per store (the store's round trip on every failure) | — | {} |",
+        figures.join("; ")
     );
 }
