@@ -287,5 +287,26 @@ fn a_package_name_that_leaves_the_profile_is_refused() {
     assert!(remove.stderr.contains("one path component"), "{}", remove.stderr);
     assert!(victim.join("keep.txt").exists(), "nothing outside the profile is deleted");
     let run = home.run(&["config", "check"]);
-    assert!(run.stderr.contains("package name \"../../victim\" must be one path component"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("package name \"../../victim\" is refused: a package name is one path component"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_scoped_bundle_composes_from_its_folder_under_its_scope() {
+    let home = TestHome::new();
+    home.run(&["config", "dump"]).expect_code(0);
+    home.write(
+        "profiles/web/profile.yml",
+        "bundles: [dsh-base, '@acme/bundle-x']\npackages:\n  '@acme/bundle-x': {version: '1.0.0', source: 'npm:@acme/bundle-x', library: plugins/@acme/bundle-x/libbundle_x.so, sha256: ab}\n",
+    );
+    home.write("profiles/web/plugins/@acme/bundle-x/cordis.patch.yml", "- id: agent\n  config: {provider: deepseek-official, model: acme-model}\n");
+    home.run(&["config", "check"]).expect_code(0);
+    let dump = home.run(&["config", "dump", "--origins"]);
+    dump.expect_code(0).expect_stdout("acme-model");
+    home.run(&["plugin", "--profile", "web", "remove", "@acme/bundle-x"]).expect_code(0);
+    let manifest = std::fs::read_to_string(home.path().join("profiles/web/profile.yml")).unwrap();
+    assert!(!manifest.contains("@acme"), "{manifest}");
 }

@@ -6,8 +6,24 @@ use dsh_e2e::turns::{route_patch, SECRET, TINY};
 use dsh_e2e::{artifacts, workspace_root, MockProcess, Run, TestHome};
 use serde_json::Value;
 
+/// The document a `--json` command printed; its numbers are written as JavaScript writes them
+/// (`500`, never `500.0`), which a whole number read back as a float would betray.
 fn json(run: &Run) -> Value {
-    serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("{err}: {}\n{}", run.stdout, run.stderr))
+    let value: Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|err| panic!("{err}: {}\n{}", run.stdout, run.stderr));
+    assert_eq!(whole_floats(&value), Vec::<f64>::new(), "numbers JavaScript would write without .0:\n{run}");
+    value
+}
+
+fn whole_floats(value: &Value) -> Vec<f64> {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            number.as_f64().filter(|float| float.fract() == 0.0 && float.abs() < 9e15).into_iter().collect()
+        }
+        Value::Array(items) => items.iter().flat_map(whole_floats).collect(),
+        Value::Object(fields) => fields.values().flat_map(whole_floats).collect(),
+        _ => Vec::new(),
+    }
 }
 
 #[test]
@@ -116,7 +132,7 @@ fn config_explain_names_llm_retry_for_server_and_nobody_for_auth() {
     assert_eq!(route["provider"], "deepseek-official");
     assert_eq!(route["policy"]["mode"], "normal");
     assert_eq!(route["codes"]["SERVER"]["row"], "llm-retry");
-    assert_eq!(route["codes"]["SERVER"]["delaysMs"], serde_json::json!([500.0, 1000.0, 2000.0, 4000.0, 8000.0]));
+    assert_eq!(route["codes"]["SERVER"]["delaysMs"], serde_json::json!([500, 1000, 2000, 4000, 8000]));
     assert_eq!(route["codes"]["AUTH"], serde_json::json!({"row": null, "action": "no-retry"}));
     assert_eq!(route["codes"].as_object().unwrap().len(), 15, "every code the adapter produces");
     let text = home.run(&["config", "explain"]);
@@ -179,6 +195,10 @@ fn json_shapes_of_check_waterfall_dump_plugin_and_inspect() {
     assert_eq!(json(&imported)["session"], "oracle-smoke-success");
     let repaired = json(&home.run(&["session", "repair", "--json", "oracle-smoke-success"]));
     assert_eq!(repaired["sound"], true);
+    let explained = json(&home.run(&["config", "explain", "--json"]));
+    assert!(explained.to_string().contains("\"initialDelayMs\":500,"), "{explained}");
+    json(&home.run(&["session", "list", "--json"]));
+    json(&home.run(&["session", "verify", "--json", "oracle-smoke-success"]));
 }
 
 #[test]

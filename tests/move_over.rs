@@ -84,6 +84,22 @@ fn old_retry_settings_say_where_they_live_now() {
 }
 
 #[test]
+fn a_guard_naming_the_reference_package_meets_the_row_that_replaces_it() {
+    let home = TestHome::new();
+    let patch =
+        home.write("guarded.yml", "- id: llm-retry\n  name: '@deepseek-ai/dsh-llm-retry'\n  config: {maxRetries: 8}\n");
+    let run = home.run(&["config", "check", "--patch", patch.to_str().unwrap()]);
+    run.expect_code(4)
+        .expect_stderr("name \"@deepseek-ai/dsh-llm-retry\" for \"llm-retry\" is DeepSeek Harness's package")
+        .expect_stderr("row \"llm-retry\": config.maxRetries: llm-retry: unknown key \"maxRetries\"")
+        .expect_stderr("hint: llm-retry takes no config");
+    let other = home.write("other.yml", "- id: llm-retry\n  name: '@syncended/dsh-retry'\n  config: {}\n");
+    home.run(&["config", "check", "--patch", other.to_str().unwrap()])
+        .expect_code(0)
+        .expect_stderr("name mismatch for \"llm-retry\"");
+}
+
+#[test]
 fn a_name_keyed_entry_is_dropped_with_a_warning_naming_its_file_and_entry() {
     let home = TestHome::new();
     let patch = home.write("named.yml", "- {id: llm-retry}\n- {name: llm-retry, config: {}}\n");

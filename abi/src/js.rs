@@ -8,7 +8,7 @@
 use std::io;
 
 use serde::Serialize;
-use serde_json::ser::Formatter;
+use serde_json::ser::{Formatter, PrettyFormatter};
 
 /// The largest integer a double represents exactly: `Number.MAX_SAFE_INTEGER`.
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -104,6 +104,64 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, JsFormatter);
     value.serialize(&mut serializer).expect("serialising to memory cannot fail for these types");
     String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// Indented JSON (two spaces, as `JSON.stringify(value, null, 2)`) with JavaScript number
+/// formatting: what every `--json` document prints.
+pub fn to_string_pretty<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::with_capacity(256);
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, JsPretty(PrettyFormatter::new()));
+    value.serialize(&mut serializer).expect("serialising to memory cannot fail for these types");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// serde_json's indentation, JavaScript's numbers.
+struct JsPretty<'a>(PrettyFormatter<'a>);
+
+impl Formatter for JsPretty<'_> {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        JsFormatter.write_f64(writer, value)
+    }
+
+    fn write_f32<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f32) -> io::Result<()> {
+        JsFormatter.write_f32(writer, value)
+    }
+
+    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_array(writer)
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_array(writer)
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_array_value(writer, first)
+    }
+
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_array_value(writer)
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_object(writer)
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_object(writer)
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_object_key(writer, first)
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(writer)
+    }
+
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_object_value(writer)
+    }
 }
 
 /// `2 ** exponent` exactly, as JavaScript computes it (infinite from 1024 on).

@@ -24,6 +24,7 @@ pub mod counters;
 pub mod fsutil;
 pub mod llm;
 pub mod lock;
+pub mod migration;
 pub mod plugin;
 pub mod problem;
 pub mod profile;

@@ -482,6 +482,13 @@ impl Run {
         self
     }
 
+    /// Asserts that stdout holds `text`, showing the whole run when it does not.
+    #[track_caller]
+    pub fn expect_stdout(&self, text: &str) -> &Run {
+        assert!(self.stdout.contains(text), "stdout lacks {text:?}:\n{self}");
+        self
+    }
+
     /// Asserts that stderr holds `text`, showing the whole run when it does not.
     #[track_caller]
     pub fn expect_stderr(&self, text: &str) -> &Run {

@@ -109,10 +109,10 @@ fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
                 serde_json::json!({"row": row, "origin": provenance.origin, "patchedBy": provenance.patched_by})
             })
             .collect();
-        return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON"));
+        return format!("{}\n", dsh_abi::js::to_string_pretty(&rows));
     }
     if json {
-        return format!("{}\n", serde_json::to_string_pretty(&rows).expect("JSON"));
+        return format!("{}\n", dsh_abi::js::to_string_pretty(&rows));
     }
     if !origins {
         return if rows.is_empty() { "[]\n".to_owned() } else { yaml::to_string(&Value::Array(rows)) };
@@ -150,7 +150,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
                 "profile": profile_name, "valid": false, "enabledRows": 0, "providers": [], "plugins": [],
                 "problems": [], "warnings": [], "skippedEntries": [], "error": format!("{err:#}"),
             });
-            out!("{}", serde_json::to_string_pretty(&document)?)?;
+            out!("{}", dsh_abi::js::to_string_pretty(&document))?;
             return Err(Exit::reported(super::exit::exit_code_of(&err)));
         }
         Err(err) => return Err(err.into()),
@@ -167,7 +167,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     if json {
         out!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
+            dsh_abi::js::to_string_pretty(&serde_json::json!({
                 "profile": profile.name,
                 "valid": problems.is_empty(),
                 "enabledRows": composition.enabled_rows().len(),
@@ -176,7 +176,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
                 "problems": problems,
                 "warnings": warnings,
                 "skippedEntries": composition.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            }))?
+            }))
         )?;
         return Exit::unless(problems.is_empty(), EXIT_CONFIG);
     }
@@ -227,9 +227,9 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
         let routes: Vec<Value> = routes.iter().map(|route| route.to_json()).collect();
         out!(
             "{}",
-            serde_json::to_string_pretty(
+            dsh_abi::js::to_string_pretty(
                 &serde_json::json!({"profile": profile.name, "layer": layer, "routes": routes})
-            )?
+            )
         )?;
         return Ok(());
     }
@@ -291,7 +291,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
                 })
             })
             .collect();
-        out!("{}", serde_json::to_string_pretty(&entries)?)?;
+        out!("{}", dsh_abi::js::to_string_pretty(&entries))?;
         return Ok(());
     }
     let id_width = listeners.iter().map(|plugin| plugin.row.row_id.len()).max().unwrap_or(0);

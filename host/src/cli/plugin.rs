@@ -9,8 +9,9 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{Globals, EXIT_FAILED, EXIT_NOT_FOUND};
+use crate::migration;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
-use crate::plugin::{install, listing, migration};
+use crate::plugin::{install, listing};
 use crate::profile::Profile;
 use crate::NotFound;
 
@@ -156,7 +157,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> O
         eprintln!("dsh: created profile {} at {}", profile.name, profile.dir.display());
     }
     if json {
-        out!("{}", serde_json::to_string_pretty(&json!({"profile": profile.name, "packages": reports}))?)?;
+        out!("{}", dsh_abi::js::to_string_pretty(&json!({"profile": profile.name, "packages": reports})))?;
     } else {
         out!("{}", applies_when(&profile.name))?;
     }
@@ -300,7 +301,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> Outcome {
         })
         .collect();
     if json {
-        out!("{}", serde_json::to_string_pretty(&entries)?)?;
+        out!("{}", dsh_abi::js::to_string_pretty(&entries))?;
         return Ok(());
     }
     out!(
@@ -340,7 +341,7 @@ fn inspect_command(path: PathBuf, json: bool) -> Outcome {
     match inspect::inspect_in_child(&dsh_executable()?, &path) {
         Ok(manifest) => {
             if json {
-                out!("{}", serde_json::to_string_pretty(&manifest)?)?;
+                out!("{}", dsh_abi::js::to_string_pretty(&manifest))?;
             } else {
                 out_text!("{}", render_manifest(&manifest))?;
             }

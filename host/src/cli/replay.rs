@@ -256,7 +256,7 @@ impl Comparison<'_> {
                 "session": turn.session, "turn": turn.turn, "recorded": result_json(recorded),
                 "candidate": result_json(&results[0]), "candidates": candidates,
             });
-            return println_out(&line.to_string());
+            return println_out(&dsh_abi::js::to_string(&line));
         }
         if turn.had_failures() {
             println_out(&format!("\nsession {} turn {}", turn.session, turn.turn))?;
@@ -277,7 +277,7 @@ impl Comparison<'_> {
             "recorded": totals_json(&self.recorded, "recorded"), "candidates": candidates, "labels": labels,
             "assumption": ASSUMPTION,
         }});
-        println_out(&summary.to_string())
+        println_out(&dsh_abi::js::to_string(&summary))
     }
 
     fn print_summary_table(&self, logs: usize) -> std::io::Result<()> {

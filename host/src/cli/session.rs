@@ -178,7 +178,7 @@ fn list(globals: &Globals, json: bool) -> Outcome {
                 })
             })
             .collect();
-        out!("{}", serde_json::to_string_pretty(&value)?)?;
+        out!("{}", dsh_abi::js::to_string_pretty(&value))?;
         return Ok(());
     }
     for summary in &summaries {
@@ -291,7 +291,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
     let report = verify::verify_log(&source, |header| open_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
         if json {
-            out!("{}", serde_json::to_string_pretty(&report_json(&report))?)?;
+            out!("{}", dsh_abi::js::to_string_pretty(&report_json(&report)))?;
             return Err(Exit::reported(EXIT_DAMAGED));
         }
         print_violations(&report)?;
@@ -356,7 +356,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     }
     if json {
         let value: Vec<_> = reports.iter().map(report_json).collect();
-        out!("{}", serde_json::to_string_pretty(&value)?)?;
+        out!("{}", dsh_abi::js::to_string_pretty(&value))?;
     } else {
         for report in &reports {
             for note in &report.notes {

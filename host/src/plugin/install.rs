@@ -20,7 +20,7 @@ use super::catalog;
 use super::inspect::{self, ManifestInfo};
 use crate::fsutil;
 use crate::profile::patch::Layer;
-use crate::profile::{is_package_name, InstalledPackage, Profile};
+use crate::profile::{is_package_name, InstalledPackage, Profile, PACKAGE_NAME_RULE};
 use crate::NotFound;
 
 /// A package's manifest file, `dsh-plugin.toml`.
@@ -243,7 +243,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `libfoo-0123456789abcdef.so`: the library's name with the first 16 hex digits of its hash.
 fn content_addressed_name(package: &str, sha256: &str) -> String {
-    let plain = catalog::library_file_name(package);
+    let plain = catalog::library_file_name(leaf(package));
     let suffix = std::env::consts::DLL_SUFFIX;
     let stem = plain.strip_suffix(suffix).unwrap_or(&plain);
     format!("{stem}-{}{suffix}", &sha256[..16])
@@ -335,10 +335,7 @@ fn commit(
 /// `dsh_executable`). On error nothing in the profile has changed.
 pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Path) -> anyhow::Result<Installed> {
     if !is_package_name(&candidate.name) {
-        bail!(
-            "the package is named {}: a package name must be one path component of letters, digits, '.', '_' and '-'",
-            dsh_abi::js::to_string(&candidate.name)
-        );
+        bail!("the package is named {}: {PACKAGE_NAME_RULE}", dsh_abi::js::to_string(&candidate.name));
     }
     let (inserts, disables) = match &candidate.layer {
         Some(layer) => layer_effects(&candidate.name, layer)?,
@@ -422,12 +419,23 @@ fn check_manifest(candidate: &Candidate, info: &ManifestInfo) -> anyhow::Result<
     Ok(())
 }
 
+/// A package's name without its scope: the name of its own folder.
+fn leaf(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// The folder `plugins/<name>` lies in: `plugins`, or `plugins/@scope` for a scoped package.
+fn package_parent(profile: &Profile, name: &str) -> PathBuf {
+    let target = profile.dir.join("plugins").join(name);
+    target.parent().map(Path::to_path_buf).unwrap_or(target)
+}
+
 /// Writes the package into a staging directory beside `plugins/<name>`.
 fn stage_package(profile: &Profile, candidate: &Candidate, library: &[u8], file_name: &str) -> anyhow::Result<PathBuf> {
-    let plugins = profile.dir.join("plugins");
-    std::fs::create_dir_all(&plugins)?;
-    let staging =
-        tempfile::Builder::new().prefix(&format!(".staging-{}-", candidate.name)).tempdir_in(&plugins)?.keep();
+    let parent = package_parent(profile, &candidate.name);
+    std::fs::create_dir_all(&parent)?;
+    let prefix = format!(".staging-{}-", leaf(&candidate.name));
+    let staging = tempfile::Builder::new().prefix(&prefix).tempdir_in(&parent)?.keep();
     let write = || -> anyhow::Result<()> {
         fsutil::write_atomic(&staging.join(file_name), library)?;
         let manifest = PackageManifest {
@@ -451,10 +459,10 @@ fn stage_package(profile: &Profile, candidate: &Candidate, library: &[u8], file_
 
 /// Moves the staged package into `plugins/<name>`, keeping the previous one aside; returns where.
 fn swap_in(profile: &Profile, name: &str, staging: &Path) -> anyhow::Result<Option<PathBuf>> {
-    let plugins = profile.dir.join("plugins");
-    let target = plugins.join(name);
+    let parent = package_parent(profile, name);
+    let target = profile.dir.join("plugins").join(name);
     let old = if target.exists() {
-        let aside = plugins.join(format!(".old-{name}-{}", std::process::id()));
+        let aside = parent.join(format!(".old-{}-{}", leaf(name), std::process::id()));
         std::fs::rename(&target, &aside).with_context(|| format!("cannot move {} aside", target.display()))?;
         Some(aside)
     } else {
@@ -466,7 +474,7 @@ fn swap_in(profile: &Profile, name: &str, staging: &Path) -> anyhow::Result<Opti
         }
         return Err(anyhow::Error::new(err).context(format!("cannot install into {}", target.display())));
     }
-    fsutil::sync_dir(&plugins)?;
+    fsutil::sync_dir(&parent)?;
     Ok(old)
 }
 
@@ -494,10 +502,7 @@ pub fn remove(profile: &mut Profile, names: &[String]) -> anyhow::Result<Vec<Str
             );
         }
         if !is_package_name(name) {
-            bail!(
-                "{} is not a package name (one path component of letters, digits, '.', '_' and '-')",
-                dsh_abi::js::to_string(name)
-            );
+            bail!("{} is not a package name ({PACKAGE_NAME_RULE})", dsh_abi::js::to_string(name));
         }
         let installed = manifest.packages.remove(name).is_some();
         let listed = manifest.bundles.iter().any(|bundle| bundle == name);

@@ -2,8 +2,7 @@
 //! libraries through the stable ABI ([`loader`]), inspecting them in a child process so a
 //! crashing library cannot take the host down ([`inspect`]), installing and removing packages
 //! ([`install`]), what a profile's packages are ([`listing`]), the instances that serve rows
-//! ([`instance`]), the DeepSeek Harness package names users bring with them ([`migration`]), and
-//! new plugin crates ([`template`]).
+//! ([`instance`]), and new plugin crates ([`template`]).
 
 pub mod catalog;
 pub mod inspect;
@@ -11,7 +10,6 @@ pub mod install;
 pub mod instance;
 pub mod listing;
 pub mod loader;
-pub mod migration;
 pub mod template;
 
 pub use instance::RowInstance;

@@ -134,12 +134,26 @@ pub struct InstalledPackage {
     pub sha256: String,
 }
 
-/// Whether `name` can name a package: one path component of `[A-Za-z0-9._-]`, not `.` or `..`.
+/// What a package name may be, as every refusal says it.
+pub const PACKAGE_NAME_RULE: &str =
+    "a package name is one path component of letters, digits, '.', '_' and '-', or @scope/name of two";
+
+/// Whether `name` can name a package: one path component of `[A-Za-z0-9._-]` (not `.` or `..`),
+/// or a scoped name `@scope/name` of two such components, as npm (and DeepSeek Harness) names
+/// them. A scoped package lives in `plugins/@scope/name/`.
 pub fn is_package_name(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    match name.strip_prefix('@') {
+        Some(scoped) => scoped.split_once('/').is_some_and(|(scope, leaf)| is_component(scope) && is_component(leaf)),
+        None => is_component(name),
+    }
+}
+
+/// One path component that stays where it is put: not empty, `.` or `..`, only `[A-Za-z0-9._-]`.
+fn is_component(text: &str) -> bool {
+    !text.is_empty()
+        && text != "."
+        && text != ".."
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 impl ProfileManifest {
@@ -149,16 +163,12 @@ impl ProfileManifest {
     pub fn validate(&self) -> Result<(), String> {
         for name in self.packages.keys().chain(&self.bundles) {
             if !is_package_name(name) {
-                return Err(format!(
-                    "package name {} must be one path component of letters, digits, '.', '_' and '-'",
-                    json_quote(name)
-                ));
+                return Err(format!("package name {} is refused: {PACKAGE_NAME_RULE}", json_quote(name)));
             }
         }
         for (name, package) in &self.packages {
-            let parts: Vec<&str> = package.library.split('/').collect();
-            let inside =
-                matches!(parts.as_slice(), ["plugins", folder, file] if folder == name && is_package_name(file));
+            let file = package.library.strip_prefix("plugins/").and_then(|rest| rest.strip_prefix(name.as_str()));
+            let inside = file.and_then(|file| file.strip_prefix('/')).is_some_and(is_component);
             if !inside {
                 return Err(format!(
                     "package {}: library {} must be plugins/{name}/<file>",
@@ -517,6 +527,23 @@ mod tests {
             .contains("must be plugins/x/<file>"));
         assert!(bad("bundles: [..]\n").contains("one path component"));
         assert!(is_package_name("relay-retry") && is_package_name("my_plugin.v2"));
+    }
+
+    #[test]
+    fn a_scoped_package_name_is_two_checked_components() {
+        assert!(is_package_name("@acme/bundle-x") && is_package_name("@a.b/c_d"));
+        for bad in ["@acme", "@/x", "@acme/", "@acme/x/y", "@../x", "@acme/..", "acme/x", "@acme\\x", "@ac me/x"] {
+            assert!(!is_package_name(bad), "{bad:?}");
+        }
+        let manifest = |library: &str| {
+            let text = format!(
+                "bundles: [dsh-base, '@acme/bundle-x']\npackages: {{'@acme/bundle-x': {{version: '1', source: s, library: {library}, sha256: a}}}}\n"
+            );
+            yaml::from_str::<ProfileManifest>(&text).unwrap().validate()
+        };
+        assert_eq!(manifest("plugins/@acme/bundle-x/libx.so"), Ok(()));
+        assert!(manifest("plugins/@acme/libx.so").unwrap_err().contains("must be plugins/@acme/bundle-x/<file>"));
+        assert!(manifest("plugins/@acme/bundle-x/../../x.so").is_err());
     }
 
     #[test]

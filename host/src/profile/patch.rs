@@ -532,7 +532,7 @@ impl Composer {
             Some(Slot::Detached(row)) => row.get("name").cloned(),
         };
         if let Some(name) = entry.get("name").filter(|name| truthy(name)) {
-            if target_name.as_ref() != Some(name) {
+            if target_name.as_ref() != Some(name) && !self.renamed_package(id, name, target_name.as_ref(), layer) {
                 let message = format!(
                     "patch: name mismatch for {} (expected {}, got {}), skipping",
                     quoted(Some(id)),
@@ -571,6 +571,24 @@ impl Composer {
             }
             _ => {}
         }
+        true
+    }
+
+    /// Whether a guard naming DeepSeek Harness's package (`@deepseek-ai/dsh-llm-retry`) meets the
+    /// dsh row that does its job (`llm-retry`): the entry applies, and a warning says so, rather
+    /// than its settings being skipped without a word.
+    fn renamed_package(&mut self, id: &Value, name: &Value, target: Option<&Value>, layer: &str) -> bool {
+        let bundled = name.as_str().and_then(crate::migration::replacement).map(|replacement| replacement.bundled);
+        if bundled.is_none() || bundled != target.and_then(Value::as_str) {
+            return false;
+        }
+        let message = format!(
+            "patch: name {} for {} is DeepSeek Harness's package; in dsh the row is package {}, so the entry applies to it",
+            quoted(Some(name)),
+            quoted(Some(id)),
+            quoted(target)
+        );
+        self.warn(layer, message);
         true
     }
 
