@@ -4,12 +4,13 @@
 //! |---|---|
 //! | [`plugin`] | loading cdylib plugins through the stable ABI, inspecting them, row instances |
 //! | [`waterfall`] | the ordered `agent/request-error` listener chain and its final decision |
-//! | [`context`] | what plugins may ask the host during a call; clock, randomness and ids |
+//! | [`context`] | the session state and system services a plugin call's context answers from |
 //! | [`session`] | the durable session log and the history index plugins query |
 //! | [`profile`] | `$DSH_HOME`, profiles, patch layers and their composition, the YAML module |
 //! | [`fsutil`] | atomic, durable file writes |
 //! | [`lock`] | one writer per session and per profile (OS locks) |
-//! | [`store`] | the shared counters rows add to: memory, machine (a locked file), Redis |
+//! | [`counters`] | the shared counters rows add to: memory, machine (a locked file), Redis |
+//! | [`migration`] | DeepSeek Harness's package names and where its rows' settings live in dsh |
 //! | [`problem`] | configuration problems and where they are (file, row, key) |
 //! | [`bundled`] | what ships inside this build: bundled packages and profile templates |
 //! | [`llm`] | provider rows, provider-owned retry policies, the mock server |

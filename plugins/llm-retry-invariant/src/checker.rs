@@ -14,6 +14,7 @@
 //! records after it are judged on their own instead of failing in a cascade. (An append the host
 //! refuses is never written and ends the turn, so nothing later builds on it.)
 
+use std::borrow::Cow;
 use std::hash::BuildHasher;
 
 use dsh_abi::js_value::{quote, Fields, JsValue};
@@ -286,7 +287,7 @@ impl RetryChecker {
     }
 
     /// The record's retry is the next of its provider-policy chain, under the chain's one id.
-    fn continue_chain(&mut self, record: &Record<'_>, fields: &RetryFields) -> Result<(), String> {
+    fn continue_chain(&mut self, record: &Record<'_>, fields: &RetryFields<'_>) -> Result<(), String> {
         let (turn, step) = (self.scalar(&record.get("turn")), self.scalar(&record.get("step")));
         let (provider, policy_key) = (self.names.intern(&fields.provider), self.names.intern(&fields.policy_key));
         let prior = self.find_chain(turn, step, provider, policy_key);
@@ -495,16 +496,25 @@ fn check_failure(failure: &JsValue<'_>) -> Result<(), String> {
 }
 
 /// The fields of an `llm/retry` record that stand on their own, checked in the reference's order.
-struct RetryFields {
-    retry_id: String,
+/// Its texts borrow the record's (an escaped string is the only one copied).
+struct RetryFields<'a> {
+    retry_id: Cow<'a, str>,
     retry: f64,
-    provider: String,
-    policy_key: String,
+    provider: Cow<'a, str>,
+    policy_key: Cow<'a, str>,
 }
 
-impl RetryFields {
-    fn check(record: &Record<'_>) -> Result<RetryFields, String> {
-        let Some(retry_id) = record.get("retryId").non_empty_str().map(str::to_owned) else {
+/// A string value that is not empty.
+fn non_empty_text(value: JsValue<'_>) -> Option<Cow<'_, str>> {
+    match value {
+        JsValue::String(text) if !text.is_empty() => Some(text),
+        _ => None,
+    }
+}
+
+impl<'a> RetryFields<'a> {
+    fn check(record: &Record<'a>) -> Result<RetryFields<'a>, String> {
+        let Some(retry_id) = non_empty_text(record.get("retryId")) else {
             return Err("llm/retry retryId must be a non-empty string".to_owned());
         };
         check_failure(&record.get("failure"))?;
@@ -513,10 +523,10 @@ impl RetryFields {
             Some(retry) if retry >= 1.0 => retry,
             _ => return Err("llm/retry retry must be a positive safe integer".to_owned()),
         };
-        let Some(provider) = record.get("provider").non_empty_str().map(str::to_owned) else {
+        let Some(provider) = non_empty_text(record.get("provider")) else {
             return Err("llm/retry provider must be a non-empty string".to_owned());
         };
-        let Some(policy_key) = record.get("policyKey").non_empty_str().map(str::to_owned) else {
+        let Some(policy_key) = non_empty_text(record.get("policyKey")) else {
             return Err("llm/retry policyKey must be a non-empty string".to_owned());
         };
         check_mode(record, retry, &retry_value)?;
