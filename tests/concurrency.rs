@@ -302,7 +302,10 @@ fn a_scoped_bundle_composes_from_its_folder_under_its_scope() {
         "profiles/web/profile.yml",
         "bundles: [dsh-base, '@acme/bundle-x']\npackages:\n  '@acme/bundle-x': {version: '1.0.0', source: 'npm:@acme/bundle-x', library: plugins/@acme/bundle-x/libbundle_x.so, sha256: ab}\n",
     );
-    home.write("profiles/web/plugins/@acme/bundle-x/cordis.patch.yml", "- id: agent\n  config: {provider: deepseek-official, model: acme-model}\n");
+    home.write(
+        "profiles/web/plugins/@acme/bundle-x/cordis.patch.yml",
+        "- id: agent\n  config: {provider: deepseek-official, model: acme-model}\n",
+    );
     home.run(&["config", "check"]).expect_code(0);
     let dump = home.run(&["config", "dump", "--origins"]);
     dump.expect_code(0).expect_stdout("acme-model");
