@@ -312,4 +312,5 @@ fn a_scoped_bundle_composes_from_its_folder_under_its_scope() {
     home.run(&["plugin", "--profile", "web", "remove", "@acme/bundle-x"]).expect_code(0);
     let manifest = std::fs::read_to_string(home.path().join("profiles/web/profile.yml")).unwrap();
     assert!(!manifest.contains("@acme"), "{manifest}");
+    assert!(!home.path().join("profiles/web/plugins/@acme").exists(), "the emptied scope folder is removed");
 }

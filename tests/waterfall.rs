@@ -2,16 +2,13 @@
 //! process: panics stay inside the plugin, faulted instances are not called again, libraries load
 //! side by side and from two paths.
 
-use std::sync::atomic::AtomicBool;
-
 use abi_stable::std_types::ROption;
 use dsh_abi::{Failure, RequestErrorPayload};
 use dsh_e2e::{artifacts, TestHome};
 use dsh_host::agent::assembly::{load_plugins, PluginRow};
-use dsh_host::context::{call_context, ScriptedServices, SessionlessHost};
+use dsh_host::context::SessionlessHost;
 use dsh_host::counters::Counters;
 use dsh_host::plugin::{InstantiateFailure, PluginLibrary, RowInstance};
-use dsh_host::session::index::HistoryIndex;
 use dsh_host::waterfall::{self, Outcome};
 use serde_json::json;
 
@@ -168,10 +165,8 @@ fn two_different_plugins_share_one_waterfall() {
         max_delay_ms: 500.0,
         jitter_ratio: 0.0,
     });
-    let history = HistoryIndex::default();
-    let cancelled = AtomicBool::new(false);
-    let services = ScriptedServices::default();
-    let context = call_context(&history, &cancelled, false, &services);
+    let host = SessionlessHost::default();
+    let context = host.context();
     let listeners: [&RowInstance; 2] = [&outer, &llm_retry];
     let outcome = waterfall::run(&listeners, &with_policy, &context);
     match outcome {

@@ -7,14 +7,13 @@
 
 use dsh_abi::events;
 use std::cell::RefCell;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use dsh_abi::{Answer, Decision, DownstreamOutcome, Failure, RequestErrorPayload, RetryPolicy};
 
 use super::assembly::Assembly;
 use super::route::Route;
-use crate::context::{call_context, CallContext, ScriptedServices};
+use crate::context::{CallContext, SessionlessHost};
 use crate::counters::MemoryStore;
 use crate::llm::classify::ADAPTER_CODES;
 use crate::plugin::RowInstance;
@@ -115,9 +114,8 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
     let mut payload = RequestErrorPayload::new(1, 1, &route.provider, failure, Some(route.policy.clone()));
     payload.model = route.model.as_str().into();
     payload.endpoint_host = route.endpoint_host.as_str().into();
-    let services = ScriptedServices::default();
-    let cancelled = AtomicBool::new(false);
-    let mut history = HistoryIndex::new(r#"{"type":"session","version":0,"id":"explain","createdAt":0}"#.to_owned());
+    let header = r#"{"type":"session","version":0,"id":"explain","createdAt":0}"#.to_owned();
+    let mut host = SessionlessHost { history: HistoryIndex::new(header), ..SessionlessHost::default() };
     let acted = RefCell::new(Vec::new());
     let traced: Vec<Traced<'_>> = listeners.iter().map(|row| Traced { row, acted: &acted }).collect();
     let traced: Vec<&Traced<'_>> = traced.iter().collect();
@@ -126,7 +124,7 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
     let mut failures = Vec::new();
     loop {
         acted.borrow_mut().clear();
-        let outcome = waterfall::run(&traced, &payload, &call_context(&history, &cancelled, false, &services));
+        let outcome = waterfall::run(&traced, &payload, &host.context());
         match outcome {
             Outcome::Retry { retry, row_id } => {
                 row.get_or_insert(row_id);
@@ -140,7 +138,7 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
                     };
                 }
                 let line = format!(r#"{{"type":"llm/retry","seq":0,"time":0,"data":{}}}"#, retry.record);
-                history.observe(events::LLM_RETRY, &line, &retry.record);
+                host.history.observe(events::LLM_RETRY, &line, &retry.record);
             }
             Outcome::NoRetry { failures: found, refused } => {
                 failures.extend(found);

@@ -521,6 +521,10 @@ pub fn remove(profile: &mut Profile, names: &[String]) -> anyhow::Result<Vec<Str
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
         }
+        if name.starts_with('@') {
+            // The scope's folder goes with its last package; one still holding others stays.
+            let _ = std::fs::remove_dir(package_parent(profile, name));
+        }
     }
     Ok(names.to_vec())
 }
