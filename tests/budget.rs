@@ -80,8 +80,9 @@ fn an_unreachable_store_is_named_by_check_and_a_run_fails_open_with_one_warning_
     let run = turn(&home, &patch);
     run.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 6, "fail open: every retry goes ahead");
-    let warnings = run.stderr.matches("retry-budget: the budget store cannot be reached").count();
+    let warnings = run.stderr.matches("dsh: warning: retry-budget: the budget store cannot be reached").count();
     assert_eq!(warnings, 1, "one warning per turn: {}", run.stderr);
+    assert_eq!(run.stderr.matches("warning").count(), 1, "one warning for one cause: {}", run.stderr);
 }
 
 #[test]

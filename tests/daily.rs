@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
+use dsh_e2e::terminal::Terminal;
 use dsh_e2e::turns::{route_patch, session_id, SECRET, TINY};
 use dsh_e2e::{log_events, MockProcess, Run, TestHome};
 use serde_json::Value;
@@ -156,4 +157,59 @@ fn the_readme_llm_mock_layer_runs_a_trial_without_a_key_or_a_server() {
     let run = home.run(&["run", "hi"]);
     run.expect_code(0);
     assert_eq!(run.stdout, "through\n");
+}
+
+/// `dsh` with `args` as a shell command line for [`Terminal`].
+fn dsh_line(args: &[&str]) -> String {
+    let quoted: Vec<String> = args.iter().map(|arg| format!("'{}'", arg.replace('\'', r"'\''"))).collect();
+    format!("\"$DSH\" {}", quoted.join(" "))
+}
+
+#[test]
+fn a_terminal_shows_a_waiting_line_until_text_starts_and_keeps_one_line_for_the_retries() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- status: 503\n- ok: hello there\n  hold: answer\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let line = dsh_line(&["run", "--patch", patch.to_str().unwrap(), "hi"]);
+    let terminal = Terminal::start(&home, &line, &[("DEEPSEEK_API_KEY", SECRET)]);
+    mock.wait_for_requests(2);
+    terminal.wait_for("waiting for deepseek-official (test-model) · ", 2);
+    mock.release("answer");
+    let (code, shown) = terminal.finish();
+    assert_eq!(code, Some(0), "{shown}");
+    let answer = shown.find("hello there").expect("the answer");
+    let last_wait = shown.rfind("waiting for").unwrap();
+    assert!(shown[last_wait..answer].contains("\u{1b}[2K"), "the waiting line stays:\n{shown}");
+    assert!(shown[answer..].contains("recovered after 1 retry: SERVER"), "{shown}");
+}
+
+#[test]
+fn a_pipe_gets_no_waiting_line_and_no_summary_line() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- status: 503\n- ok: hello there\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
+    run.expect_code(0);
+    assert!(run.stderr.contains("Retrying model request (1/5)"), "{}", run.stderr);
+    assert!(!run.stderr.contains("waiting for") && !run.stderr.contains("recovered after"), "{}", run.stderr);
+}
+
+#[test]
+fn a_terminal_chat_marks_no_text_discarded_when_a_later_turn_retries_before_any_text() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: one\n- status: 503\n- ok: two\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let line = dsh_line(&["chat", "--patch", patch.to_str().unwrap()]);
+    let mut terminal = Terminal::start(&home, &line, &[("DEEPSEEK_API_KEY", SECRET)]);
+    terminal.wait_for("you> ", 1);
+    terminal.type_line("first");
+    terminal.wait_for("you> ", 2);
+    terminal.type_line("second");
+    terminal.wait_for("recovered after 1 retry: SERVER", 1);
+    terminal.wait_for("you> ", 3);
+    terminal.type_line("/exit");
+    let (code, shown) = terminal.finish();
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("two"), "{shown}");
+    assert!(!shown.contains("[discarded"), "{shown}");
 }

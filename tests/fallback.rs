@@ -46,10 +46,22 @@ fn a_truncated_stream_is_retried_twice_then_fails() {
     assert_eq!(retries.len(), 2);
     assert_eq!(retries[1]["data"]["maxRetries"], 2);
     assert_eq!(turn.end()["error"]["code"], "STREAM_CLOSED");
+    assert!(turn.run.stderr.contains("Retrying model request (1/2) · 0.1s (STREAM_CLOSED: "), "{}", turn.run.stderr);
+    assert!(!turn.run.stderr.contains("warning"), "one line per retry:\n{}", turn.run.stderr);
+    let patch = route_patch(&home, &mock, "", "");
+    let verbose = Run::of(
+        home.dsh()
+            .env("DEEPSEEK_API_KEY", SECRET)
+            .args(["-v", "run", "--profile", "fb", "--patch"])
+            .arg(&patch)
+            .arg("hi"),
+    );
     assert!(
-        turn.run.stderr.contains("dsh-retry: retrying provider \"deepseek-official\" after 5ms (1/2, STREAM_CLOSED: "),
+        verbose
+            .stderr
+            .contains("dsh: info: dsh-retry: retrying provider \"deepseek-official\" after 5ms (1/2, STREAM_CLOSED: "),
         "{}",
-        turn.run.stderr
+        verbose.stderr
     );
 }
 

@@ -114,13 +114,13 @@ fn an_empty_or_comment_only_file_is_refused() {
 }
 
 #[test]
-fn an_unreadable_layer_fails_loudly() {
+fn an_unreadable_layer_fails_loudly_and_a_missing_patch_file_is_not_found() {
     let run = refused(None);
     run.expect_code(1);
     assert!(run.stderr.contains("failed to read overlay $DSH_HOME/bad.yml: "), "{}", run.stderr);
     let missing = TestHome::new().run(&["config", "dump", "--patch", "/nonexistent/patch.yml"]);
-    missing.expect_code(1);
-    assert!(missing.stderr.contains("failed to read overlay /nonexistent/patch.yml"), "{}", missing.stderr);
+    missing.expect_code(3);
+    assert!(missing.stderr.contains("the --patch file /nonexistent/patch.yml does not exist"), "{}", missing.stderr);
 }
 
 #[test]
@@ -379,6 +379,49 @@ fn a_dsh_installed_under_a_prefix_finds_its_libraries_in_lib_dsh_and_runs_the_de
     );
     run.expect_code(0);
     assert!(run.stdout.contains("Hello! I am the dsh demo provider"), "{}", run.stdout);
+}
+
+/// The README's first command, `./install.sh && dsh run --profile demo "Say hello"`, on a
+/// machine whose cargo runs from a folder on PATH (as rustup's `~/.cargo/bin` is).
+#[test]
+fn install_without_a_prefix_puts_dsh_beside_cargo_and_the_first_run_says_where_the_home_is() {
+    let cargo_home = tempfile::tempdir().unwrap();
+    let bin = cargo_home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("cargo"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(bin.join("cargo"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let home = TestHome::new();
+    let dsh_home = home.path().join("fresh/.dsh");
+    let script = format!(
+        "sh '{}' && dsh run --profile demo 'Say hello'",
+        dsh_e2e::workspace_root().join("install.sh").display()
+    );
+    let first = Run::of(
+        std::process::Command::new("sh")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env("DSH_INSTALL_FROM", &artifacts().dir)
+            .env("DSH_HOME", &dsh_home)
+            .env_remove("DSH_PLUGIN_PATH"),
+    );
+    first.expect_code(0);
+    assert!(first.stdout.contains(&format!("into {}", cargo_home.path().display())), "{}", first.stdout);
+    assert!(!first.stdout.contains("is not on PATH"), "{}", first.stdout);
+    assert!(first.stdout.contains("Hello! I am the dsh demo provider"), "{}", first.stdout);
+    let note = format!(
+        "dsh: created the dsh home {} (sessions, profiles); DSH_HOME or --home puts it elsewhere",
+        dsh_home.display()
+    );
+    assert!(first.stderr.contains(&note), "{}", first.stderr);
+    let again = Run::of(std::process::Command::new(bin.join("dsh")).env("DSH_HOME", &dsh_home).args([
+        "run",
+        "--profile",
+        "demo",
+        "hi",
+    ]));
+    again.expect_code(0);
+    assert!(!again.stderr.contains("created the dsh home"), "{}", again.stderr);
 }
 
 #[test]

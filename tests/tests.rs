@@ -13,6 +13,7 @@ mod contract;
 mod daily;
 mod edges;
 mod fallback;
+mod finding;
 mod hostile;
 mod inspect;
 mod interop;

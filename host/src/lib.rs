@@ -37,6 +37,21 @@ pub mod waterfall;
 #[error("{0}")]
 pub struct NotFound(pub String);
 
+/// Whether `typed` is one edit (insertion, deletion, substitution or transposition) from `known`
+/// — close enough to be a typo of it.
+pub fn is_typo_of(typed: &str, known: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (typed.chars().collect(), known.chars().collect());
+    if a.len().abs_diff(b.len()) > 1 || a == b {
+        return false;
+    }
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let (rest_a, rest_b) = (&a[prefix..], &b[prefix..]);
+    rest_a.get(1..) == rest_b.get(1..)
+        || rest_a == rest_b.get(1..).unwrap_or_default()
+        || rest_a.get(1..).unwrap_or_default() == rest_b
+        || (rest_a.len() >= 2 && rest_a[0] == rest_b[1] && rest_a[1] == rest_b[0] && rest_a[2..] == rest_b[2..])
+}
+
 /// `text` on one line (whitespace runs folded to one space), cut to `max_chars` characters with
 /// `…` after a cut.
 pub fn one_line(text: &str, max_chars: usize) -> String {

@@ -146,7 +146,7 @@ fn retried(row_id: &str, decision: RetryDecision, failures: &mut Vec<(String, St
 }
 
 fn failed(row_id: &str, err: ListenerError, failures: &mut Vec<(String, String)>) -> Branch {
-    tracing::warn!(row = row_id, "row \"{row_id}\": {}; answering no retry for its branch", err.message);
+    tracing::warn!("row \"{row_id}\": {}; answering no retry for its branch", err.message);
     failures.push((row_id.to_owned(), err.message.clone()));
     Branch::Failed { row_id: row_id.to_owned(), message: err.message }
 }

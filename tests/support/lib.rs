@@ -3,6 +3,7 @@
 //! gives each test a throw-away `$DSH_HOME`.
 
 pub mod logs;
+pub mod terminal;
 pub mod turns;
 
 use std::path::{Path, PathBuf};

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use dsh_abi::events::{self, RetryRefused, RetryStarted};
 use dsh_abi::retry::CheckedRetry;
-use dsh_abi::{js, Failure, RequestErrorPayload};
+use dsh_abi::{Failure, RequestErrorPayload};
 use serde_json::Value;
 
 use super::cancel::Cancel;
@@ -114,19 +114,11 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
     Ok(RetryStep::Again)
 }
 
-/// What the display needs from a retry record: `retry`, and `maxRetries` or `headRetries`.
+/// What the display needs from a retry record: its place in the chain, the wait and why.
 fn notice(retry: &CheckedRetry, failure: &Failure) -> RetryNotice {
     let record: Value = serde_json::from_str(&retry.record).unwrap_or(Value::Null);
-    let number = js::as_safe_u64(&retry.retry).unwrap_or(0);
-    let field = |key: &str| record.get(key).and_then(js::as_safe_u64);
-    let of = match (field("maxRetries"), field("headRetries")) {
-        (Some(max), _) => Some(max),
-        (None, Some(head)) if number <= head => Some(head),
-        _ => None,
-    };
     RetryNotice {
-        retry: number,
-        of,
+        count: crate::session::timeline::retry_count(&record),
         delay: Duration::from_secs_f64(retry.delay_ms / 1000.0),
         code: failure.code.to_string(),
         message: failure.message.to_string(),

@@ -165,6 +165,12 @@ impl Agent {
     /// Runs one turn for `input`. `Err` only when the log can no longer be written (or the host
     /// built an invalid event); every other ending is a [`TurnEnd`].
     pub async fn run_turn(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
+        let end = self.run_steps(input, reason).await?;
+        self.view.turn_ended(matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens));
+        Ok(end)
+    }
+
+    async fn run_steps(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
         let turn = self.log.rules().last_turn() + 1;
         let step = 1;
         let message = input.message_data()?;
@@ -180,6 +186,7 @@ impl Agent {
             }
             let request = self.request();
             let route = &self.assembly.routes[&self.assembly.agent.provider];
+            self.view.attempt_started(&format!("{} ({})", route.provider, self.assembly.model()));
             let view = &mut self.view;
             let mut on_text = |delta: &str| view.text(delta);
             let attempt = tokio::select! {

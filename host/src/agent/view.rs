@@ -7,15 +7,16 @@ use std::time::Duration;
 /// A scheduled retry, as the live display shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryNotice {
-    pub retry: u64,
-    /// `None`: unbounded (shown as ∞).
-    pub of: Option<u64>,
+    /// The retry's place in its chain (`2/5`, [`crate::session::timeline::retry_count`]).
+    pub count: String,
     pub delay: Duration,
     pub code: String,
     pub message: String,
 }
 
 pub trait TurnView: Send {
+    /// A request goes out to `route` (`provider (model)`); nothing has come back yet.
+    fn attempt_started(&mut self, _route: &str) {}
     fn text(&mut self, delta: &str);
     /// The attempt whose text was streamed ended: it completed (its text is the answer), or it
     /// failed (its text is not, and a retry may follow).
@@ -30,6 +31,8 @@ pub trait TurnView: Send {
     fn retry_tick(&mut self, notice: &RetryNotice, remaining: Duration);
     /// The wait is over (elapsed or cancelled).
     fn retry_done(&mut self);
+    /// The turn ended: `completed` when it has an answer (the text is whole).
+    fn turn_ended(&mut self, _completed: bool) {}
     /// Row `row` refused the retry another row decided, for `reason`; the turn ends.
     fn retry_refused(&mut self, _row: &str, _reason: &str) {}
 }

@@ -7,7 +7,7 @@
 //! line says what changed — `profile web: relay-retry now handles request errors; llm-retry
 //! disabled`. The session's checkers stay the ones it opened with.
 
-use super::exit::{Exit, Outcome};
+use super::exit::{Exit, Outcome, EXIT_INTERRUPTED, EXIT_TERMINATED};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -18,9 +18,7 @@ use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
 use super::input;
-use super::turns::{
-    neutralised, next_stop_signal, start, turn_summary, Ready, SessionTarget, EXIT_TERMINATED, TERMINATED,
-};
+use super::turns::{neutralised, next_stop_signal, start, turn_summary, Ready, SessionTarget, TERMINATED};
 use super::{runtime, Globals, EXIT_FAILED};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
@@ -116,7 +114,7 @@ fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result
                     eprintln!("\ndsh: cancelling the turn");
                 }
                 None if TERMINATED.load(Ordering::SeqCst) => std::process::exit(i32::from(EXIT_TERMINATED)),
-                None => std::process::exit(130),
+                None => std::process::exit(i32::from(EXIT_INTERRUPTED)),
             }
         }
     });
@@ -162,9 +160,6 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                         }
                         end => end?,
                     };
-                    if matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens) {
-                        out!()?;
-                    }
                     if let Some(summary) = turn_summary(&end) {
                         eprintln!("{summary}");
                     }

@@ -20,7 +20,7 @@ use crate::profile::{yaml, Home, LayerScope, Profile};
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
     /// The profile to compose.
-    #[arg(long, global = true, default_value = "web", value_name = "NAME")]
+    #[arg(long, global = true, default_value = "web", value_name = "NAME", add = super::complete::profiles())]
     profile: String,
 
     /// An extra patch layer, applied after every other layer (repeatable, in order).

@@ -7,16 +7,35 @@ use crate::lock::{Busy, LockError};
 use crate::session::log::OpenError;
 use crate::NotFound;
 
+/// The operation ran and failed (a turn ended in error, a library was refused).
+pub const EXIT_FAILED: u8 = 1;
+/// A usage error (clap's code).
+pub const EXIT_USAGE: u8 = 2;
+/// Nothing by that name (a session, a profile, a library).
+pub const EXIT_NOT_FOUND: u8 = 3;
 /// A configuration problem (`check`, or a run refused for its config).
 pub const EXIT_CONFIG: u8 = 4;
 /// Log violations (`verify`) or damage `repair` must not touch.
 pub const EXIT_DAMAGED: u8 = 5;
 /// Another process writes the session or profile.
 pub const EXIT_BUSY: u8 = 6;
-/// Nothing by that name (a session, a profile, a library).
-pub const EXIT_NOT_FOUND: u8 = 3;
-/// The operation ran and failed (a turn ended in error, a library was refused).
-pub const EXIT_FAILED: u8 = 1;
+/// Stopped by Ctrl-C (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Stopped by SIGTERM (128 + 15).
+pub const EXIT_TERMINATED: u8 = 143;
+
+/// Every exit code and what it means, for `dsh man` (EXIT STATUS).
+pub const EXIT_STATUSES: [(u8, &str); 9] = [
+    (0, "success"),
+    (EXIT_FAILED, "the operation ran and failed: a turn ended in error, a library was refused"),
+    (EXIT_USAGE, "usage error"),
+    (EXIT_NOT_FOUND, "nothing by that name: a session, a profile, a --patch file, a library"),
+    (EXIT_CONFIG, "a configuration problem (config check, or a run refused for its configuration)"),
+    (EXIT_DAMAGED, "log violations (session verify) or damage session repair must not touch"),
+    (EXIT_BUSY, "another process writes the session or the profile"),
+    (EXIT_INTERRUPTED, "interrupted by Ctrl-C (a second Ctrl-C during a turn)"),
+    (EXIT_TERMINATED, "stopped by SIGTERM"),
+];
 
 /// What a command returns.
 pub type Outcome = Result<(), Exit>;

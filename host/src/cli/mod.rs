@@ -1,9 +1,7 @@
 //! The `dsh` command line: argument parsing (clap), logging set-up, dispatch and exit codes.
 //!
-//! Exit codes, one per meaning: 0 success; 1 the operation ran and failed (a turn ended in error,
-//! a library was refused); 2 usage error (clap); 3 not found; 4 configuration problem; 5 log
-//! violations (`verify`) or damage `repair` must not touch; 6 busy (another process writes the
-//! session or profile); 130 interrupted by Ctrl-C. A closed stdout ends a command quietly.
+//! Exit codes, one per meaning, are listed in [`exit::EXIT_STATUSES`] (and `dsh man`'s EXIT
+//! STATUS). A closed stdout ends a command quietly.
 
 /// `println!` that hands back the write's result instead of panicking: a closed stdout
 /// (`dsh … | head -1`) becomes an error the command passes up, and `dsh` ends quietly.
@@ -24,9 +22,12 @@ macro_rules! out_text {
 }
 
 mod chat;
+mod complete;
 mod config;
 mod exit;
+mod habits;
 mod input;
+mod manual;
 mod mock;
 mod plugin;
 mod replay;
@@ -78,14 +79,15 @@ enum Command {
     Session(session::SessionArgs),
     /// Serve a scripted OpenAI-compatible fault server on the loopback interface.
     MockServer(mock::MockServerArgs),
-    /// Print a shell completion script, e.g. `dsh completions bash >
-    /// ~/.local/share/bash-completion/completions/dsh`.
+    /// Print the script that completes dsh in a shell — commands, options, profiles and session
+    /// ids — e.g. `source <(dsh completions bash)` in ~/.bashrc.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), e.g. `dsh man > ~/.local/share/man/man1/dsh.1`.
-    Man,
+    /// Print a manual page (roff): `dsh man > ~/.local/share/man/man1/dsh.1`, `dsh man session
+    /// repair` for dsh-session-repair(1), or every page with `--dir DIR`.
+    Man(manual::ManArgs),
 }
 
 /// Options every command shares.
@@ -106,8 +108,12 @@ impl Globals {
 }
 
 pub fn main() -> ExitCode {
+    complete::answer_the_shell();
     keep_large_buffers_off_the_heap();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
     init_logging(cli.verbose);
     let globals = Globals { home: cli.home, verbose: cli.verbose };
     let result = match cli.command {
@@ -118,12 +124,25 @@ pub fn main() -> ExitCode {
         Command::Session(args) => session::run(&globals, args),
         Command::MockServer(args) => mock::run(args),
         Command::Completions { shell } => completions(shell),
-        Command::Man => manual(),
+        Command::Man(args) => manual::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(exit) => exit.finish(),
     }
+}
+
+/// Prints clap's error (or help), with the dsh command for a DeepSeek Harness habit when the words
+/// are one.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    let _ = error.print();
+    let words: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
+    let command = Cli::command();
+    let is_command = |word: &str| command.find_subcommand(word).is_some();
+    if let Some(hint) = habits::hint(error.kind(), &words, is_command) {
+        eprintln!("hint: {hint}");
+    }
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
 }
 
 /// The runtime every command that runs turns or servers uses.
@@ -132,16 +151,8 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn completions(shell: clap_complete::Shell) -> Outcome {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "dsh", &mut script);
+    let script = complete::registration(shell)?;
     out_text!("{}", String::from_utf8_lossy(&script))?;
-    Ok(())
-}
-
-fn manual() -> Outcome {
-    let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
-    out_text!("{}", String::from_utf8_lossy(&page))?;
     Ok(())
 }
 
@@ -157,22 +168,47 @@ fn keep_large_buffers_off_the_heap() {
     }
 }
 
+/// The variable that sets the log filter (tracing's `EnvFilter` syntax), over `-v`.
+pub(crate) const LOG_ENV: &str = "DSH_LOG";
+
 fn init_logging(verbose: u8) {
     let default_level = match verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(colour)
-        .without_time()
-        .with_target(false)
+        .event_format(OneStyle)
         .init();
+}
+
+/// Every line dsh logs in the one style its own messages have: `dsh: warning: …`,
+/// `dsh: error: …`, and with `-v` `dsh: info: …` and `dsh: debug: …`.
+struct OneStyle;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for OneStyle
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        fields: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let level = event.metadata().level().as_str().to_ascii_lowercase();
+        let level = if level == "warn" { "warning".to_owned() } else { level };
+        write!(writer, "dsh: {level}: ")?;
+        tracing_subscriber::fmt::FormatFields::format_fields(fields, writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 #[cfg(test)]

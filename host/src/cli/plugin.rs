@@ -18,7 +18,7 @@ use crate::NotFound;
 #[derive(Debug, Args)]
 pub struct PluginArgs {
     /// The profile to change (created from the base template if it does not exist).
-    #[arg(long, global = true, default_value = "web", value_name = "NAME")]
+    #[arg(long, global = true, default_value = "web", value_name = "NAME", add = super::complete::profiles())]
     profile: String,
 
     #[command(subcommand)]

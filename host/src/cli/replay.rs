@@ -20,7 +20,7 @@ use crate::session::meta::SessionMeta;
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// Session ids under the home, or paths of logs (ours or DeepSeek Harness's).
-    #[arg(value_name = "ID|PATH")]
+    #[arg(value_name = "ID|PATH", add = super::complete::sessions())]
     logs: Vec<String>,
     /// Replay every session under the home.
     #[arg(long)]
@@ -29,7 +29,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "DATE", requires = "all")]
     since: Option<String>,
     /// The candidate's profile (default: each session's own, else web).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::complete::profiles())]
     profile: Option<String>,
     /// A patch layer of the candidate (repeatable, in order).
     #[arg(long = "patch", value_name = "FILE")]

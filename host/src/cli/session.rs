@@ -41,17 +41,17 @@ enum SessionCommand {
     /// A readable timeline: turns, steps, requests, each retry with its code, delay and failure.
     Show {
         /// A session id under the home, or the path of a log or session directory.
-        #[arg(value_name = "ID|PATH")]
+        #[arg(value_name = "ID|PATH", add = super::complete::sessions())]
         log: String,
         /// Print the events as JSON lines instead.
         #[arg(long)]
         json: bool,
     },
     /// Crash repair without running anything: cut a torn last line (keeping a copy), close an
-    /// interrupted turn. Exit 1 if the log is damaged where repair must not touch it.
+    /// interrupted turn. Exit 5 if the log is damaged where repair must not touch it.
     Repair {
         /// A session id under the home, or the path of a log or session directory.
-        #[arg(value_name = "ID|PATH")]
+        #[arg(value_name = "ID|PATH", add = super::complete::sessions())]
         log: String,
         /// Print `{path, torn, closers, warnings, sound}` as JSON.
         #[arg(long)]
@@ -61,10 +61,10 @@ enum SessionCommand {
     /// resume), and run the continuation turn one of them enqueues, if any.
     Resume {
         /// The session to resume (an id under the home; a value with a '/' is a log path).
-        #[arg(value_name = "ID")]
+        #[arg(value_name = "ID", add = super::complete::sessions())]
         session: String,
         /// The profile whose rows run the continuation (default: the session's own, else web).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", add = super::complete::profiles())]
         profile: Option<String>,
         /// An extra patch layer, applied after every other layer (repeatable, in order).
         #[arg(long = "patch", value_name = "FILE")]
@@ -91,7 +91,7 @@ enum SessionCommand {
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
     Verify {
         /// Session ids under the home, or paths of logs or session directories.
-        #[arg(required = true, value_name = "ID|PATH")]
+        #[arg(required = true, value_name = "ID|PATH", add = super::complete::sessions())]
         logs: Vec<String>,
         /// One JSON report per file instead of text.
         #[arg(long)]
@@ -134,7 +134,7 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
             ResumeEvent::Ended(_) => {}
         };
         match agent_session::resume(&mut agent, &mut report).await? {
-            Some(end) => finish(&agent, &end, json),
+            Some(end) => finish(&agent, &end),
             None => {
                 if !json {
                     out!("nothing to resume: no listener found interrupted work in session {}", agent.log.id())?;
@@ -175,6 +175,8 @@ fn list(globals: &Globals, json: bool) -> Outcome {
                     "lastEnd": s.last_end,
                     "damage": s.damage.as_ref().map(damage_json),
                     "writer": s.writer,
+                    "profile": s.profile,
+                    "firstPrompt": s.first_prompt,
                 })
             })
             .collect();
@@ -182,18 +184,33 @@ fn list(globals: &Globals, json: bool) -> Outcome {
         return Ok(());
     }
     for summary in &summaries {
-        let created = timeline::http_date(summary.created_ms());
-        out!(
-            "{}  {created}  {} turn{}  {}{}{}",
-            neutralised(&summary.id),
-            summary.turns,
-            if summary.turns == 1 { "" } else { "s" },
-            summary.last_end,
-            summary.writer.map(|pid| format!("  (process {pid} is writing it)")).unwrap_or_default(),
-            summary.damage.as_ref().map(damage_note).unwrap_or_default()
-        )?;
+        out!("{}", neutralised(&list_line(summary)))?;
     }
     Ok(())
+}
+
+/// How long `session list` shows the first prompt.
+const LISTED_PROMPT_CHARS: usize = 48;
+
+fn list_line(summary: &summary::Summary) -> String {
+    let turns = match summary.turns {
+        1 => "1 turn".to_owned(),
+        count => format!("{count} turns"),
+    };
+    format!(
+        "{}  {}  {}  {turns}  {}  {}{}{}",
+        summary.id,
+        timeline::http_date(summary.created_ms()),
+        summary.profile.as_deref().unwrap_or("-"),
+        summary.last_end,
+        summary
+            .first_prompt
+            .as_deref()
+            .map(|text| format!("{:?}", crate::one_line(text, LISTED_PROMPT_CHARS)))
+            .unwrap_or_else(|| "-".to_owned()),
+        summary.writer.map(|pid| format!("  (process {pid} is writing it)")).unwrap_or_default(),
+        summary.damage.as_ref().map(damage_note).unwrap_or_default()
+    )
 }
 
 fn show(globals: &Globals, name: &str, json: bool) -> Outcome {

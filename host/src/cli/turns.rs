@@ -1,7 +1,7 @@
 //! What `dsh run` and `dsh session resume` share on the terminal: the runtime, starting an agent
 //! over a composed profile, the live retry line, Ctrl-C, and how a turn's end is reported.
 
-use super::exit::{Exit, Outcome, EXIT_FAILED};
+use super::exit::{Exit, Outcome, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,7 +32,14 @@ pub(crate) struct TerminalView {
     stdout_terminal: bool,
     stdout_closed: bool,
     bar: Option<ProgressBar>,
+    /// The live line shown while a request has sent nothing back yet.
+    waiting: Option<ProgressBar>,
+    /// The codes of this turn's retries, for the line a live display keeps once the retry lines
+    /// are gone.
+    retried: Vec<String>,
     text_open: bool,
+    /// The current attempt has shown text (a failure then marks it discarded).
+    attempt_shown: bool,
     /// The current attempt's text, held for a stdout that is not a terminal.
     held: String,
 }
@@ -48,7 +55,10 @@ impl TerminalView {
             stdout_terminal: std::io::stdout().is_terminal(),
             stdout_closed: false,
             bar: None,
+            waiting: None,
+            retried: Vec::new(),
             text_open: false,
+            attempt_shown: false,
             held: String::new(),
         }
     }
@@ -91,30 +101,61 @@ pub(crate) fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// The time left, as `session show` prints delays ([`crate::session::timeline::seconds`]).
 fn remaining_text(remaining: Duration) -> String {
-    crate::session::timeline::seconds(remaining.as_millis() as f64)
+    crate::session::timeline::seconds(remaining.as_secs_f64() * 1000.0)
 }
 
 fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {
-    let of = notice.of.map_or_else(|| "∞".to_owned(), |of| of.to_string());
-    format!("Retrying model request ({}/{of}) · {}", notice.retry, remaining_text(remaining))
+    format!("Retrying model request ({}) · {}", notice.count, remaining_text(remaining))
+}
+
+/// How often the live waiting line redraws its elapsed time.
+const WAITING_TICK: Duration = Duration::from_millis(200);
+
+/// What a live display keeps of a turn's retries: `recovered after 2 retries: SERVER, RATE_LIMIT`.
+fn recovered_line(codes: &[String]) -> String {
+    let retries = if codes.len() == 1 { "retry" } else { "retries" };
+    format!("recovered after {} {retries}: {}", codes.len(), codes.join(", "))
+}
+
+impl TerminalView {
+    fn stop_waiting(&mut self) {
+        if let Some(waiting) = self.waiting.take() {
+            waiting.finish_and_clear();
+        }
+    }
 }
 
 impl TurnView for TerminalView {
+    fn attempt_started(&mut self, route: &str) {
+        if !self.live {
+            return;
+        }
+        let waiting = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        waiting.set_style(ProgressStyle::with_template("waiting for {msg} · {elapsed}").expect("a valid template"));
+        waiting.set_message(neutralised(route).into_owned());
+        waiting.enable_steady_tick(WAITING_TICK);
+        self.waiting = Some(waiting);
+    }
+
     fn text(&mut self, delta: &str) {
+        self.stop_waiting();
         if self.json {
             return;
         }
         if self.stdout_terminal {
             self.write_out(&neutralised(delta));
             self.text_open = true;
+            self.attempt_shown = true;
         } else {
             self.held.push_str(delta);
         }
     }
 
     fn attempt_ended(&mut self, completed: bool) {
+        self.stop_waiting();
+        let shown = std::mem::take(&mut self.attempt_shown);
         if self.stdout_terminal {
-            if !completed && self.text_open {
+            if !completed && shown {
                 let marker = if std::env::var_os("NO_COLOR").is_some() {
                     DISCARDED.to_owned()
                 } else {
@@ -133,6 +174,7 @@ impl TurnView for TerminalView {
 
     fn retry_scheduled(&mut self, notice: &RetryNotice) {
         self.end_text_line();
+        self.retried.push(notice.code.clone());
         if self.live {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             bar.set_style(ProgressStyle::with_template("{msg}").expect("a valid template"));
@@ -159,6 +201,18 @@ impl TurnView for TerminalView {
         }
     }
 
+    fn turn_ended(&mut self, completed: bool) {
+        self.stop_waiting();
+        let retried = std::mem::take(&mut self.retried);
+        if completed && !self.json {
+            self.text_open = true;
+            self.end_text_line();
+        }
+        if completed && self.live && !retried.is_empty() {
+            eprintln!("{}", recovered_line(&retried));
+        }
+    }
+
     fn retry_refused(&mut self, row: &str, reason: &str) {
         self.end_text_line();
         eprintln!("dsh: retry refused by row \"{row}\": {}", neutralised(reason));
@@ -169,15 +223,12 @@ impl TurnView for TerminalView {
 /// exits with [`EXIT_TERMINATED`].
 pub(crate) static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The exit code after SIGTERM (128 + 15, as shells report it).
-pub(crate) const EXIT_TERMINATED: u8 = 143;
-
 /// The exit code for a process stopped by a signal now, without finishing its turn.
 fn exit_code_now() -> i32 {
     if TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
         i32::from(EXIT_TERMINATED)
     } else {
-        130
+        i32::from(EXIT_INTERRUPTED)
     }
 }
 
@@ -236,10 +287,10 @@ pub(crate) fn print_repair(repair: &Repair) {
 #[derive(Debug, clap::Args)]
 pub(crate) struct SessionTarget {
     /// The profile whose rows run the turns (default: the session's own, else web).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::complete::profiles())]
     pub profile: Option<String>,
     /// Continue this session (an id under the home; a value with a '/' is a log path).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = super::complete::sessions())]
     pub session: Option<String>,
     /// An extra patch layer, applied after every other layer (repeatable, in order).
     #[arg(long = "patch", value_name = "FILE")]
@@ -319,6 +370,7 @@ pub(crate) struct Ready {
 /// the composition warnings and what opening the log repaired. `Err(code)`: the profile cannot
 /// run (its problems are printed).
 pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Ready, Exit> {
+    let new_home = !home.root().exists();
     let Resolved { existing, profile, patches, as_recorded } = target;
     let existing = existing.as_deref();
     let lock = existing.map(|log| lock_log(home, log)).transpose()?;
@@ -340,6 +392,13 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         Err(StartError::Open(err)) => return Err(err.into()),
         Err(err) => return Err(err.into()),
     };
+    if new_home {
+        eprintln!(
+            "dsh: created the dsh home {} (sessions, profiles); {} or --home puts it elsewhere",
+            home.root().display(),
+            crate::profile::HOME_ENV
+        );
+    }
     if let Some(repair) = &started.repair {
         print_repair(repair);
     }
@@ -368,10 +427,7 @@ pub(crate) fn lock_log(home: &Home, log: &std::path::Path) -> Result<crate::lock
 }
 
 /// Prints how the turn ended and returns the exit code.
-pub(crate) fn finish(agent: &Agent, end: &TurnEnd, json: bool) -> Outcome {
-    if !json && matches!(end, TurnEnd::Completed | TurnEnd::MaxTokens) {
-        let _ = writeln!(std::io::stdout());
-    }
+pub(crate) fn finish(agent: &Agent, end: &TurnEnd) -> Outcome {
     if let Some(summary) = turn_summary(end) {
         eprintln!("{summary}");
     }
@@ -402,8 +458,7 @@ mod tests {
     #[test]
     fn the_countdown_shows_tenths_below_ten_seconds_and_rounds_up() {
         let notice = RetryNotice {
-            retry: 2,
-            of: Some(5),
+            count: "2/5".into(),
             delay: Duration::from_secs(4),
             code: "SERVER".into(),
             message: "m".into(),
@@ -412,8 +467,14 @@ mod tests {
         assert_eq!(retry_line(&notice, Duration::from_millis(2151)), "Retrying model request (2/5) · 2.2s");
         assert_eq!(retry_line(&notice, Duration::from_millis(12_100)), "Retrying model request (2/5) · 13s");
         assert_eq!(retry_line(&notice, Duration::from_millis(450)), "Retrying model request (2/5) · 0.5s");
-        let unbounded = RetryNotice { of: None, retry: 7, ..notice };
-        assert_eq!(retry_line(&unbounded, Duration::from_secs(20)), "Retrying model request (7/∞) · 20s");
+    }
+
+    #[test]
+    fn the_countdown_rounds_a_delay_as_session_show_does() {
+        for delay_ms in [900.0, 900.4, 918.6, 1_300.0, 9_999.2, 10_000.3, 45.0] {
+            let live = remaining_text(Duration::from_secs_f64(delay_ms / 1000.0));
+            assert_eq!(live, crate::session::timeline::seconds(delay_ms), "{delay_ms} ms");
+        }
     }
 
     #[test]

@@ -11,6 +11,9 @@ use crate::profile::Profile;
 /// Row services implemented by the host itself.
 pub const BUILT_IN_SERVICES: [&str; 3] = ["agent", "llm-openai", "llm-mock"];
 
+/// Extra directories searched for bundled plugin libraries, `:`-separated.
+pub const PLUGIN_PATH_ENV: &str = "DSH_PLUGIN_PATH";
+
 /// `libllm_retry.so` for `llm-retry` on Linux.
 pub fn library_file_name(package: &str) -> String {
     format!("{}{}{}", std::env::consts::DLL_PREFIX, package.replace('-', "_"), std::env::consts::DLL_SUFFIX)
@@ -28,7 +31,7 @@ pub fn library_search_dirs() -> Vec<PathBuf> {
             dirs.push(dir);
         }
     }
-    if let Some(paths) = std::env::var_os("DSH_PLUGIN_PATH") {
+    if let Some(paths) = std::env::var_os(PLUGIN_PATH_ENV) {
         dirs.extend(std::env::split_paths(&paths).filter(|dir| !dir.as_os_str().is_empty()));
     }
     dirs
@@ -49,7 +52,7 @@ pub struct MissingLibrary {
 
 fn searched(dirs: &[PathBuf]) -> String {
     let mut shown: Vec<String> = dirs.iter().map(|dir| dir.display().to_string()).collect();
-    if std::env::var_os("DSH_PLUGIN_PATH").is_none() {
+    if std::env::var_os(PLUGIN_PATH_ENV).is_none() {
         shown.push("$DSH_PLUGIN_PATH (unset)".to_owned());
     }
     shown.join(", ")

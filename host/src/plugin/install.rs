@@ -72,6 +72,18 @@ pub struct Installed {
     pub bundles_dropped: Vec<String>,
 }
 
+/// Why `spec` names no package: the bundled package it is a typo of, and every bundled package.
+fn unknown_package(spec: &str) -> String {
+    let bundled: Vec<&str> = crate::bundled::BUNDLED_PACKAGES.iter().map(|package| package.name).collect();
+    let typo_of = |name: &&&str| crate::is_typo_of(spec, name) || spec.replace('_', "-") == **name;
+    let guess = bundled.iter().find(typo_of).map(|name| format!(" (did you mean \"{name}\"?)")).unwrap_or_default();
+    format!(
+        "unknown package \"{spec}\"{guess}: it is not bundled with dsh (bundled: {}); or give the path of a plugin \
+         crate or package directory",
+        bundled.join(", ")
+    )
+}
+
 /// Turns `add`'s argument into a candidate: a path to a crate or package directory, or a bundled
 /// package name.
 pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
@@ -90,10 +102,7 @@ pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
         return Err(NotFound(format!("{spec}: no such directory")).into());
     }
     let Some(bundled) = crate::bundled::package(spec) else {
-        return Err(NotFound(format!(
-            "unknown package \"{spec}\": it is not bundled with dsh; give the path of a plugin crate or package directory"
-        ))
-        .into());
+        return Err(NotFound(unknown_package(spec)).into());
     };
     let library = if bundled.has_library { Some(catalog::find_bundled_library(spec)?) } else { None };
     Ok(Candidate {

@@ -21,6 +21,9 @@ use patch::{Composition, Layer, LayerKind};
 /// How long a profile change waits for another process changing the same profile.
 pub const PROFILE_LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The variable that moves the dsh home.
+pub const HOME_ENV: &str = "DSH_HOME";
+
 /// The dsh home: `--home`, else a non-blank `$DSH_HOME` (`~` expanded), else `~/.dsh`.
 #[derive(Debug, Clone)]
 pub struct Home {
@@ -43,7 +46,7 @@ impl Home {
     pub fn resolve(flag: Option<&Path>) -> anyhow::Result<Home> {
         let root = match flag {
             Some(path) => path.to_owned(),
-            None => match std::env::var("DSH_HOME") {
+            None => match std::env::var(HOME_ENV) {
                 Ok(value) if !value.trim().is_empty() => expand_tilde(value.trim()),
                 _ => user_home().context("cannot find the dsh home: set --home, DSH_HOME or HOME")?.join(".dsh"),
             },
@@ -306,6 +309,22 @@ impl Profile {
         }
     }
 
+    /// Every profile a command can name: those under the home and the shipped templates, sorted.
+    pub fn names(home: &Home) -> Vec<String> {
+        let mut names: Vec<String> =
+            bundled::PROFILE_TEMPLATES.iter().map(|template| template.name.to_owned()).collect();
+        if let Ok(entries) = std::fs::read_dir(home.root().join("profiles")) {
+            let created = entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok());
+            names.extend(created.filter(|name| {
+                Self::validate_name(name).is_ok()
+                    && home.root().join("profiles").join(name).join("profile.yml").is_file()
+            }));
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Opens profile `name`, which must exist (no template is instantiated).
     pub fn existing(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
@@ -437,6 +456,9 @@ impl Profile {
         }
         for path in patches {
             let label = home.display(path);
+            if !path.exists() {
+                return Err(NotFound(format!("the --patch file {label} does not exist")).into());
+            }
             layers.push(Layer::read(LayerKind::Overlay, &label, path, &label)?);
         }
         Ok(layers)

@@ -236,21 +236,6 @@ const ROW_KEYS: [&str; 5] = ["id", "name", "config", "disabled", "group"];
 /// The keys an override entry has: a row's, and the placement keys.
 const OVERRIDE_KEYS: [&str; 7] = ["id", "name", "config", "disabled", "group", "before", "after"];
 
-/// Whether `typed` is one edit (insertion, deletion, substitution or transposition) from `known`
-/// — close enough to be a typo of it.
-fn close(typed: &str, known: &str) -> bool {
-    let (a, b): (Vec<char>, Vec<char>) = (typed.chars().collect(), known.chars().collect());
-    if a.len().abs_diff(b.len()) > 1 || a == b {
-        return false;
-    }
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let (rest_a, rest_b) = (&a[prefix..], &b[prefix..]);
-    rest_a.get(1..) == rest_b.get(1..)
-        || rest_a == rest_b.get(1..).unwrap_or_default()
-        || rest_a.get(1..).unwrap_or_default() == rest_b
-        || (rest_a.len() >= 2 && rest_a[0] == rest_b[1] && rest_a[1] == rest_b[0] && rest_a[2..] == rest_b[2..])
-}
-
 /// JavaScript truthiness, which the reference uses for `insert`, `id`, `name`, `group` and
 /// `disabled`.
 pub fn truthy(value: &Value) -> bool {
@@ -447,8 +432,10 @@ impl Composer {
     /// Notes the keys of `fields` that are none of `known`.
     fn note_unknown_keys(&mut self, layer: &str, fields: &Map<String, Value>, known: &[&str], what: &str) {
         for key in fields.keys().filter(|key| !known.contains(&key.as_str())) {
-            let guess =
-                known.iter().find(|known| close(key, known)).map(|known| format!(" (did you mean \"{known}\"?)"));
+            let guess = known
+                .iter()
+                .find(|known| crate::is_typo_of(key, known))
+                .map(|known| format!(" (did you mean \"{known}\"?)"));
             self.unknown_keys.push(Warning {
                 layer: layer.to_owned(),
                 entry: self.at.1,
@@ -990,7 +977,11 @@ mod tests {
                 "[user.yml] patch entry key \"disable\" is not one dsh reads (did you mean \"disabled\"?); it is kept on the row and does nothing (patch entry 2)",
             ]
         );
-        assert!(close("disable", "disabled") && close("nmae", "name") && !close("colour", "config"));
+        assert!(
+            crate::is_typo_of("disable", "disabled")
+                && crate::is_typo_of("nmae", "name")
+                && !crate::is_typo_of("colour", "config")
+        );
     }
 
     #[test]

@@ -26,12 +26,47 @@ pub fn session_log(sessions: &Path, value: &str) -> Result<PathBuf, NotFound> {
     if value.contains(['/', '\\']) {
         return resolve_log(sessions, value);
     }
-    find_log(&sessions.join(value)).ok_or_else(|| {
+    find_by_id(sessions, value)?.ok_or_else(|| {
         NotFound(format!(
             "no session {value} under {} (give a path, with a '/', for a log elsewhere)",
             sessions.display()
         ))
     })
+}
+
+/// How many matching ids an ambiguous prefix's message lists.
+const AMBIGUOUS_SHOWN: usize = 8;
+
+/// The log of the session `id` names under `sessions`: the session of that id, else the one
+/// session whose id starts with it, as git takes a commit's prefix. A prefix several sessions
+/// start with is an error listing them.
+pub fn find_by_id(sessions: &Path, id: &str) -> Result<Option<PathBuf>, NotFound> {
+    if let Some(found) = is_session_id(id).then(|| find_log(&sessions.join(id))).flatten() {
+        return Ok(Some(found));
+    }
+    let mut matching = session_ids(sessions).into_iter().filter(|name| name.starts_with(id)).collect::<Vec<_>>();
+    match matching.len() {
+        0 => Ok(None),
+        1 => Ok(find_log(&sessions.join(&matching[0]))),
+        count => {
+            matching.sort();
+            let more = if count > AMBIGUOUS_SHOWN { ", …" } else { "" };
+            matching.truncate(AMBIGUOUS_SHOWN);
+            Err(NotFound(format!(
+                "session id {id} is ambiguous: {count} sessions start with it ({}{more}); give more of it",
+                matching.join(", ")
+            )))
+        }
+    }
+}
+
+/// The ids of the sessions under `sessions` that have a log, in no particular order.
+pub fn session_ids(sessions: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(sessions) else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| is_session_id(name) && find_log(&sessions.join(name)).is_some())
+        .collect()
 }
 
 /// The log in a session directory: `session.jsonl`, or DeepSeek Harness's compressed
@@ -57,7 +92,7 @@ pub fn resolve_log(sessions: &Path, name: &str) -> Result<PathBuf, NotFound> {
         return find_log(path).ok_or_else(|| NotFound(format!("{name}: no session.jsonl in this directory")));
     }
     if !name.contains(['/', '\\']) {
-        if let Some(found) = find_log(&sessions.join(name)) {
+        if let Some(found) = find_by_id(sessions, name)? {
             return Ok(found);
         }
     }
@@ -70,5 +105,42 @@ pub fn torn_note(log: &Path, damage: &Damage) -> String {
     match live_holder(&lock_path(log)) {
         Some(pid) => format!("{}: the last line is still being written by process {pid}", damage.position()),
         None => damage.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions(ids: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for id in ids {
+            std::fs::create_dir_all(dir.path().join(id)).unwrap();
+            std::fs::write(dir.path().join(id).join(LOG_FILE), "").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_unique_prefix_names_its_session_and_a_whole_id_wins_over_longer_ones() {
+        let dir = sessions(&["764d9a22-aa", "81ff", "81ff0"]);
+        let found = find_by_id(dir.path(), "764d").unwrap().unwrap();
+        assert_eq!(found, dir.path().join("764d9a22-aa").join(LOG_FILE));
+        assert_eq!(find_by_id(dir.path(), "81ff").unwrap().unwrap(), dir.path().join("81ff").join(LOG_FILE));
+        assert_eq!(find_by_id(dir.path(), "9").unwrap(), None);
+    }
+
+    #[test]
+    fn an_ambiguous_prefix_lists_the_sessions_it_starts() {
+        let dir = sessions(&["ab1", "ab2", "cd"]);
+        let error = find_by_id(dir.path(), "ab").unwrap_err();
+        assert_eq!(error.0, "session id ab is ambiguous: 2 sessions start with it (ab1, ab2); give more of it");
+    }
+
+    #[test]
+    fn a_folder_without_a_log_is_not_a_session() {
+        let dir = sessions(&["ab1"]);
+        std::fs::create_dir_all(dir.path().join("ab2")).unwrap();
+        assert!(find_by_id(dir.path(), "ab").unwrap().is_some());
     }
 }

@@ -7,6 +7,7 @@ use dsh_abi::events;
 
 use super::import::ImportError;
 use super::locate::{find_log, lock_path};
+use super::meta::SessionMeta;
 use super::reader::{Damage, LogReader};
 use crate::lock::live_holder;
 
@@ -22,6 +23,10 @@ pub struct Summary {
     pub damage: Option<Damage>,
     /// The process writing the log now, if one is.
     pub writer: Option<u32>,
+    /// The profile the session was created with (beside the log; `None` for an imported log).
+    pub profile: Option<String>,
+    /// The text of the first user message, whole.
+    pub first_prompt: Option<String>,
 }
 
 impl Summary {
@@ -65,6 +70,8 @@ pub fn summarize(path: &Path) -> anyhow::Result<Summary> {
         last_end: "-".to_owned(),
         damage: None,
         writer: live_holder(&lock_path(path)),
+        profile: SessionMeta::read(path).profile,
+        first_prompt: None,
     };
     while let Some(next) = reader.next_event() {
         let event = match next? {
@@ -78,6 +85,9 @@ pub fn summarize(path: &Path) -> anyhow::Result<Summary> {
             events::TURN_START => {
                 summary.turns += 1;
                 summary.last_end = "open".to_owned();
+            }
+            events::USER_MESSAGE if summary.first_prompt.is_none() => {
+                summary.first_prompt = user_text(event.data);
             }
             events::TURN_END => {
                 let data: serde_json::Value = serde_json::from_str(event.data).unwrap_or_default();
@@ -95,4 +105,12 @@ pub fn summarize(path: &Path) -> anyhow::Result<Summary> {
         summary.damage = None;
     }
     Ok(summary)
+}
+
+/// The text blocks of a `user/message`, joined.
+fn user_text(data: &str) -> Option<String> {
+    let data: serde_json::Value = serde_json::from_str(data).ok()?;
+    let blocks = data["content"].as_array()?;
+    let texts: Vec<&str> = blocks.iter().filter_map(|block| block["text"].as_str()).collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
 }

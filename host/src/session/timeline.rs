@@ -52,6 +52,20 @@ pub fn seconds(ms: f64) -> String {
     }
 }
 
+/// A retry record's place in its chain as every screen shows it: `2/5` against `maxRetries`;
+/// for an unbounded chain with a schedule (`headRetries`), `2/3, then ∞` in the schedule and
+/// `7/∞` after it, so the schedule's last entry never reads like a last attempt.
+pub fn retry_count(record: &Value) -> String {
+    let retry = js::display(record.get("retry"));
+    match (record.get("maxRetries"), record.get("headRetries")) {
+        (Some(max), _) => format!("{retry}/{}", js::display(Some(max))),
+        (None, Some(head)) if record.get("retry").and_then(Value::as_f64) <= head.as_f64() => {
+            format!("{retry}/{}, then ∞", js::display(Some(head)))
+        }
+        _ => format!("{retry}/∞"),
+    }
+}
+
 /// Epoch milliseconds as an HTTP date (`Sun, 29 Nov 2026 16:00:00 GMT`), the way every screen
 /// shows when a session was created.
 pub fn http_date(ms: f64) -> String {
@@ -143,17 +157,12 @@ impl Timeline {
 
     fn retry_line(&mut self, time: f64, data: &Value) -> String {
         let get = |key: &str| data.get(key);
-        let of = match (get("maxRetries"), get("headRetries")) {
-            (Some(max), _) => js::display(Some(max)),
-            (None, Some(head)) if get("retry").and_then(Value::as_f64) <= head.as_f64() => js::display(Some(head)),
-            _ => "∞".to_owned(),
-        };
         let delay = get("delayMs").and_then(Value::as_f64).unwrap_or(0.0);
         self.retries.push((format!("{}/{}", field(data, "retryId"), field(data, "retry")), time, delay));
         let failure = get("failure");
         format!(
-            "    retry {}/{of} · {} · {} · {}",
-            field(data, "retry"),
+            "    retry {} · {} · {} · {}",
+            retry_count(data),
             js::display(failure.and_then(|f| f.get("code"))),
             seconds(delay),
             js::display(failure.and_then(|f| f.get("message")))
@@ -191,5 +200,14 @@ mod tests {
         assert_eq!(seconds(12_100.0), "13s");
         assert_eq!(seconds(1e308), "1.0e305s");
         assert_eq!(seconds(f64::INFINITY), "∞");
+    }
+
+    #[test]
+    fn a_scheduled_chain_never_shows_its_last_entry_as_a_last_attempt() {
+        let count = |record: Value| retry_count(&record);
+        assert_eq!(count(serde_json::json!({"retry": 2, "maxRetries": 5})), "2/5");
+        assert_eq!(count(serde_json::json!({"retry": 2, "headRetries": 2})), "2/2, then ∞");
+        assert_eq!(count(serde_json::json!({"retry": 3, "headRetries": 2})), "3/∞");
+        assert_eq!(count(serde_json::json!({"retry": 3})), "3/∞");
     }
 }

@@ -69,7 +69,8 @@ impl Plugin for DshRetry {
         );
         Ok(match scheduled {
             Some(scheduled) => {
-                ctx.log(LogLevel::Warn, scheduled.warning.as_str().into());
+                // The host's retry line already shows this retry; the line is for `-v`.
+                ctx.log(LogLevel::Info, scheduled.warning.as_str().into());
                 Decision::Retry(scheduled.decision)
             }
             None => Decision::NoRetry,
@@ -122,7 +123,7 @@ mod tests {
         };
         assert_eq!(fallback.delay_ms, 100.0);
         assert!(fallback.record.contains("\"policyKey\":\"[\\\"dsh-retry/v1\\\""), "{}", fallback.record);
-        assert!(matches!(host.logs().as_slice(), [(LogLevel::Warn, _)]), "{:?}", host.logs());
+        assert!(matches!(host.logs().as_slice(), [(LogLevel::Info, _)]), "{:?}", host.logs());
         let cancelled = FakeHost::new().cancelled();
         let declined = plugin.after_downstream(&payload, &cancelled.context(), &DownstreamOutcome::Declined);
         assert_eq!(declined, Ok(Decision::NoRetry));
