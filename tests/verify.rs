@@ -268,3 +268,35 @@ fn one_corrupted_record_is_one_line() {
         assert!(lines[0].starts_with("5: "), "{name}: {lines:?}");
     }
 }
+
+/// A log dsh wrote (real policy keys, a chain of two retries) with one field of its first retry
+/// record corrupted: `verify` prints exactly one message, as the reference does.
+#[test]
+fn one_bad_record_in_a_real_log_gives_exactly_one_message() {
+    let home = TestHome::new();
+    let run = home.run(&["run", "--profile", "demo", "Say hello"]);
+    run.expect_code(0);
+    let log = dsh_e2e::only_session_log(&home).expect("the demo log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    for (field, bad, message) in [
+        ("retryId", Value::from(""), "llm/retry retryId must be a non-empty string"),
+        ("delayMs", serde_json::json!(2147483647.0000002), "llm/retry delayMs must be a finite number within 0..2147483647"),
+    ] {
+        let mut corrupted = false;
+        let lines: Vec<String> = text
+            .lines()
+            .map(|line| {
+                let mut event: Value = serde_json::from_str(line).unwrap();
+                if event["type"] == "llm/retry" && !corrupted {
+                    corrupted = true;
+                    event["data"][field] = bad.clone();
+                }
+                serde_json::to_string(&event).unwrap()
+            })
+            .collect();
+        let (code, found) = verify_one(&home, field, &(lines.join("\n") + "\n"));
+        assert_eq!(code, Some(5));
+        assert_eq!(found.len(), 1, "{field}: {found:?}");
+        assert!(found[0].ends_with(message), "{field}: {found:?}");
+    }
+}

@@ -146,7 +146,7 @@ struct Placement<'a> {
     turn: JsValue<'a>,
     step: JsValue<'a>,
     provider: Option<String>,
-    policy_key: Option<&'a str>,
+    policy_key: Option<Cow<'a, str>>,
 }
 
 impl RetryChecker {
@@ -339,7 +339,7 @@ impl RetryChecker {
         let id_chain = by_id.filter(|chain| continues(*chain));
         let index = match placement.policy_key {
             Some(policy_key) => {
-                let policy_key = self.names.intern(policy_key);
+                let policy_key = self.names.intern(&policy_key);
                 match self.find_chain(turn, step, provider, policy_key) {
                     Some(index) if id_chain.is_some_and(|other| other != index && !continues(index)) => {
                         id_chain.expect("checked")
@@ -401,8 +401,9 @@ impl RetryChecker {
             }
             _ => routed.as_str().map(str::to_owned),
         };
+        // A key with escapes (every real one: `["normal",5,…]`) is parsed into an owned string.
         let policy_key = match record.get("policyKey") {
-            JsValue::String(std::borrow::Cow::Borrowed(key)) if !key.is_empty() => Some(key),
+            JsValue::String(key) if !key.is_empty() => Some(key),
             _ => None,
         };
         Some(Placement {
@@ -418,7 +419,10 @@ impl RetryChecker {
             return Err("llm/retry-started retryId must be a non-empty string".to_owned());
         };
         let retry = record.get("retry").safe_integer().filter(|retry| *retry >= 1.0).map(|retry| retry as u64);
-        let scheduled = self.ids.find(&retry_id).map(|id| (id, self.chain_of_id[id as usize]));
+        let scheduled = match self.ids.find(&retry_id) {
+            Some(id) => Some((id, self.chain_of_id[id as usize])),
+            None => self.adopt_id(record, &retry_id),
+        };
         let Some((id, index, retry)) = scheduled
             .zip(retry)
             .filter(|((_, index), retry)| *retry <= self.chains[*index as usize].last_retry)
@@ -444,6 +448,20 @@ impl RetryChecker {
             self.started_out_of_order.insert((id, retry));
         }
         Ok(())
+    }
+
+    /// A start whose id no record owns pairs with a chain of its turn and step that a refused
+    /// record (one without a usable id) opened; the chain takes the id, so the refused record
+    /// gives one message and its start none.
+    fn adopt_id(&mut self, record: &Record<'_>, retry_id: &str) -> Option<(u32, u32)> {
+        let (turn, step) = (self.scalar(&record.get("turn")), self.scalar(&record.get("step")));
+        let index = self
+            .chains
+            .iter()
+            .rposition(|chain| chain.retry_id == NO_ID && chain.turn == turn && chain.step == step)?;
+        let index = u32::try_from(index).ok()?;
+        self.own_id(index, retry_id);
+        Some((self.chains[index as usize].retry_id, index))
     }
 
     /// How many chains the checker holds (for memory figures).
@@ -643,6 +661,27 @@ mod tests {
         }
     }
 
+    /// Real policy keys hold escaped quotes, and a chain's first record may be the bad one.
+    #[test]
+    fn a_bad_first_record_with_a_real_policy_key_gives_one_message() {
+        let keyed = RETRY_1.replace("\"policyKey\":\"k\"", r#""policyKey":"[\"normal\",2]""#);
+        for (bad, message) in [
+            (keyed.replace("\"retryId\":\"c\"", "\"retryId\":\"\""), "llm/retry retryId must be a non-empty string"),
+            (keyed.replace("\"delayMs\":1", "\"delayMs\":2147483647.0000002"), "llm/retry delayMs must be a finite number within 0..2147483647"),
+        ] {
+            let found = run(&[
+                ("turn/start", r#"{"turn":1}"#),
+                ("step/start", r#"{"turn":1,"step":1}"#),
+                ("request/header", r#"{"header":{"config":{"provider":"mock"}}}"#),
+                ("llm/retry", &bad),
+                ("llm/retry-started", r#"{"retryId":"c","turn":1,"step":1,"retry":1}"#),
+                ("llm/retry", &keyed.replace("\"retry\":1", "\"retry\":2")),
+                ("llm/retry-started", r#"{"retryId":"c","turn":1,"step":1,"retry":2}"#),
+            ]);
+            assert_eq!(found, [(3, message.to_owned())]);
+        }
+    }
+
     #[test]
     fn unrelated_events_are_not_parsed() {
         assert!(run(&[("assistant/chunk", "not json at all"), ("agent/inbox/spliced", "{")]).is_empty());
@@ -731,8 +770,9 @@ mod tests {
                     );
                     let mut keys_in_step = HashSet::new();
                     for chain in chains.iter().filter(|chain| chain.provider_index == *provider_index) {
-                        let policy_key =
-                            format!("{}-{}", POLICIES[chain.policy], if chain.always { "always" } else { "normal" });
+                        // Quoted as real keys are (`["normal",5,…]`), so the JSON holds escapes.
+                        let mode = if chain.always { "always" } else { "normal" };
+                        let policy_key = format!("[\"{mode}\",\"{}\"]", POLICIES[chain.policy]);
                         if !keys_in_step.insert(policy_key.clone()) {
                             continue;
                         }
