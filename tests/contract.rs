@@ -130,12 +130,14 @@ fn config_explain_names_llm_retry_for_server_and_nobody_for_auth() {
     assert!(explained["layer"].as_str().unwrap().ends_with("profiles/web/cordis.patch.yml"));
     let route = &explained["routes"][0];
     assert_eq!(route["provider"], "deepseek-official");
+    assert_eq!(route["agentRoute"], true);
     assert_eq!(route["policy"]["mode"], "normal");
     assert_eq!(route["codes"]["SERVER"]["row"], "llm-retry");
     assert_eq!(route["codes"]["SERVER"]["delaysMs"], serde_json::json!([500, 1000, 2000, 4000, 8000]));
     assert_eq!(route["codes"]["AUTH"], serde_json::json!({"row": null, "action": "no-retry"}));
     assert_eq!(route["codes"].as_object().unwrap().len(), 15, "every code the adapter produces");
     let text = home.run(&["config", "explain"]);
+    assert!(text.stdout.contains("\nroute deepseek-official (model deepseek-chat, the agent's route): "), "{}", text.stdout);
     assert!(
         text.stdout
             .contains("  SERVER                   llm-retry            retries 5 times, after 0.5s, 1s, 2s, 4s, 8s"),

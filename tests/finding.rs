@@ -141,3 +141,14 @@ fn deepseek_harness_invocations_are_answered_with_the_dsh_command() {
     inside.expect_code(2);
     assert!(!inside.stderr.contains("hint: dsh runs"), "{}", inside.stderr);
 }
+
+#[test]
+fn adding_what_is_installed_already_says_nothing_changed() {
+    let home = TestHome::new();
+    let first = home.run(&["plugin", "add", "relay-retry"]);
+    first.expect_code(0);
+    assert!(first.stdout.contains("pick this up at their next turn"), "{}", first.stdout);
+    let again = home.run(&["plugin", "add", "relay-retry"]);
+    again.expect_code(0);
+    again.expect_stdout("relay-retry 0.1.0 is already installed in profile web; nothing changed\n");
+}

@@ -141,3 +141,22 @@ fn replay_over_the_home_changes_no_file_and_prints_a_table() {
     assert!(later.stdout.contains("0 sessions, 0 turns replayed"), "{}", later.stdout);
     assert_eq!(snapshot(), before, "replay wrote under the home");
 }
+
+/// The README's replay example, read from the README and run as written (with `dsh` the built
+/// binary): the table it shows is the table it prints, session id aside.
+#[test]
+fn the_readme_replay_example_runs_as_written() {
+    let readme = std::fs::read_to_string(dsh_e2e::workspace_root().join("README.md")).unwrap();
+    let start = readme.find("```sh\ndsh run --profile demo \"Say hello\"                    #").expect("the example");
+    let script = &readme[start + "```sh\n".len()..];
+    let script = &script[..script.find("```").unwrap()];
+    let shown = &readme[start..];
+    let shown = &shown[shown.find("```\ncandidate A").unwrap() + 4..];
+    let shown = &shown[..shown.find("```").unwrap()];
+    let home = TestHome::new();
+    let run = Run::of(&mut home.shell(&format!("dsh() {{ \"$DSH\" \"$@\"; }}\n{script}")));
+    run.expect_code(0);
+    let printed = run.stdout[run.stdout.find("candidate A").unwrap()..].to_owned();
+    let session = |text: &str| text.lines().map(|line| if line.starts_with("session ") { "session" } else { line }).collect::<Vec<_>>().join("\n");
+    assert_eq!(session(&printed), session(shown));
+}

@@ -224,7 +224,15 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
     let routes = crate::agent::explain::explain(&assembly, &scratch);
     let layer = home.display(&profile.dir.join("cordis.patch.yml"));
     if json {
-        let routes: Vec<Value> = routes.iter().map(|route| route.to_json()).collect();
+        let agent_route = |route: &crate::agent::explain::RouteHandling| route.provider == assembly.agent.provider;
+        let routes: Vec<Value> = routes
+            .iter()
+            .map(|route| {
+                let mut value = route.to_json();
+                value["agentRoute"] = Value::Bool(agent_route(route));
+                value
+            })
+            .collect();
         out!(
             "{}",
             dsh_abi::js::to_string_pretty(
@@ -243,8 +251,9 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
     let unused = if applied { "" } else { " (unused: no enabled row runs llm-retry, which applies it)" };
     for route in &routes {
         out!("")?;
+        let agent = if route.provider == assembly.agent.provider { ", the agent's route" } else { "" };
         out!(
-            "route {} (model {}): retryPolicy {}{unused}",
+            "route {} (model {}{agent}): retryPolicy {}{unused}",
             route.provider,
             route.model,
             crate::agent::explain::describe_policy(&route.policy)

@@ -130,6 +130,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> O
     let _lock = lock_profile(&home, profile_name)?;
     let (mut profile, created) = Profile::open_or_create(&home, profile_name, &_lock)?;
     let mut reports = Vec::new();
+    let mut changed = false;
     let outcome = specs.iter().try_for_each(|spec| -> anyhow::Result<()> {
         let (name, note) = moved_over(spec)?;
         if let (Some(note), false) = (&note, json) {
@@ -142,6 +143,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> O
         let candidate = install::candidate(name)?;
         let installed =
             install::install(&mut profile, candidate, &dsh).with_context(|| format!("cannot install {spec}"))?;
+        changed |= installed.changed;
         if json {
             reports.push(installed_json(spec, &profile, &installed, note));
         } else {
@@ -158,7 +160,7 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> O
     }
     if json {
         out!("{}", dsh_abi::js::to_string_pretty(&json!({"profile": profile.name, "packages": reports})))?;
-    } else {
+    } else if changed {
         out!("{}", applies_when(&profile.name))?;
     }
     Ok(())
@@ -182,6 +184,7 @@ fn installed_json(
         "disables": installed.disables,
         "bundlesRestored": installed.bundles_restored,
         "bundlesDropped": installed.bundles_dropped,
+        "changed": installed.changed,
     })
 }
 
@@ -220,6 +223,14 @@ fn moved_over(spec: &str) -> anyhow::Result<(Option<&str>, Option<String>)> {
 }
 
 fn report_installed(profile: &Profile, installed: &install::Installed) -> std::io::Result<()> {
+    if !installed.changed {
+        return out!(
+            "{} {} is already installed in profile {}; nothing changed",
+            installed.candidate_name,
+            installed.version,
+            profile.name
+        );
+    }
     match &installed.library {
         Some(library) => out!(
             "installed {} {} into profile {} ({library})",

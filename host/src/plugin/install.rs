@@ -63,6 +63,8 @@ pub struct Installed {
     pub bundle_added: bool,
     pub has_layer: bool,
     pub newly_installed: bool,
+    /// Whether the profile is different now (adding what is installed already changes nothing).
+    pub changed: bool,
     pub inserts: Vec<String>,
     pub disables: Vec<String>,
     /// Bundle entries of other installed packages put back (a package with a bundle layer
@@ -367,6 +369,7 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
     }
     let (bundles_restored, bundles_dropped) =
         reconcile_bundles(profile, &mut manifest, &candidate.name, candidate.layer.is_some());
+    let changed = manifest != profile.manifest;
     commit(profile, manifest, &candidate.name, staged)?;
     Ok(Installed {
         candidate_name: candidate.name.clone(),
@@ -375,6 +378,7 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
         bundle_added,
         has_layer: candidate.layer.is_some(),
         newly_installed,
+        changed,
         inserts,
         disables,
         bundles_restored,
