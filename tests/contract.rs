@@ -137,7 +137,11 @@ fn config_explain_names_llm_retry_for_server_and_nobody_for_auth() {
     assert_eq!(route["codes"]["AUTH"], serde_json::json!({"row": null, "action": "no-retry"}));
     assert_eq!(route["codes"].as_object().unwrap().len(), 15, "every code the adapter produces");
     let text = home.run(&["config", "explain"]);
-    assert!(text.stdout.contains("\nroute deepseek-official (model deepseek-chat, the agent's route): "), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("\nroute deepseek-official (model deepseek-chat, the agent's route): "),
+        "{}",
+        text.stdout
+    );
     assert!(
         text.stdout
             .contains("  SERVER                   llm-retry            retries 5 times, after 0.5s, 1s, 2s, 4s, 8s"),

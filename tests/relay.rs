@@ -88,8 +88,8 @@ fn two_auth_failures_are_retried_with_the_configured_waits() {
         turn.of_type("llm/retry").iter().map(|retry| retry["data"]["delayMs"].as_u64().unwrap()).collect();
     assert_eq!(delays, [10, 20]);
     let shown: Vec<&str> = turn.run.stderr.lines().filter(|line| line.starts_with("Retrying")).collect();
-    assert!(shown[0].starts_with("Retrying model request (1/2) · 0.1s (AUTH: HTTP 401"), "{shown:?}");
-    assert!(shown[1].starts_with("Retrying model request (2/2) · 0.1s"), "{shown:?}");
+    assert!(shown[0].starts_with("Retrying model request (1/2, then ∞) · 0.1s (AUTH: HTTP 401"), "{shown:?}");
+    assert!(shown[1].starts_with("Retrying model request (2/2, then ∞) · 0.1s"), "{shown:?}");
     for (retry, started) in turn.of_type("llm/retry").iter().zip(turn.of_type("llm/retry-started")) {
         let waited = started["time"].as_u64().unwrap() - retry["time"].as_u64().unwrap();
         assert!(waited >= retry["data"]["delayMs"].as_u64().unwrap(), "waited {waited} ms");
@@ -127,7 +127,7 @@ fn the_tail_keeps_going_until_success() {
     let retries = turn.of_type("llm/retry");
     assert_eq!(retries.len(), 50);
     assert_eq!(retries[49]["data"]["retry"], 50);
-    assert!(turn.run.stderr.contains("Retrying model request (1/1) · 0.1s"), "{}", turn.run.stderr);
+    assert!(turn.run.stderr.contains("Retrying model request (1/1, then ∞) · 0.1s"), "{}", turn.run.stderr);
     assert!(turn.run.stderr.contains("Retrying model request (50/∞) · 0.1s"), "{}", turn.run.stderr);
     assert!(turn.run.stdout.contains("at last"));
 }

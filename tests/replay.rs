@@ -157,6 +157,11 @@ fn the_readme_replay_example_runs_as_written() {
     let run = Run::of(&mut home.shell(&format!("dsh() {{ \"$DSH\" \"$@\"; }}\n{script}")));
     run.expect_code(0);
     let printed = run.stdout[run.stdout.find("candidate A").unwrap()..].to_owned();
-    let session = |text: &str| text.lines().map(|line| if line.starts_with("session ") { "session" } else { line }).collect::<Vec<_>>().join("\n");
+    let session = |text: &str| {
+        text.lines()
+            .map(|line| if line.starts_with("session ") { "session" } else { line })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert_eq!(session(&printed), session(shown));
 }

@@ -280,7 +280,11 @@ fn one_bad_record_in_a_real_log_gives_exactly_one_message() {
     let text = std::fs::read_to_string(&log).unwrap();
     for (field, bad, message) in [
         ("retryId", Value::from(""), "llm/retry retryId must be a non-empty string"),
-        ("delayMs", serde_json::json!(2147483647.0000002), "llm/retry delayMs must be a finite number within 0..2147483647"),
+        (
+            "delayMs",
+            serde_json::json!(2147483647.0000002),
+            "llm/retry delayMs must be a finite number within 0..2147483647",
+        ),
     ] {
         let mut corrupted = false;
         let lines: Vec<String> = text

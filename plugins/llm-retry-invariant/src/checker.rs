@@ -667,7 +667,10 @@ mod tests {
         let keyed = RETRY_1.replace("\"policyKey\":\"k\"", r#""policyKey":"[\"normal\",2]""#);
         for (bad, message) in [
             (keyed.replace("\"retryId\":\"c\"", "\"retryId\":\"\""), "llm/retry retryId must be a non-empty string"),
-            (keyed.replace("\"delayMs\":1", "\"delayMs\":2147483647.0000002"), "llm/retry delayMs must be a finite number within 0..2147483647"),
+            (
+                keyed.replace("\"delayMs\":1", "\"delayMs\":2147483647.0000002"),
+                "llm/retry delayMs must be a finite number within 0..2147483647",
+            ),
         ] {
             let found = run(&[
                 ("turn/start", r#"{"turn":1}"#),

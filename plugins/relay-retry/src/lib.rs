@@ -2,7 +2,7 @@
 //! rule such as `HTTP_*`) is retried after `schedule[retry-1]`, and after `tailDelayMs` once the
 //! schedule is used up, forever. The chain count comes from the durable log through the host's
 //! history index, so a restart continues it. Records are `always`-mode records with
-//! `headRetries`, so displays show `(2/5)` in the head and `(7/∞)` in the tail.
+//! `headRetries`, so displays show `(2/5, then ∞)` in the head and `(7/∞)` in the tail.
 
 pub mod config;
 
