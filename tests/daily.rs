@@ -213,3 +213,27 @@ fn a_terminal_chat_marks_no_text_discarded_when_a_later_turn_retries_before_any_
     assert!(shown.contains("two"), "{shown}");
     assert!(!shown.contains("[discarded"), "{shown}");
 }
+
+#[test]
+fn a_chat_whose_reader_went_away_runs_no_further_turn() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: one\n- ok: two\n");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let mut chat = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(["chat", "--patch"])
+        .arg(&patch)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(chat.stdout.take());
+    let mut stdin = chat.stdin.take().unwrap();
+    stdin.write_all(b"first\nsecond\n").unwrap();
+    drop(stdin);
+    let output = chat.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(mock.request_bodies().len(), 1, "the second line is never sent");
+}

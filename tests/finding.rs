@@ -152,3 +152,23 @@ fn adding_what_is_installed_already_says_nothing_changed() {
     again.expect_code(0);
     again.expect_stdout("relay-retry 0.1.0 is already installed in profile web; nothing changed\n");
 }
+
+#[test]
+fn adding_again_a_package_whose_library_went_missing_puts_it_back() {
+    let home = TestHome::new();
+    home.run(&["plugin", "add", "relay-retry"]).expect_code(0);
+    let folder = home.path().join("profiles/web/plugins/relay-retry");
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|extension| extension == std::env::consts::DLL_EXTENSION) {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let broken = home.run(&["config", "check"]);
+    broken.expect_code(4);
+    assert!(broken.stderr.contains("install it again"), "{}", broken.stderr);
+    let again = home.run(&["plugin", "add", "relay-retry"]);
+    again.expect_code(0);
+    assert!(again.stdout.starts_with("installed relay-retry 0.1.0 into profile web"), "{}", again.stdout);
+    home.run(&["config", "check"]).expect_code(0);
+}

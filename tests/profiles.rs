@@ -364,6 +364,13 @@ fn a_dsh_installed_under_a_prefix_finds_its_libraries_in_lib_dsh_and_runs_the_de
             .env("DSH_INSTALL_FROM", &artifacts().dir),
     );
     install.expect_code(0);
+    let bin = prefix.path().join("bin");
+    let hint = format!(
+        "note: {} is not on PATH; add it (export PATH=\"{}:$PATH\") to run plain dsh",
+        bin.display(),
+        bin.display()
+    );
+    assert!(install.stdout.contains(&hint), "{}", install.stdout);
     let libraries: Vec<String> = std::fs::read_dir(prefix.path().join("lib/dsh"))
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())

@@ -15,7 +15,8 @@ const PATIENCE: Duration = Duration::from_secs(120);
 pub struct Terminal {
     child: Child,
     keys: ChildStdin,
-    screen: Arc<(Mutex<String>, Condvar)>,
+    /// The bytes shown so far (decoded whole, so a character split across reads stays whole).
+    screen: Arc<(Mutex<Vec<u8>>, Condvar)>,
     reader: std::thread::JoinHandle<()>,
     command: String,
 }
@@ -28,12 +29,12 @@ impl Terminal {
         let mut child = command.spawn().expect("start script(1)");
         let keys = child.stdin.take().expect("piped stdin");
         let mut output = child.stdout.take().expect("piped stdout");
-        let screen = Arc::new((Mutex::new(String::new()), Condvar::new()));
+        let screen = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let shared = Arc::clone(&screen);
         let reader = std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
             while let Ok(read @ 1..) = output.read(&mut buffer) {
-                shared.0.lock().unwrap().push_str(&String::from_utf8_lossy(&buffer[..read]));
+                shared.0.lock().unwrap().extend_from_slice(&buffer[..read]);
                 shared.1.notify_all();
             }
         });
@@ -43,11 +44,12 @@ impl Terminal {
     /// Waits until the terminal has shown `needle` `count` times; returns everything shown.
     pub fn wait_for(&self, needle: &str, count: usize) -> String {
         let (shown, changed) = &*self.screen;
-        let (shown, timeout) = changed
-            .wait_timeout_while(shown.lock().unwrap(), PATIENCE, |text| text.matches(needle).count() < count)
-            .unwrap();
+        let seen = |bytes: &Vec<u8>| String::from_utf8_lossy(bytes).matches(needle).count() >= count;
+        let (shown, timeout) =
+            changed.wait_timeout_while(shown.lock().unwrap(), PATIENCE, |bytes| !seen(bytes)).unwrap();
+        let shown = String::from_utf8_lossy(&shown).into_owned();
         assert!(!timeout.timed_out(), "`{}` never showed {needle:?} {count} times; it showed:\n{shown}", self.command);
-        shown.clone()
+        shown
     }
 
     /// Types `line` and Enter.
@@ -61,7 +63,7 @@ impl Terminal {
         drop(self.keys);
         let status = self.child.wait().expect("wait for script(1)");
         self.reader.join().expect("the screen reader ends with the terminal");
-        let shown = self.screen.0.lock().unwrap().clone();
+        let shown = String::from_utf8_lossy(&self.screen.0.lock().unwrap()).into_owned();
         (status.code(), shown)
     }
 }

@@ -33,6 +33,10 @@ pub trait TurnView: Send {
     fn retry_done(&mut self);
     /// The turn ended: `completed` when it has an answer (the text is whole).
     fn turn_ended(&mut self, _completed: bool) {}
+    /// Whether the reader of the answers went away (a closed stdout).
+    fn output_gone(&self) -> bool {
+        false
+    }
     /// Row `row` refused the retry another row decided, for `reason`; the turn ends.
     fn retry_refused(&mut self, _row: &str, _reason: &str) {}
 }

@@ -170,6 +170,10 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                         code = Err(Exit::reported(EXIT_TERMINATED));
                         break;
                     }
+                    if agent.view.output_gone() {
+                        // Nobody reads the answers any more: no further turn is run (and paid for).
+                        return Ok(());
+                    }
                 }
             }
         }

@@ -35,13 +35,12 @@ mod run;
 mod session;
 mod turns;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-pub use exit::{Exit, Outcome, EXIT_BUSY, EXIT_CONFIG, EXIT_DAMAGED, EXIT_FAILED, EXIT_NOT_FOUND};
+pub use exit::{Exit, Outcome, EXIT_BUSY, EXIT_CONFIG, EXIT_DAMAGED, EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE};
 
 use crate::profile::Home;
 
@@ -142,7 +141,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     if let Some(hint) = habits::hint(error.kind(), &words, is_command) {
         eprintln!("hint: {hint}");
     }
-    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE))
 }
 
 /// The runtime every command that runs turns or servers uses.
@@ -179,11 +178,10 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(colour)
+        .with_ansi(false)
         .event_format(OneStyle)
         .init();
 }

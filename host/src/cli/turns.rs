@@ -205,12 +205,16 @@ impl TurnView for TerminalView {
         self.stop_waiting();
         let retried = std::mem::take(&mut self.retried);
         if completed && !self.json {
-            self.text_open = true;
-            self.end_text_line();
+            self.write_out("\n");
+            self.text_open = false;
         }
         if completed && self.live && !retried.is_empty() {
             eprintln!("{}", recovered_line(&retried));
         }
+    }
+
+    fn output_gone(&self) -> bool {
+        self.stdout_closed
     }
 
     fn retry_refused(&mut self, row: &str, reason: &str) {

@@ -63,7 +63,8 @@ pub struct Installed {
     pub bundle_added: bool,
     pub has_layer: bool,
     pub newly_installed: bool,
-    /// Whether the profile is different now (adding what is installed already changes nothing).
+    /// Whether the profile is different now: adding what is installed, with its library in
+    /// place, changes nothing (and writes nothing).
     pub changed: bool,
     pub inserts: Vec<String>,
     pub disables: Vec<String>,
@@ -369,8 +370,14 @@ pub fn install(profile: &mut Profile, candidate: Candidate, dsh_executable: &Pat
     }
     let (bundles_restored, bundles_dropped) =
         reconcile_bundles(profile, &mut manifest, &candidate.name, candidate.layer.is_some());
-    let changed = manifest != profile.manifest;
-    commit(profile, manifest, &candidate.name, staged)?;
+    // The library's file name is its content's hash: the same name in place is the same library.
+    let library_in_place = library_entry.as_ref().is_none_or(|library| profile.dir.join(library).is_file());
+    let changed = manifest != profile.manifest || !library_in_place;
+    if changed {
+        commit(profile, manifest, &candidate.name, staged)?;
+    } else if let Some(staging) = staged {
+        let _ = std::fs::remove_dir_all(staging);
+    }
     Ok(Installed {
         candidate_name: candidate.name.clone(),
         version: candidate.version.clone(),

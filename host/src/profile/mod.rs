@@ -315,10 +315,9 @@ impl Profile {
             bundled::PROFILE_TEMPLATES.iter().map(|template| template.name.to_owned()).collect();
         if let Ok(entries) = std::fs::read_dir(home.root().join("profiles")) {
             let created = entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok());
-            names.extend(created.filter(|name| {
-                Self::validate_name(name).is_ok()
-                    && home.root().join("profiles").join(name).join("profile.yml").is_file()
-            }));
+            names.extend(
+                created.filter(|name| Self::dir_of(home, name).is_ok_and(|dir| dir.join("profile.yml").is_file())),
+            );
         }
         names.sort();
         names.dedup();
