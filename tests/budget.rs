@@ -27,7 +27,12 @@ fn turn(home: &TestHome, patch: &std::path::Path) -> Run {
     Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--profile", "b", "--patch"]).arg(patch).arg("hi"))
 }
 
-/// Two runs, one after the other: the second must meet the budget the first spent.
+fn counters(home: &TestHome, patch: &std::path::Path, extra: &[&str]) -> Run {
+    Run::of(home.dsh().args(["config", "--profile", "b", "--patch"]).arg(patch).arg("counters").args(extra))
+}
+
+/// Two runs, one after the other: the second must meet the budget the first spent; `config
+/// counters` shows it, and a reset gives the next run its retries back.
 fn shared_budget(store: &str) {
     let (home, mock, patch) = budget_home(&format!("{{maxTokens: 4, store: '{store}'}}"));
     let first = turn(&home, &patch);
@@ -43,6 +48,19 @@ fn shared_budget(store: &str) {
     let second = turn(&home, &patch);
     second.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 3, "the second process found the budget spent: no retry at all");
+
+    let listed = counters(&home, &patch, &["--json"]);
+    listed.expect_code(0);
+    let stores: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(stores[0]["rows"], serde_json::json!(["retry-budget"]), "{}", listed.stdout);
+    assert!(stores[0]["counters"]["retry-budget:route:deepseek-official"].is_number(), "{}", listed.stdout);
+    counters(&home, &patch, &["retry-budget:route:"])
+        .expect_code(0)
+        .expect_stdout("  retry-budget:route:deepseek-official  ");
+    counters(&home, &patch, &["--reset"]).expect_code(0).expect_stdout("reset ");
+    counters(&home, &patch, &[]).expect_code(0).expect_stdout("  no counters");
+    turn(&home, &patch).expect_code(1);
+    assert_eq!(mock.request_bodies().len(), 5, "the reset budget let one retry go ahead again");
 }
 
 #[test]
@@ -63,6 +81,7 @@ fn a_memory_store_is_one_process_budget() {
         turn(&home, &patch).expect_code(1);
         assert_eq!(mock.request_bodies().len(), expected, "each process starts with a full bucket");
     }
+    counters(&home, &patch, &[]).expect_code(0).expect_stdout("each dsh process keeps its own memory counters");
 }
 
 #[test]
@@ -77,6 +96,7 @@ fn an_unreachable_store_is_named_by_check_and_a_run_fails_open_with_one_warning_
         "{}",
         check.stderr
     );
+    counters(&home, &patch, &[]).expect_code(1).expect_stderr("cannot reach redis://127.0.0.1:1");
     let run = turn(&home, &patch);
     run.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 6, "fail open: every retry goes ahead");

@@ -100,6 +100,16 @@ fn a_guard_naming_the_reference_package_meets_the_row_that_replaces_it() {
 }
 
 #[test]
+fn a_deepseek_harness_row_id_points_to_the_row_that_does_its_job() {
+    let home = TestHome::new();
+    let patch =
+        home.write("models.yml", "- id: agent-default-model\n  config: {provider: deepseek-official, model: m}\n");
+    home.run(&["config", "check", "--patch", patch.to_str().unwrap()])
+        .expect_code(0)
+        .expect_stderr("patch: entry \"agent-default-model\" not found (patch entry 1); agent-default-model is a DeepSeek Harness row; in dsh the agent's route is the `agent` row's config.provider");
+}
+
+#[test]
 fn a_name_keyed_entry_is_dropped_with_a_warning_naming_its_file_and_entry() {
     let home = TestHome::new();
     let patch = home.write("named.yml", "- {id: llm-retry}\n- {name: llm-retry, config: {}}\n");

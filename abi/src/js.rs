@@ -87,8 +87,7 @@ pub fn minify(json: &str) -> String {
 
 /// Where the text after the string whose contents start at `at` begins, skipping escapes.
 fn after_string(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(offset) = bytes.get(at..).and_then(|rest| rest.iter().position(|&byte| matches!(byte, b'"' | b'\\')))
-    {
+    while let Some(offset) = bytes.get(at..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) {
         at += offset;
         if bytes[at] == b'"' {
             return at + 1;

@@ -37,6 +37,28 @@ pub fn looks_like_a_reference_package(spec: &str) -> bool {
     spec.starts_with('@') || spec.starts_with("npm:") || spec.starts_with("github:")
 }
 
+/// DeepSeek Harness base rows (its `dsh-base` bundle) whose job is done elsewhere in dsh, and
+/// where: a patch entry naming one of them finds no row, and the warning says where to look.
+const FORMER_ROWS: [(&str, &str); 7] = [
+    (
+        "agent-default-model",
+        "the agent's route is the `agent` row's config.provider, and its model is the `model` of that provider's row \
+         (`llm-deepseek` in the base bundle)",
+    ),
+    ("agent-loop", "turns are run by the `agent` row (config.provider, maxSteps)"),
+    ("llm", "each route is a provider row of package llm-openai (`llm-deepseek` in the base bundle)"),
+    ("llm-pi-ai", "each route is a provider row of package llm-openai: add one row per provider"),
+    ("settings", "provider settings live in provider rows (`llm-deepseek` in the base bundle), set in patch layers"),
+    ("credentials", "each provider row's config.apiKeyEnv names the environment variable that holds its key"),
+    ("session-persistence-jsonl", "session logs always live under $DSH_HOME/sessions"),
+];
+
+/// Where the job of the DeepSeek Harness row `id` is done in dsh, when dsh has no such row.
+pub fn former_row(id: &str) -> Option<String> {
+    let (_, instead) = FORMER_ROWS.iter().find(|(former, _)| *former == id)?;
+    Some(format!("{id} is a DeepSeek Harness row; in dsh {instead}"))
+}
+
 /// Where a key that `package`'s row refuses lives in dsh, for keys DeepSeek Harness users carry
 /// over from its retry packages.
 pub fn config_hint(package: &str, key: &str) -> Option<String> {

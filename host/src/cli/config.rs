@@ -59,6 +59,9 @@ enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The shared counters of the stores the profile's rows keep them in (a retry budget's
+    /// tokens, per route and per host), with `--reset` to forget them.
+    Counters(super::counters::CountersArgs),
     /// For each provider route: its retry policy and, for every failure code the adapter
     /// produces, which row handles it and what it does — asked of the real listeners.
     Explain {
@@ -96,6 +99,7 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> Outcome {
         ConfigCommand::Check { json } => check(&home, &args.profile, &args.patches, json),
         ConfigCommand::Waterfall { json } => waterfall(&home, &args.profile, &args.patches, json),
         ConfigCommand::Explain { json } => explain(globals, &home, &args.profile, &args.patches, json),
+        ConfigCommand::Counters(counters) => super::counters::run(&home, &args.profile, &args.patches, &counters),
     }
 }
 

@@ -24,6 +24,7 @@ macro_rules! out_text {
 mod chat;
 mod complete;
 mod config;
+mod counters;
 mod exit;
 mod habits;
 mod input;

@@ -31,8 +31,9 @@ impl MachineStore {
     }
 }
 
-impl CounterStore for MachineStore {
-    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+impl MachineStore {
+    /// Runs `change` on the counters under the file's lock and writes them back when it says so.
+    fn locked<T>(&self, change: impl FnOnce(&mut Map<String, Value>) -> (T, bool)) -> Result<T, String> {
         let mut file = self.file()?;
         file.lock().map_err(|err| format!("cannot lock {}: {err}", self.path.display()))?;
         let mut text = String::new();
@@ -43,15 +44,42 @@ impl CounterStore for MachineStore {
                 format!("{} is not a JSON object of counters ({err}); fix or delete it", self.path.display())
             })?,
         };
-        let value = counters.get(key).and_then(Value::as_f64).unwrap_or(initial);
-        let value = clamped(value, delta, floor, ceiling);
-        counters.insert(key.to_owned(), Value::from(value));
-        let written = serde_json::to_string(&counters).expect("a JSON object");
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.set_len(0))
-            .and_then(|()| file.write_all(written.as_bytes()))
-            .map_err(|err| format!("cannot write {}: {err}", self.path.display()))?;
-        Ok(value)
+        let (answer, changed) = change(&mut counters);
+        if changed {
+            let written = serde_json::to_string(&counters).expect("a JSON object");
+            file.seek(SeekFrom::Start(0))
+                .and_then(|_| file.set_len(0))
+                .and_then(|()| file.write_all(written.as_bytes()))
+                .map_err(|err| format!("cannot write {}: {err}", self.path.display()))?;
+        }
+        Ok(answer)
+    }
+}
+
+impl CounterStore for MachineStore {
+    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+        self.locked(|counters| {
+            let value = counters.get(key).and_then(Value::as_f64).unwrap_or(initial);
+            let value = clamped(value, delta, floor, ceiling);
+            counters.insert(key.to_owned(), Value::from(value));
+            (value, true)
+        })
+    }
+
+    fn list(&self) -> Result<Vec<(String, f64)>, String> {
+        self.locked(|counters| {
+            let mut listed: Vec<(String, f64)> =
+                counters.iter().filter_map(|(key, value)| Some((key.clone(), value.as_f64()?))).collect();
+            listed.sort_by(|a, b| a.0.cmp(&b.0));
+            (listed, false)
+        })
+    }
+
+    fn remove(&self, keys: &[String]) -> Result<usize, String> {
+        self.locked(|counters| {
+            let removed = keys.iter().filter(|key| counters.remove(key.as_str()).is_some()).count();
+            (removed, removed > 0)
+        })
     }
 
     fn describe(&self) -> String {
@@ -70,6 +98,9 @@ mod tests {
         assert_eq!(one.add("relay", -1.0, 10.0, 0.0, 10.0), Ok(9.0));
         assert_eq!(two.add("relay", -1.0, 10.0, 0.0, 10.0), Ok(8.0));
         assert_eq!(one.add("other", 0.0, 3.0, 0.0, 10.0), Ok(3.0));
+        assert_eq!(two.list(), Ok(vec![("other".into(), 3.0), ("relay".into(), 8.0)]));
+        assert_eq!(two.remove(&["relay".into()]), Ok(1));
+        assert_eq!(one.list(), Ok(vec![("other".into(), 3.0)]));
     }
 
     #[test]

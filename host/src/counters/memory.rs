@@ -28,6 +28,18 @@ impl CounterStore for MemoryStore {
         Ok(*value)
     }
 
+    fn list(&self) -> Result<Vec<(String, f64)>, String> {
+        let counters = self.counters.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
+        let mut listed: Vec<(String, f64)> = counters.iter().map(|(key, value)| (key.clone(), *value)).collect();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(listed)
+    }
+
+    fn remove(&self, keys: &[String]) -> Result<usize, String> {
+        let mut counters = self.counters.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
+        Ok(keys.iter().filter(|key| counters.remove(key.as_str()).is_some()).count())
+    }
+
     fn may_wait(&self) -> bool {
         false
     }
@@ -47,5 +59,15 @@ mod tests {
         assert_eq!(store.add("k", -1.0, 10.0, 0.0, 10.0), Ok(9.0));
         assert_eq!(store.add("k", 5.0, 10.0, 0.0, 10.0), Ok(10.0));
         assert_eq!(store.add("k", -50.0, 10.0, 0.0, 10.0), Ok(0.0));
+    }
+
+    #[test]
+    fn a_removed_counter_starts_again_from_its_initial_value() {
+        let store = MemoryStore::default();
+        store.add("b", -1.0, 10.0, 0.0, 10.0).unwrap();
+        store.add("a", -3.0, 10.0, 0.0, 10.0).unwrap();
+        assert_eq!(store.list(), Ok(vec![("a".into(), 7.0), ("b".into(), 9.0)]));
+        assert_eq!(store.remove(&["a".into(), "never".into()]), Ok(1));
+        assert_eq!(store.add("a", -1.0, 10.0, 0.0, 10.0), Ok(9.0));
     }
 }

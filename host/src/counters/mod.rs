@@ -26,6 +26,11 @@ pub trait CounterStore: Send + Sync {
     /// Adds `delta` to `key` (starting from `initial`), clamps to `[floor, ceiling]`, returns the
     /// new value; `Err` says why the store could not be reached.
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String>;
+    /// Every counter of the store and its value, sorted by key.
+    fn list(&self) -> Result<Vec<(String, f64)>, String>;
+    /// Forgets `keys`, so each starts again from its row's initial value at its next update;
+    /// returns how many existed.
+    fn remove(&self, keys: &[String]) -> Result<usize, String>;
     /// `memory`, `machine ($DSH_HOME/…)`, `redis://…` (credentials redacted), for messages.
     fn describe(&self) -> String;
     /// Whether an update may wait on I/O (a file lock, a socket).
@@ -148,6 +153,14 @@ struct Unreachable(String);
 
 impl CounterStore for Unreachable {
     fn add(&self, _: &str, _: f64, _: f64, _: f64, _: f64) -> Result<f64, String> {
+        Err(self.0.clone())
+    }
+
+    fn list(&self) -> Result<Vec<(String, f64)>, String> {
+        Err(self.0.clone())
+    }
+
+    fn remove(&self, _: &[String]) -> Result<usize, String> {
         Err(self.0.clone())
     }
 

@@ -1,4 +1,5 @@
-//! Counters of a fleet, in Redis (`dsh:counter:<key>`), each update one server-side script.
+//! Counters of a fleet, in Redis (`dsh:counter:<key>`), each update one server-side script;
+//! listed with `SCAN` and `MGET`, reset with `DEL`.
 //!
 //! The `redis` crate encodes the commands and parses the replies; this file owns the socket, so
 //! that every exchange — connecting, authenticating, each update — ends within [`REDIS_TIMEOUT`]
@@ -131,22 +132,109 @@ impl RedisStore {
     }
 }
 
-impl CounterStore for RedisStore {
-    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+/// The prefix of every counter's Redis key.
+const KEY_PREFIX: &str = "dsh:counter:";
+
+/// How many keys one `SCAN` step asks for: its reply stays far below [`MAX_REPLY_BYTES`].
+const SCAN_BATCH: usize = 256;
+
+impl RedisStore {
+    /// Sends one command on the store's connection (connecting first when needed).
+    fn request(&self, command: &redis::Cmd) -> Result<redis::Value, String> {
         let mut slot = self.connection.lock().map_err(|_| "the Redis store is poisoned".to_owned())?;
         let stream = match slot.take() {
             Some(stream) => stream,
             None => self.connect()?,
         };
-        let mut update = redis::cmd("EVAL");
-        update.arg(ADD_SCRIPT).arg(1).arg(format!("dsh:counter:{key}")).arg(delta).arg(initial).arg(floor).arg(ceiling);
-        let value = exchange(&stream, &update).map_err(|why| format!("{}: {why}", self.shown))?;
+        let value = exchange(&stream, command).map_err(|why| format!("{}: {why}", self.shown))?;
         *slot = Some(stream);
+        Ok(value)
+    }
+
+    fn number(&self, value: &redis::Value) -> Result<f64, String> {
         let text = match value {
-            redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            redis::Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
             other => return Err(format!("{} answered {other:?}, not a number", self.shown)),
         };
         text.parse().map_err(|_| format!("{} answered {text:?}, not a number", self.shown))
+    }
+
+    /// One `SCAN` step: the next cursor and the counters' keys it found (without the prefix).
+    fn scan(&self, cursor: &str) -> Result<(String, Vec<String>), String> {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor).arg("MATCH").arg(format!("{KEY_PREFIX}*")).arg("COUNT").arg(SCAN_BATCH);
+        let unexpected = |what: &dyn std::fmt::Debug| format!("{} answered {what:?} to SCAN", self.shown);
+        let redis::Value::Array(reply) = self.request(&scan)? else { return Err(unexpected(&"not an array")) };
+        let [redis::Value::BulkString(next), redis::Value::Array(found)] = &reply[..] else {
+            return Err(unexpected(&reply));
+        };
+        let keys = found
+            .iter()
+            .filter_map(|key| match key {
+                redis::Value::BulkString(bytes) => {
+                    String::from_utf8_lossy(bytes).strip_prefix(KEY_PREFIX).map(str::to_owned)
+                }
+                _ => None,
+            })
+            .collect();
+        Ok((String::from_utf8_lossy(next).into_owned(), keys))
+    }
+
+    /// The values of `keys` (`None` for a key removed since it was found).
+    fn values(&self, keys: &[String]) -> Result<Vec<Option<f64>>, String> {
+        let mut get = redis::cmd("MGET");
+        keys.iter().for_each(|key| {
+            get.arg(format!("{KEY_PREFIX}{key}"));
+        });
+        match self.request(&get)? {
+            redis::Value::Array(values) if values.len() == keys.len() => values
+                .iter()
+                .map(|value| if *value == redis::Value::Nil { Ok(None) } else { self.number(value).map(Some) })
+                .collect(),
+            other => Err(format!("{} answered {other:?} to MGET", self.shown)),
+        }
+    }
+}
+
+impl CounterStore for RedisStore {
+    fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
+        let mut update = redis::cmd("EVAL");
+        update.arg(ADD_SCRIPT).arg(1).arg(format!("{KEY_PREFIX}{key}")).arg(delta).arg(initial).arg(floor).arg(ceiling);
+        self.number(&self.request(&update)?)
+    }
+
+    fn list(&self) -> Result<Vec<(String, f64)>, String> {
+        let mut listed = Vec::new();
+        let mut cursor = "0".to_owned();
+        loop {
+            let (next, keys) = self.scan(&cursor)?;
+            if !keys.is_empty() {
+                let values = self.values(&keys)?;
+                listed.extend(keys.into_iter().zip(values).filter_map(|(key, value)| Some((key, value?))));
+            }
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        listed.dedup_by(|a, b| a.0 == b.0);
+        Ok(listed)
+    }
+
+    fn remove(&self, keys: &[String]) -> Result<usize, String> {
+        let mut removed = 0;
+        for batch in keys.chunks(SCAN_BATCH) {
+            let mut delete = redis::cmd("DEL");
+            batch.iter().for_each(|key| {
+                delete.arg(format!("{KEY_PREFIX}{key}"));
+            });
+            match self.request(&delete)? {
+                redis::Value::Int(count) => removed += usize::try_from(count).unwrap_or(0),
+                other => return Err(format!("{} answered {other:?} to DEL", self.shown)),
+            }
+        }
+        Ok(removed)
     }
 
     fn describe(&self) -> String {

@@ -119,13 +119,14 @@ impl Layer {
     }
 }
 
-/// A skipped patch entry: the layer, the entry's place in it (from 1) and the reference's
-/// message.
+/// A skipped patch entry: the layer, the entry's place in it (from 1), the reference's message,
+/// and where to look instead when dsh knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
     pub layer: String,
     pub entry: usize,
     pub message: String,
+    pub hint: Option<String>,
 }
 
 impl Warning {
@@ -137,7 +138,11 @@ impl Warning {
 
 impl std::fmt::Display for Warning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "[{}] {} (patch entry {})", self.layer, self.message, self.entry)
+        write!(f, "[{}] {} (patch entry {})", self.layer, self.message, self.entry)?;
+        match &self.hint {
+            Some(hint) => write!(f, "; {hint}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -341,8 +346,12 @@ fn id_key(id: &Value) -> String {
 
 impl Composer {
     fn warn(&mut self, layer: &str, message: String) {
+        self.warn_with_hint(layer, message, None);
+    }
+
+    fn warn_with_hint(&mut self, layer: &str, message: String, hint: Option<String>) {
         debug_assert_eq!(layer, self.at.0);
-        self.warnings.push(Warning { layer: layer.to_owned(), entry: self.at.1, message });
+        self.warnings.push(Warning { layer: layer.to_owned(), entry: self.at.1, message, hint });
     }
 
     /// Indexes `rows` (which sit at `parent` + `first` + their position) and the children of
@@ -443,6 +452,7 @@ impl Composer {
                     "{what} key \"{key}\" is not one dsh reads{}; it is kept on the row and does nothing",
                     guess.unwrap_or_default()
                 ),
+                hint: None,
             });
         }
     }
@@ -509,7 +519,8 @@ impl Composer {
         let key = id_key(id);
         let target_name = match self.index.get(&key) {
             None => {
-                self.warn(layer, format!("patch: entry {} not found", quoted(Some(id))));
+                let former = id.as_str().and_then(crate::migration::former_row);
+                self.warn_with_hint(layer, format!("patch: entry {} not found", quoted(Some(id))), former);
                 return false;
             }
             Some(Slot::Attached(path)) => {
@@ -751,6 +762,18 @@ mod tests {
         ]);
         assert_eq!(rows, vec![json!({"id": "x", "name": "pkg-x", "config": {"a": 2}})]);
         assert_eq!(warnings, vec!["[two] patch: entry \"missing\" not found"]);
+    }
+
+    #[test]
+    fn an_override_of_a_deepseek_harness_row_points_to_where_its_job_is_done() {
+        let layers = [
+            layer("base", "[{insert: [{id: agent, name: agent}]}]"),
+            layer("user", "[{id: agent-default-model, config: {model: m}}]"),
+        ];
+        let composition = compose(Vec::new(), "cordis.yml", &layers);
+        let warning = &composition.warnings[0];
+        assert_eq!(warning.reference_text(), "[user] patch: entry \"agent-default-model\" not found");
+        assert!(warning.to_string().ends_with("(patch entry 1); agent-default-model is a DeepSeek Harness row; in dsh the agent's route is the `agent` row's config.provider, and its model is the `model` of that provider's row (`llm-deepseek` in the base bundle)"), "{warning}");
     }
 
     #[test]

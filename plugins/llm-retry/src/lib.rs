@@ -16,9 +16,10 @@ pub mod schedule;
 
 use dsh_abi::{
     Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, Plugin,
-    PolicyMode, RequestErrorPayload, Schema,
+    PolicyMode, RequestErrorPayload, RetryPolicy, Schema,
 };
 use serde_json::Value;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// The row takes no config; a `retryPolicy` here is refused with where it belongs.
 pub const SCHEMA: Schema = Schema::plugin(
@@ -36,12 +37,32 @@ pub fn manifest() -> Manifest {
     )
 }
 
-/// The executor. Its row takes no config: policies belong to provider rows.
-pub struct LlmRetry;
+/// How many routes' policy keys an executor remembers.
+const REMEMBERED_POLICIES: usize = 16;
+
+/// The executor. Its row takes no config: policies belong to provider rows. It remembers the
+/// keys of the policies it has met (one per route), so a failure does not rebuild its key.
+#[derive(Default)]
+pub struct LlmRetry {
+    keys: Mutex<Vec<(RetryPolicy, Arc<str>)>>,
+}
 
 impl LlmRetry {
     pub fn new(_row_id: &str, config: &Value) -> Result<LlmRetry, Vec<ConfigError>> {
-        SCHEMA.read(config)?.finish(LlmRetry)
+        SCHEMA.read(config)?.finish(LlmRetry::default())
+    }
+
+    fn policy_key(&self, policy: &RetryPolicy) -> Arc<str> {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, key)) = keys.iter().find(|(known, _)| known == policy) {
+            return key.clone();
+        }
+        let key: Arc<str> = backoff::policy_key(policy).into();
+        if keys.len() == REMEMBERED_POLICIES {
+            keys.remove(0);
+        }
+        keys.push((policy.clone(), key.clone()));
+        key
     }
 
     fn schedule(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>) -> Decision {
@@ -51,6 +72,7 @@ impl LlmRetry {
         let decision = schedule::schedule(
             payload,
             policy,
+            &self.policy_key(policy),
             |policy_key| ctx.last_retry(dsh_abi::ChainKey::new(payload, policy_key)).into_option(),
             || ctx.random(),
             || ctx.new_id().into_string(),
@@ -135,6 +157,28 @@ mod tests {
         assert_eq!(errors(json!([1])), [("".into(), "llm-retry: configuration must be an object".into())]);
     }
 
+    /// The executor remembers each route's key; a policy changed by a reloaded profile (same
+    /// route, new settings) gets its own key, so its records start a new chain.
+    #[test]
+    fn a_changed_policy_gets_its_own_key_and_more_routes_than_remembered_keep_theirs_right() {
+        let policy = |max_retries| dsh_abi::RetryPolicy {
+            mode: PolicyMode::Normal,
+            max_retries,
+            retryable_codes: vec!["SERVER".into()].into(),
+            initial_delay_ms: 100.0,
+            max_delay_ms: 1000.0,
+            jitter_ratio: 0.0,
+        };
+        let plugin = LlmRetry::default();
+        for round in 0..2 {
+            for max_retries in 0..(REMEMBERED_POLICIES as u64 + 3) {
+                let remembered = plugin.policy_key(&policy(max_retries));
+                assert_eq!(&*remembered, backoff::policy_key(&policy(max_retries)), "round {round}");
+            }
+        }
+        assert_eq!(plugin.keys.lock().unwrap().len(), REMEMBERED_POLICIES);
+    }
+
     /// Through the author kit, as the host calls it: a normal policy retries its codes, one chain
     /// under one id, until `maxRetries`, then passes the failure on.
     #[test]
@@ -150,7 +194,7 @@ mod tests {
         };
         let payload = RequestErrorPayload::new(1, 1, "relay", failure("SERVER", 503), Some(policy));
         let host = FakeHost::new().at(1_000.0);
-        let plugin = LlmRetry;
+        let plugin = LlmRetry::default();
         let mut records = Vec::new();
         for _ in 0..2 {
             let Ok(Answer::Decide(Decision::Retry(retry))) = plugin.on_request_error(&payload, &host.context()) else {

@@ -5,22 +5,23 @@
 use dsh_abi::retry::ChainPosition;
 use dsh_abi::{ChainRecord, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy, RetryRecord};
 
-use crate::backoff::{local_delay, policy_key};
+use crate::backoff::local_delay;
 
 /// Schedules the next retry of the failure's chain under `policy`, or `None` when the policy
 /// declines (normal budget spent, or a provider hint longer than `maxDelayMs` in normal mode).
 ///
-/// `last_retry` answers the chain lookup for a policy key; `random` is asked at most once, only
-/// when the local delay is used; `new_id` only when a new chain starts.
+/// `key` is the policy's [`policy_key`](crate::backoff::policy_key); `last_retry` answers the
+/// chain lookup for it; `random` is asked at most once, only when the local delay is used;
+/// `new_id` only when a new chain starts.
 pub fn schedule(
     payload: &RequestErrorPayload,
     policy: &RetryPolicy,
+    key: &str,
     last_retry: impl FnOnce(&str) -> Option<ChainRecord>,
     random: impl FnOnce() -> f64,
     new_id: impl FnOnce() -> String,
 ) -> Option<RetryDecision> {
-    let key = policy_key(policy);
-    let chain = ChainPosition::new(last_retry(&key));
+    let chain = ChainPosition::new(last_retry(key));
     if policy.mode == PolicyMode::Normal && chain.previous() >= policy.max_retries {
         return None;
     }
@@ -34,7 +35,7 @@ pub fn schedule(
         None => local_delay(policy, retry, random()),
     };
     let retry_id = chain.retry_id(new_id);
-    let mut record = RetryRecord::new(payload, &retry_id, policy.mode.as_str(), &key, retry, delay_ms);
+    let mut record = RetryRecord::new(payload, &retry_id, policy.mode.as_str(), key, retry, delay_ms);
     record.max_retries = (policy.mode == PolicyMode::Normal).then_some(policy.max_retries);
     Some(record.decision())
 }
@@ -42,6 +43,7 @@ pub fn schedule(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backoff::policy_key;
     use dsh_abi::Failure;
     use dsh_abi::{ROption, RString, RVec};
 
@@ -65,14 +67,9 @@ mod tests {
 
     #[test]
     fn a_new_chain_writes_a_normal_record_in_the_reference_key_order() {
-        let decision = schedule(
-            &payload(None),
-            &policy(PolicyMode::Normal, 2, 500.0, 10000.0, 0.0),
-            |_| None,
-            || 0.5,
-            || "new".into(),
-        )
-        .unwrap();
+        let normal = policy(PolicyMode::Normal, 2, 500.0, 10000.0, 0.0);
+        let decision =
+            schedule(&payload(None), &normal, &policy_key(&normal), |_| None, || 0.5, || "new".into()).unwrap();
         assert_eq!(decision.delay_ms, 500.0);
         assert_eq!(
             decision.record.as_str(),
@@ -83,9 +80,11 @@ mod tests {
     #[test]
     fn an_existing_chain_keeps_its_id_and_counts_on() {
         let prior = ChainRecord { retry_id: "chain-1".into(), retry: 1 };
+        let always = policy(PolicyMode::Always, 0, 1.0, 4.0, 0.1);
         let decision = schedule(
             &payload(None),
-            &policy(PolicyMode::Always, 0, 1.0, 4.0, 0.1),
+            &always,
+            &policy_key(&always),
             |_| Some(prior),
             || 1.0,
             || unreachable!("no new id"),
@@ -98,22 +97,15 @@ mod tests {
     #[test]
     fn a_spent_normal_budget_declines() {
         let prior = ChainRecord { retry_id: "c".into(), retry: 2 };
-        assert_eq!(
-            schedule(
-                &payload(None),
-                &policy(PolicyMode::Normal, 2, 1.0, 1.0, 0.0),
-                |_| Some(prior),
-                || 0.5,
-                || "x".into()
-            ),
-            None
-        );
+        let spent = policy(PolicyMode::Normal, 2, 1.0, 1.0, 0.0);
+        assert_eq!(schedule(&payload(None), &spent, &policy_key(&spent), |_| Some(prior), || 0.5, || "x".into()), None);
     }
 
     #[test]
     fn a_provider_hint_is_used_verbatim_up_to_the_cap() {
         let hinted = |hint, mode| {
-            schedule(&payload(Some(hint)), &policy(mode, 2, 2.0, 4.0, 0.5), |_| None, || 1.0, || "x".into())
+            let hinted = policy(mode, 2, 2.0, 4.0, 0.5);
+            schedule(&payload(Some(hint)), &hinted, &policy_key(&hinted), |_| None, || 1.0, || "x".into())
         };
         assert_eq!(hinted(4.0, PolicyMode::Normal).unwrap().delay_ms, 4.0);
         assert_eq!(hinted(10.0, PolicyMode::Normal), None);

@@ -1,0 +1,151 @@
+//! `dsh config counters`: the shared counters of the stores a profile's rows keep them in (a
+//! retry budget's tokens), listed or reset. The keys belong to the rows that write them; the host
+//! shows and matches them as they are, by prefix, without reading meaning into them.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use dsh_abi::config::COUNTER_STORE_KEY;
+use dsh_abi::Hooks;
+use serde_json::{json, Value};
+
+use super::exit::{Exit, Outcome, EXIT_CONFIG, EXIT_FAILED};
+use crate::agent::assembly as rows;
+use crate::counters::{Counters, StoreSpec};
+use crate::profile::{Home, LayerScope};
+
+#[derive(Debug, Args)]
+pub struct CountersArgs {
+    /// Only the counters whose key starts with one of these (e.g. `retry-budget:route:relay`).
+    #[arg(value_name = "KEY_PREFIX")]
+    prefixes: Vec<String>,
+    /// Forget the counters shown, in every store the profile's rows name, so each starts again
+    /// from its row's initial value (a full budget). Without a prefix: every counter of those
+    /// stores, including other profiles' counters in a shared machine or Redis store.
+    #[arg(long)]
+    reset: bool,
+    /// Print a JSON array of stores `{store, rows, counters: {KEY: value}, reset, error}`.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A store the profile's rows keep counters in, and those rows.
+struct StoreUse {
+    spec: StoreSpec,
+    rows: Vec<String>,
+}
+
+/// What one store showed (or why it could not).
+struct StoreReport {
+    store: String,
+    rows: Vec<String>,
+    counters: Vec<(String, f64)>,
+    reset: Option<usize>,
+    error: Option<String>,
+}
+
+pub fn run(home: &Home, profile: &str, patches: &[PathBuf], args: &CountersArgs) -> Outcome {
+    let uses = stores_of(home, profile, patches)?;
+    let counters = Counters::at(home.root());
+    let reports: Vec<StoreReport> = uses.iter().map(|used| report(&counters, used, args)).collect();
+    let failed = reports.iter().any(|report| report.error.is_some());
+    if args.json {
+        let stores: Vec<Value> = reports.iter().map(StoreReport::to_json).collect();
+        out!("{}", dsh_abi::js::to_string_pretty(&stores))?;
+    } else if reports.is_empty() {
+        out!("profile {profile}: no enabled row keeps shared counters (retry-budget does)")?;
+    } else {
+        for report in &reports {
+            report.print()?;
+        }
+    }
+    Exit::unless(!failed, EXIT_FAILED)
+}
+
+/// The stores the enabled rows with counters name, each once, in row order.
+fn stores_of(home: &Home, profile_name: &str, patches: &[PathBuf]) -> Result<Vec<StoreUse>, Exit> {
+    let (profile, composition) = super::config::compose(home, profile_name, patches, LayerScope::All)?;
+    let resolution = rows::resolve(&profile, &composition);
+    let loaded = rows::load_plugins(&resolution.plugins, false, &Counters::scratch());
+    let mut uses: Vec<StoreUse> = Vec::new();
+    for plugin in loaded.plugins.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::COUNTERS)) {
+        let spec = StoreSpec::parse(plugin.row.config.get(COUNTER_STORE_KEY)).map_err(|why| {
+            eprintln!("dsh: row \"{}\": config.{COUNTER_STORE_KEY}: {why}", plugin.row.row_id);
+            Exit::reported(EXIT_CONFIG)
+        })?;
+        match uses.iter_mut().find(|used| used.spec == spec) {
+            Some(used) => used.rows.push(plugin.row.row_id.clone()),
+            None => uses.push(StoreUse { spec, rows: vec![plugin.row.row_id.clone()] }),
+        }
+    }
+    Ok(uses)
+}
+
+fn report(counters: &Counters, used: &StoreUse, args: &CountersArgs) -> StoreReport {
+    let store = match counters.open(&used.spec) {
+        Ok(store) => store,
+        Err((store, why)) => return StoreReport::failed(store.describe(), used, why),
+    };
+    let matches = |key: &str| args.prefixes.is_empty() || args.prefixes.iter().any(|prefix| key.starts_with(prefix));
+    let listed = match store.list() {
+        Ok(listed) => listed.into_iter().filter(|(key, _)| matches(key)).collect::<Vec<_>>(),
+        Err(why) => return StoreReport::failed(store.describe(), used, why),
+    };
+    let reset = match args.reset {
+        false => None,
+        true => match store.remove(&listed.iter().map(|(key, _)| key.clone()).collect::<Vec<_>>()) {
+            Ok(removed) => Some(removed),
+            Err(why) => return StoreReport::failed(store.describe(), used, why),
+        },
+    };
+    StoreReport { store: store.describe(), rows: used.rows.clone(), counters: listed, reset, error: None }
+}
+
+impl StoreReport {
+    fn failed(store: String, used: &StoreUse, why: String) -> StoreReport {
+        StoreReport { store, rows: used.rows.clone(), counters: Vec::new(), reset: None, error: Some(why) }
+    }
+
+    fn print(&self) -> Outcome {
+        out!("{}, used by {}:", self.store, self.rows.join(", "))?;
+        if let Some(why) = &self.error {
+            eprintln!("dsh: {}: {why}", self.store);
+            return Ok(());
+        }
+        if self.store == "memory" {
+            out!("  each dsh process keeps its own memory counters, and they end with it")?;
+            return Ok(());
+        }
+        if self.counters.is_empty() {
+            out!("  no counters{}", if self.reset.is_some() { "; nothing to reset" } else { "" })?;
+        }
+        let width = self.counters.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+        for (key, value) in &self.counters {
+            out!("  {key:<width$}  {}", dsh_abi::js::number(*value))?;
+        }
+        if let Some(removed) = self.reset.filter(|_| !self.counters.is_empty()) {
+            out!("  reset {removed} counter{}: each starts again from its row's initial value", plural(removed))?;
+        }
+        Ok(())
+    }
+
+    fn to_json(&self) -> Value {
+        let counters: serde_json::Map<String, Value> =
+            self.counters.iter().map(|(key, value)| (key.clone(), json!(value))).collect();
+        json!({
+            "store": self.store,
+            "rows": self.rows,
+            "counters": counters,
+            "reset": self.reset,
+            "error": self.error,
+        })
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
