@@ -25,6 +25,7 @@ mod repair;
 mod replay;
 mod runtime;
 mod secrets;
+mod tools;
 mod torture;
 mod verify;
 mod waterfall;

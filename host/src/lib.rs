@@ -30,6 +30,7 @@ pub mod plugin;
 pub mod problem;
 pub mod profile;
 pub mod session;
+pub mod tools;
 pub mod waterfall;
 
 /// Something the user named does not exist (a profile, session, plugin or file); exit code 3.

@@ -55,7 +55,8 @@ fn adapter(base_url: &str) -> OpenAiAdapter {
 fn request() -> ChatRequest {
     ChatRequest {
         model: "m".into(),
-        messages: vec![ChatMessage { role: "user", content: "hi".into() }],
+        messages: vec![ChatMessage::text("user", "hi")],
+        tools: Vec::new(),
         session_id: None,
     }
 }
@@ -226,7 +227,13 @@ impl ModelClient for FailingUntil {
                 })
             } else {
                 on_text("finally");
-                Ok(Completion { text: "finally".into(), reasoning: String::new(), usage: None, finish: Finish::Stop })
+                Ok(Completion {
+                    text: "finally".into(),
+                    reasoning: String::new(),
+                    usage: None,
+                    finish: Finish::Stop,
+                    tool_calls: Vec::new(),
+                })
             }
         })
     }
@@ -259,7 +266,15 @@ fn simulated_day() {
             endpoint_host: "relay.example".into(),
         };
         let assembly = Assembly {
-            agent: AgentConfig { row_id: "agent".into(), provider: "relay".into(), model: None, system: None },
+            agent: AgentConfig {
+                row_id: "agent".into(),
+                provider: "relay".into(),
+                model: None,
+                system: None,
+                max_steps: 50,
+                max_parallel_tools: 10,
+            },
+            tools: Default::default(),
             routes: HashMap::from([("relay".to_owned(), route)]),
             listeners: vec![Arc::new(executor.instantiate("llm-retry", &serde_json::Value::Null).unwrap())],
             session_start: Vec::new(),

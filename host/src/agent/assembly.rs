@@ -26,6 +26,8 @@ use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
 use crate::session::gate::RowChecker;
+use crate::tools::config::{parse_mcp, McpConfig};
+use crate::tools::Tools;
 
 use crate::counters::{Counters, StoreSpec};
 
@@ -50,6 +52,8 @@ pub struct PluginRow {
 pub struct Resolution {
     pub agent: Option<AgentConfig>,
     pub providers: Vec<ProviderConfig>,
+    /// The MCP servers of the `mcp` rows, in row order.
+    pub servers: Vec<McpConfig>,
     /// In composed row order (the waterfall order).
     pub plugins: Vec<PluginRow>,
     /// Rows whose package or library cannot be found.
@@ -109,6 +113,10 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
         match catalog::resolve_row_package(profile, row_id, package) {
             Ok(RowPackage::BuiltIn("agent")) => match parse_agent(row_id, &config) {
                 Ok(agent) => agents.push(agent),
+                Err(errors) => report(errors),
+            },
+            Ok(RowPackage::BuiltIn("mcp")) => match parse_mcp(row_id, &config) {
+                Ok(server) => resolution.servers.push(server),
                 Err(errors) => report(errors),
             },
             Ok(RowPackage::BuiltIn(service)) => {
@@ -373,6 +381,8 @@ pub struct Assembly {
     pub checkers: Vec<Arc<RowInstance>>,
     /// In-process mock servers serving `llm-mock` routes.
     pub mock_servers: Vec<MockServer>,
+    /// The MCP servers' tools the agent offers.
+    pub tools: Arc<Tools>,
     /// The counter stores the rows were given; a rebuild of the profile shares them.
     pub counters: Counters,
     /// Whether a request-error or request-success call may wait on a counter store's I/O.
@@ -425,7 +435,7 @@ impl Assembly {
         verbose_mock: bool,
         counters: &Counters,
     ) -> Result<Assembly, Vec<Problem>> {
-        let Resolution { agent, providers, plugins, unresolved, problems } = resolve(profile, composition);
+        let Resolution { agent, providers, servers, plugins, unresolved, problems } = resolve(profile, composition);
         // An unreachable counter store is `config check`'s problem; in a turn the row that uses
         // the store says what it does without it, once, when it matters.
         let Loaded { plugins: loaded, problems: load_problems, store_problems: _ } =
@@ -440,6 +450,10 @@ impl Assembly {
             return Err(problems);
         }
         let (routes, mock_servers) = open_routes(home, providers, verbose_mock).await?;
+        let (tools, tool_problems) = Tools::start(&servers).await;
+        if !tool_problems.is_empty() {
+            return Err(tool_problems);
+        }
         let mut assembly = Assembly {
             agent,
             routes,
@@ -448,6 +462,7 @@ impl Assembly {
             request_success: Vec::new(),
             checkers: Vec::new(),
             mock_servers,
+            tools: Arc::new(tools),
             counters: counters.clone(),
             may_wait: false,
         };

@@ -16,6 +16,10 @@ pub struct AgentConfig {
     pub model: Option<String>,
     /// The system message of every request; `None` sends none.
     pub system: Option<String>,
+    /// The most steps (model requests answered) one turn may take.
+    pub max_steps: u64,
+    /// The most tool calls of one step that run at once.
+    pub max_parallel_tools: usize,
 }
 
 /// The system prompt when the row sets none: DeepSeek Harness's, word for word.
@@ -28,6 +32,10 @@ pub const AGENT: Schema = Schema::row(
         PROVIDER,
         Key::new("model", Kind::Text, "", "overrides the route's model"),
         Key::new("system", Kind::Any, "", "the system prompt; \"\" sends none (default: DeepSeek Harness's)"),
+        Key::new("maxSteps", Kind::integer(1, 10_000), "50", "the most steps one turn may take")
+            .refused_as("must be a whole number from 1 through 10000"),
+        Key::new("maxParallelTools", Kind::integer(1, 1_000), "10", "the most tool calls of one step run at once")
+            .refused_as("must be a whole number from 1 through 1000"),
     ],
 );
 
@@ -45,7 +53,9 @@ pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<Conf
             None
         }
     };
-    row.finish(AgentConfig { row_id: row_id.to_owned(), provider, model, system })
+    let max_steps = row.integer("maxSteps");
+    let max_parallel_tools = row.integer("maxParallelTools") as usize;
+    row.finish(AgentConfig { row_id: row_id.to_owned(), provider, model, system, max_steps, max_parallel_tools })
 }
 
 #[cfg(test)]
@@ -59,6 +69,9 @@ mod tests {
         assert_eq!(agent.provider, "deepseek-official");
         assert_eq!(agent.model, None);
         assert_eq!(agent.system.as_deref(), Some(DEFAULT_SYSTEM));
+        assert_eq!((agent.max_steps, agent.max_parallel_tools), (50, 10));
+        let errors = parse_agent("agent", &json!({"provider": "p", "maxSteps": 0})).unwrap_err();
+        assert_eq!(errors[0].message, "must be a whole number from 1 through 10000");
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
         Outcome::Retry { retry, row_id } => (retry, row_id),
     };
     let now = services.now_ms() as u64;
-    let record = NewEvent { event_type: events::LLM_RETRY, data: retry.record.clone(), ignorable: false };
+    let record = NewEvent::raw(events::LLM_RETRY, retry.record.clone());
     let appended = match log.append(record, now) {
         Ok(appended) => appended,
         Err(AppendError::Refused { row, message }) => {

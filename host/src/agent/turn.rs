@@ -28,8 +28,16 @@ use super::retry::{retry_step, RetryParts, RetryStep};
 use super::route::Route;
 use super::view::TurnView;
 use crate::context::{call_context, Services};
-use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish};
+use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, ToolCall};
 use crate::session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
+use crate::tools::ToolOutcome;
+use futures_util::StreamExt;
+
+/// How a step ended: the turn with it, or with tool results the next step sends.
+enum StepOutcome {
+    TurnEnded(TurnEnd),
+    ToolsRan,
+}
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +87,10 @@ pub struct Agent {
     pub cancel: Cancel,
     pub view: Box<dyn TurnView>,
 }
+
+/// The result of a call that had not finished when the turn was cancelled.
+const CANCELLED_CALL: &str =
+    "the turn was cancelled before this call finished; whether the tool ran is unknown, and dsh does not call it again";
 
 /// The most of a failed attempt's text its record keeps.
 pub const ATTEMPT_TEXT_LIMIT: usize = 64 * 1024;
@@ -135,12 +147,20 @@ impl Agent {
     fn request(&self) -> ChatRequest {
         let mut messages = Vec::new();
         if let Some(system) = &self.agent().system {
-            messages.push(ChatMessage { role: "system", content: system.clone() });
+            messages.push(ChatMessage::text("system", system.clone()));
         }
-        messages.extend(
-            self.log.surface().iter().map(|message| ChatMessage { role: message.role, content: message.text.clone() }),
-        );
-        ChatRequest { model: self.model().to_owned(), messages, session_id: Some(self.log.id().to_owned()) }
+        messages.extend(self.log.surface().iter().map(|message| ChatMessage {
+            role: message.role,
+            content: message.text.clone(),
+            tool_calls: message.tool_calls.clone(),
+            tool_call_id: message.tool_call_id.clone(),
+        }));
+        ChatRequest {
+            model: self.model().to_owned(),
+            messages,
+            tools: self.assembly.tools.definitions(),
+            session_id: Some(self.log.id().to_owned()),
+        }
     }
 
     /// What `request/header` records of the requests this turn sends: `{config: {provider,
@@ -172,17 +192,51 @@ impl Agent {
 
     async fn run_steps(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
         let turn = self.log.rules().last_turn() + 1;
-        let step = 1;
         let message = input.message_data()?;
         self.append_typed(&TurnStart { turn })?;
-        self.append_typed(&StepStart { turn, step })?;
+        self.append_typed(&StepStart { turn, step: 1 })?;
         let now = self.now_ms();
-        self.log.append(NewEvent { event_type: events::USER_MESSAGE, data: message, ignorable: false }, now)?;
+        self.log.append(NewEvent::raw(events::USER_MESSAGE, message), now)?;
         self.append_header(reason)?;
+        let mut step = 1;
+        loop {
+            if let StepOutcome::TurnEnded(end) = self.run_step(turn, step).await? {
+                return Ok(end);
+            }
+            self.append_typed(&StepEnd { turn, step })?;
+            if self.cancel.is_cancelled() {
+                return self.end_between_steps(turn, EndReason::Aborted { reason: AbortedBy::User }, TurnEnd::Aborted);
+            }
+            if step >= self.agent().max_steps {
+                let failure = Failure::new(
+                    "MAX_STEPS",
+                    format!("the turn took {step} steps, the most the agent row allows (maxSteps); its tool results are in the log"),
+                );
+                return self.end_between_steps(
+                    turn,
+                    EndReason::Error { error: failure.clone() },
+                    TurnEnd::Error(failure),
+                );
+            }
+            step += 1;
+            self.append_typed(&StepStart { turn, step })?;
+        }
+    }
+
+    /// Ends the turn after its last step closed.
+    fn end_between_steps(&mut self, turn: u64, reason: EndReason, end: TurnEnd) -> Result<TurnEnd, AppendError> {
+        self.append_typed(&events::TurnEnd { turn, reason })?;
+        self.log.commit()?;
+        Ok(end)
+    }
+
+    /// One step: model requests (retried through the waterfall on the same step, with the same
+    /// history) until one is answered; an answer asking for tools runs them.
+    async fn run_step(&mut self, turn: u64, step: u64) -> Result<StepOutcome, AppendError> {
         loop {
             self.log.commit()?;
             if self.cancel.is_cancelled() {
-                return self.abort(turn, step, None);
+                return self.abort(turn, step, None).map(StepOutcome::TurnEnded);
             }
             let request = self.request();
             let route = &self.assembly.routes[&self.assembly.agent.provider];
@@ -191,41 +245,46 @@ impl Agent {
             let mut on_text = |delta: &str| view.text(delta);
             let attempt = tokio::select! {
                 attempt = route.client.stream(&request, &mut on_text) => attempt,
-                () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())),
+                () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())).map(StepOutcome::TurnEnded),
             };
             self.view.attempt_ended(attempt.is_ok());
             let attempt_failure = match attempt {
-                Ok(completion) => match self.complete(turn, step, completion)? {
-                    Ok(end) => return Ok(end),
+                Ok(completion) => match self.complete(turn, step, completion).await? {
+                    Ok(outcome) => return Ok(outcome),
                     Err(failure) => AttemptFailure { failure, partial_text: String::new() },
                 },
                 Err(attempt) => attempt,
             };
             let failure = attempt_failure.failure;
             self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
-            let payload = RequestErrorPayload {
-                model: self.model().into(),
-                endpoint_host: self.route().endpoint_host.as_str().into(),
-                turn,
-                step,
-                provider: self.route().provider.as_str().into(),
-                failure,
-                retry_policy: ROption::RSome(self.route().policy.clone()),
-            };
-            let parts = RetryParts {
-                log: &mut self.log,
-                listeners: &self.assembly.listeners,
-                may_wait: self.assembly.may_wait,
-                services: self.services.as_ref(),
-                cancel: &self.cancel,
-                view: self.view.as_mut(),
-            };
-            match retry_step(parts, &payload).await? {
+            match self.decide_retry(turn, step, failure).await? {
                 RetryStep::Again => {}
-                RetryStep::GiveUp(failure) => return self.fail(turn, step, failure),
-                RetryStep::Cancelled => return self.abort(turn, step, None),
+                RetryStep::GiveUp(failure) => return self.fail(turn, step, failure).map(StepOutcome::TurnEnded),
+                RetryStep::Cancelled => return self.abort(turn, step, None).map(StepOutcome::TurnEnded),
             }
         }
+    }
+
+    /// Runs the waterfall for a failed request of `turn`/`step`.
+    async fn decide_retry(&mut self, turn: u64, step: u64, failure: Failure) -> Result<RetryStep, AppendError> {
+        let payload = RequestErrorPayload {
+            model: self.model().into(),
+            endpoint_host: self.route().endpoint_host.as_str().into(),
+            turn,
+            step,
+            provider: self.route().provider.as_str().into(),
+            failure,
+            retry_policy: ROption::RSome(self.route().policy.clone()),
+        };
+        let parts = RetryParts {
+            log: &mut self.log,
+            listeners: &self.assembly.listeners,
+            may_wait: self.assembly.may_wait,
+            services: self.services.as_ref(),
+            cancel: &self.cancel,
+            view: self.view.as_mut(),
+        };
+        retry_step(parts, &payload).await
     }
 
     /// Appends `request/header` when the header changed since the last one, or on a resume.
@@ -247,19 +306,27 @@ impl Agent {
         Ok(())
     }
 
-    /// Records a successful answer and ends the turn; an answer too long to be logged as one
-    /// line is a failed attempt instead (`Ok(Err(failure))`), retried like any other.
-    fn complete(
+    /// Records a successful answer; an answer asking for tools runs them (the step goes on),
+    /// any other ends the turn. An answer too long to be logged as one line is a failed attempt
+    /// instead (`Ok(Err(failure))`), retried like any other.
+    async fn complete(
         &mut self,
         turn: u64,
         step: u64,
         completion: Completion,
-    ) -> Result<Result<TurnEnd, Failure>, AppendError> {
+    ) -> Result<Result<StepOutcome, Failure>, AppendError> {
         let mut content = Vec::new();
         if !completion.reasoning.is_empty() {
             content.push(json!({"type": "reasoning", "text": completion.reasoning}));
         }
-        content.push(json!({"type": "text", "text": completion.text}));
+        if !completion.text.is_empty() || completion.tool_calls.is_empty() {
+            content.push(json!({"type": "text", "text": completion.text}));
+        }
+        content.extend(
+            completion.tool_calls.iter().map(
+                |call| json!({"type": "tool-call", "id": call.id, "name": call.name, "arguments": call.arguments}),
+            ),
+        );
         let source = json!({"kind": "model", "provider": self.route().provider, "model": self.model()});
         let message = json!({"role": "assistant", "content": content, "source": source, "id": self.services.new_id()});
         let mut data = json!({"turn": turn, "step": step, "message": message});
@@ -275,13 +342,79 @@ impl Agent {
             appended => appended?,
         }
         self.tell_success(turn, step);
+        if !completion.tool_calls.is_empty() {
+            self.run_tools(turn, step, &completion.tool_calls).await?;
+            return Ok(Ok(StepOutcome::ToolsRan));
+        }
         let (reason, end) = match completion.finish {
             Finish::Stop => (EndReason::Completed, TurnEnd::Completed),
             Finish::Length => (EndReason::MaxTokens, TurnEnd::MaxTokens),
         };
         self.end_turn(turn, step, reason)?;
         self.log.commit()?;
-        Ok(Ok(end))
+        Ok(Ok(StepOutcome::TurnEnded(end)))
+    }
+
+    /// Runs a step's tool calls: every `tool/call` is durable before any call is sent; the calls
+    /// run at most `maxParallelTools` at once; each `tool/result` is made durable as soon as it
+    /// and the results before it (the model's order) are in, citing its call.
+    async fn run_tools(&mut self, turn: u64, step: u64, calls: &[ToolCall]) -> Result<(), AppendError> {
+        let mut call_seqs = Vec::with_capacity(calls.len());
+        for call in calls {
+            let data =
+                json!({"turn": turn, "step": step, "callId": call.id, "name": call.name, "arguments": call.arguments});
+            let now = self.now_ms();
+            call_seqs.push(self.log.append(NewEvent::new(events::TOOL_CALL, &data), now)?.seq);
+            self.view.tool_started(call);
+        }
+        self.log.commit()?;
+        let tools = Arc::clone(&self.assembly.tools);
+        let mut outcomes = futures_util::stream::iter(calls.iter().map(|call| tools.call(call)))
+            .buffered(self.agent().max_parallel_tools);
+        for (call, call_seq) in calls.iter().zip(call_seqs) {
+            let outcome = match self.cancel.is_cancelled() {
+                true => ToolOutcome::failed("TOOL_OUTCOME_UNKNOWN", CANCELLED_CALL),
+                false => tokio::select! {
+                    biased;
+                    outcome = outcomes.next() => outcome.expect("one outcome per call"),
+                    () = self.cancel.cancelled() => ToolOutcome::failed("TOOL_OUTCOME_UNKNOWN", CANCELLED_CALL),
+                },
+            };
+            self.view.tool_ended(call, &outcome);
+            self.append_tool_result(turn, step, call, outcome, call_seq)?;
+            self.log.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Records one `tool/result`, as DeepSeek Harness writes it: the message names its call in
+    /// `source.callId` and its `tool-result` block; the event cites the call's seq.
+    fn append_tool_result(
+        &mut self,
+        turn: u64,
+        step: u64,
+        call: &ToolCall,
+        outcome: ToolOutcome,
+        call_seq: u64,
+    ) -> Result<(), AppendError> {
+        let block = json!({"type": "tool-result", "toolCallId": call.id, "content": outcome.content, "isError": outcome.is_error});
+        let message = json!({
+            "source": {"kind": "tool", "callId": call.id}, "content": [block], "role": "user", "id": self.services.new_id(),
+        });
+        let mut data = json!({"turn": turn, "step": step, "message": message});
+        if let Some(error) = outcome.error {
+            data["error"] = error;
+        }
+        let event = NewEvent { source_seqs: vec![call_seq], ..NewEvent::new(events::TOOL_RESULT, &data) };
+        let now = self.now_ms();
+        match self.log.append(event, now) {
+            Err(AppendError::TooLong { bytes, .. }) => {
+                let why =
+                    format!("the result would take a log line of {bytes} bytes, more than a session log line may hold");
+                self.append_tool_result(turn, step, call, ToolOutcome::failed("TOOL_RESULT_TOO_LARGE", &why), call_seq)
+            }
+            appended => appended.map(|_| ()),
+        }
     }
 
     /// Tells the `agent/request-success` listeners the request of `turn`/`step` was answered (a

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use crate::llm::openai::ToolCall;
+use crate::tools::ToolOutcome;
+
 /// A scheduled retry, as the live display shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryNotice {
@@ -39,6 +42,10 @@ pub trait TurnView: Send {
     }
     /// Row `row` refused the retry another row decided, for `reason`; the turn ends.
     fn retry_refused(&mut self, _row: &str, _reason: &str) {}
+    /// A tool call of the step is about to run.
+    fn tool_started(&mut self, _call: &ToolCall) {}
+    /// A tool call ended with `outcome`.
+    fn tool_ended(&mut self, _call: &ToolCall, _outcome: &ToolOutcome) {}
 }
 
 /// A view that shows nothing (simulations and benchmarks).

@@ -9,13 +9,13 @@ use clap::{Args, Subcommand};
 use dsh_abi::Hooks;
 use serde_json::Value;
 
-use super::{Globals, EXIT_CONFIG};
+use super::{compose, Globals, EXIT_CONFIG};
 use crate::agent::assembly::{self as rows, LoadedPlugin};
 use crate::agent::lint;
 use crate::counters::Counters;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
-use crate::profile::{yaml, Home, LayerScope, Profile};
+use crate::profile::{yaml, Home, LayerScope};
 
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
@@ -62,6 +62,13 @@ enum ConfigCommand {
     /// The shared counters of the stores the profile's rows keep them in (a retry budget's
     /// tokens, per route and per host), with `--reset` to forget them.
     Counters(super::counters::CountersArgs),
+    /// Every tool the agent offers the model: each `mcp` row's server is started and asked for
+    /// its tools (server row, name as sent to the model, description, input schema).
+    Tools {
+        /// Print a JSON array of `{row, name, remoteName, description, inputSchema}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// For each provider route: its retry policy and, for every failure code the adapter
     /// produces, which row handles it and what it does — asked of the real listeners.
     Explain {
@@ -69,21 +76,6 @@ enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// Composes the profile and prints the composition warnings (`dsh: [<layer>] <message>`).
-pub(crate) fn compose(
-    home: &Home,
-    profile_name: &str,
-    patches: &[PathBuf],
-    scope: LayerScope,
-) -> anyhow::Result<(Profile, Composition)> {
-    let profile = Profile::open(home, profile_name)?;
-    let composition = profile.compose(home, patches, scope)?;
-    for warning in &composition.warnings {
-        eprintln!("dsh: {warning}");
-    }
-    Ok((profile, composition))
 }
 
 pub fn run(globals: &Globals, args: ConfigArgs) -> Outcome {
@@ -99,6 +91,7 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> Outcome {
         ConfigCommand::Check { json } => check(&home, &args.profile, &args.patches, json),
         ConfigCommand::Waterfall { json } => waterfall(&home, &args.profile, &args.patches, json),
         ConfigCommand::Explain { json } => explain(globals, &home, &args.profile, &args.patches, json),
+        ConfigCommand::Tools { json } => super::tools::run(&home, &args.profile, &args.patches, json),
         ConfigCommand::Counters(counters) => super::counters::run(&home, &args.profile, &args.patches, &counters),
     }
 }
@@ -162,8 +155,15 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
         rows::load_plugins(&resolution.plugins, true, &Counters::at(home.root()));
-    let problems: Vec<&Problem> =
-        resolution.unresolved.iter().chain(&resolution.problems).chain(&load_problems).chain(&store_problems).collect();
+    let (_, server_problems) = super::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers));
+    let problems: Vec<&Problem> = resolution
+        .unresolved
+        .iter()
+        .chain(&resolution.problems)
+        .chain(&load_problems)
+        .chain(&store_problems)
+        .chain(&server_problems)
+        .collect();
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();
     let mut warnings: Vec<String> = lint::no_effect(&composition, &routes).iter().map(ToString::to_string).collect();
     warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));

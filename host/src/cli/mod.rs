@@ -34,6 +34,7 @@ mod plugin;
 mod replay;
 mod run;
 mod session;
+mod tools;
 mod turns;
 
 use std::path::PathBuf;
@@ -143,6 +144,21 @@ fn usage_error(error: &clap::Error) -> ExitCode {
         eprintln!("hint: {hint}");
     }
     ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE))
+}
+
+/// Composes the profile and prints the composition warnings (`dsh: [<layer>] <message>`).
+pub(crate) fn compose(
+    home: &Home,
+    profile_name: &str,
+    patches: &[PathBuf],
+    scope: crate::profile::LayerScope,
+) -> anyhow::Result<(crate::profile::Profile, crate::profile::patch::Composition)> {
+    let profile = crate::profile::Profile::open(home, profile_name)?;
+    let composition = profile.compose(home, patches, scope)?;
+    for warning in &composition.warnings {
+        eprintln!("dsh: {warning}");
+    }
+    Ok((profile, composition))
 }
 
 /// The runtime every command that runs turns or servers uses.

@@ -8,17 +8,19 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::config::compose;
+use super::compose;
 use super::{Globals, EXIT_CONFIG};
 use crate::agent::session::{self, Opening, StartError};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
 use crate::agent::Cancel;
+use crate::llm::openai::ToolCall;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
 use crate::session::log::SessionLog;
 use crate::session::meta::SessionMeta;
 use crate::session::repair::Repair;
+use crate::tools::ToolOutcome;
 
 /// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
 /// streams as it comes, and the text of an attempt that fails is marked discarded before the
@@ -220,6 +222,28 @@ impl TurnView for TerminalView {
     fn retry_refused(&mut self, row: &str, reason: &str) {
         self.end_text_line();
         eprintln!("dsh: retry refused by row \"{row}\": {}", neutralised(reason));
+    }
+
+    fn tool_started(&mut self, _call: &ToolCall) {
+        self.stop_waiting();
+        self.end_text_line();
+    }
+
+    fn tool_ended(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
+        eprintln!("{}", tool_line(call, outcome));
+    }
+}
+
+/// One line per tool call: `tool lookup {"q":1} → 42 bytes: first words…`, or the error.
+fn tool_line(call: &ToolCall, outcome: &ToolOutcome) -> String {
+    let text: String = outcome.content.iter().filter_map(|block| block["text"].as_str()).collect();
+    let shown = crate::one_line(&neutralised(&text), 80);
+    let arguments = crate::one_line(&neutralised(&call.arguments), 60);
+    let name = neutralised(&call.name);
+    match &outcome.error {
+        Some(error) => format!("tool {name} {arguments} → {}: {shown}", error["code"].as_str().unwrap_or("error")),
+        None if outcome.is_error => format!("tool {name} {arguments} → error: {shown}"),
+        None => format!("tool {name} {arguments} → {} bytes: {shown}", text.len()),
     }
 }
 

@@ -194,7 +194,7 @@ pub fn parse_mock(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<Co
     row.finish(provider)
 }
 
-fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

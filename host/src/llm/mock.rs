@@ -14,6 +14,7 @@
 //! - invalidUtf8: true        # 200, a frame whose bytes are not UTF-8
 //! - keepAlive: 200           # 200, then a `: ping` comment every N ms, forever
 //! - frames: ['{"choices":[…]}', "[DONE]"]   # 200, each item sent as one `data:` frame
+//! - tool_calls: [{name: lookup, arguments: {q: 1}, id: call-1}]   # 200, an answer asking for tools
 //! ```
 //!
 //! Every item may add `delayMs: N` (wait before answering), `hold: NAME` (answer only once a
@@ -52,6 +53,18 @@ pub enum MockAction {
     InvalidUtf8,
     KeepAlive(u64),
     Frames(Vec<String>),
+    ToolCalls(Vec<MockToolCall>),
+}
+
+/// A tool call a scripted answer asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MockToolCall {
+    /// `None`: `call_<request>_<position>`, unique within one server.
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments as the model sends them: JSON text (a string in the script is sent as is,
+    /// so a test can send arguments that are not JSON).
+    pub arguments: String,
 }
 
 /// One scripted response.
@@ -86,6 +99,8 @@ pub const STEP: Schema = Schema::row(
             .refused_as(MILLISECONDS_RULE),
         Key::new("frames", Kind::List, "", "200, each item sent as one data: frame")
             .refused_as("must be a list of strings"),
+        Key::new("tool_calls", Kind::List, "", "200, an answer asking for these tool calls ({name, arguments?, id?})")
+            .refused_as(TOOL_CALLS_RULE),
         Key::new("delayMs", MILLISECONDS, "0", "wait before answering").refused_as(MILLISECONDS_RULE),
         Key::new("hold", Kind::Text, "", "answer only once POST /mock/release/NAME arrives"),
         Key::new("headers", Kind::Mapping, "{}", "response headers").refused_as("must be a mapping"),
@@ -94,7 +109,8 @@ pub const STEP: Schema = Schema::row(
             .refused_as("must be a non-negative integer"),
     ],
 );
-const ACTIONS: usize = 11;
+const ACTIONS: usize = 12;
+const TOOL_CALLS_RULE: &str = "must be a list of {name, arguments?, id?} mappings";
 const MILLISECONDS_RULE: &str = "must be a non-negative integer number of milliseconds";
 
 fn action_names() -> String {
@@ -186,11 +202,36 @@ fn parse_action(row: &mut Row<'_>, action: &str) -> MockAction {
                 Vec::new()
             }))
         }
+        "tool_calls" => {
+            let calls: Option<Vec<MockToolCall>> = row.list(action).iter().map(tool_call).collect();
+            MockAction::ToolCalls(calls.unwrap_or_else(|| {
+                row.refuse(action, TOOL_CALLS_RULE);
+                Vec::new()
+            }))
+        }
         _ => {
             let status = row.value("status").and_then(|status| status.as_u64()).unwrap_or(500) as u16;
             MockAction::Status { status, body: row.given("body").cloned() }
         }
     }
+}
+
+/// One `{name, arguments?, id?}` of a `tool_calls` step; arguments default to `{}`.
+fn tool_call(item: &Value) -> Option<MockToolCall> {
+    let fields = item.as_object()?;
+    if fields.keys().any(|key| !matches!(key.as_str(), "name" | "arguments" | "id")) {
+        return None;
+    }
+    let arguments = match fields.get("arguments") {
+        None => "{}".to_owned(),
+        Some(Value::String(text)) => text.clone(),
+        Some(value) => dsh_abi::js::to_string(value),
+    };
+    let id = match fields.get("id") {
+        None => None,
+        Some(id) => Some(id.as_str()?.to_owned()),
+    };
+    Some(MockToolCall { id, name: fields.get("name")?.as_str()?.to_owned(), arguments })
 }
 
 /// A millisecond count, when the key has no default to fall back on.
@@ -417,7 +458,7 @@ impl Shared {
             .ok()
             .and_then(|body| body.get("model")?.as_str().map(str::to_owned))
             .unwrap_or_else(|| "mock".to_owned());
-        let out = Out { stream, piece: step.chunk_bytes };
+        let out = Out { stream, piece: step.chunk_bytes, request: number + 1 };
         out.answer(step, &model, request.body.len()).await
     }
 
@@ -458,6 +499,8 @@ fn stream_headers(extra: &[(String, String)]) -> Vec<(String, String)> {
 struct Out {
     stream: TcpStream,
     piece: usize,
+    /// The request's number (from 1), for tool call ids.
+    request: usize,
 }
 
 impl Out {
@@ -513,6 +556,7 @@ impl Out {
                     self.send(format!("data: {frame}\n\n").as_bytes()).await?;
                 }
             }
+            MockAction::ToolCalls(calls) => self.tool_calls(model, calls, request_bytes).await?,
             MockAction::Reset | MockAction::Status { .. } => {}
         }
         self.stream.shutdown().await
@@ -556,6 +600,29 @@ impl Out {
     }
 }
 
+impl Out {
+    /// An answer asking for `calls`, streamed as OpenAI streams them: each call's id and name,
+    /// then its arguments in pieces, then `finish_reason: tool_calls`, usage and `[DONE]`.
+    async fn tool_calls(&mut self, model: &str, calls: &[MockToolCall], request_bytes: usize) -> std::io::Result<()> {
+        for (index, call) in calls.iter().enumerate() {
+            let id = call.id.clone().unwrap_or_else(|| format!("call_{}_{}", self.request, index + 1));
+            let function = json!({"name": call.name, "arguments": ""});
+            let opening = json!({"index": index, "id": id, "type": "function", "function": function});
+            let delta = json!({"role": "assistant", "content": null, "tool_calls": [opening]});
+            self.send(sse_chunk(model, delta, None).as_bytes()).await?;
+            for piece in pieces(&call.arguments) {
+                let delta = json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]});
+                self.send(sse_chunk(model, delta, None).as_bytes()).await?;
+            }
+        }
+        let mut last = chunk(model, json!({}), Some("tool_calls"));
+        last["usage"] =
+            json!({"prompt_tokens": request_bytes / 4, "completion_tokens": 8, "total_tokens": request_bytes / 4 + 8});
+        self.send(format!("data: {last}\n\n").as_bytes()).await?;
+        self.send(b"data: [DONE]\n\n").await
+    }
+}
+
 fn describe(action: &MockAction) -> String {
     match action {
         MockAction::Ok(_) => "200 ok".to_owned(),
@@ -569,6 +636,9 @@ fn describe(action: &MockAction) -> String {
         MockAction::InvalidUtf8 => "200 invalid UTF-8".to_owned(),
         MockAction::KeepAlive(ms) => format!("200 keep-alive every {ms}ms"),
         MockAction::Frames(frames) => format!("200 {} frames", frames.len()),
+        MockAction::ToolCalls(calls) => {
+            format!("200 tool calls: {}", calls.iter().map(|call| call.name.as_str()).collect::<Vec<_>>().join(", "))
+        }
     }
 }
 
@@ -601,9 +671,20 @@ mod tests {
             {"malformed": true},
             {"empty": true},
             {"stall": 5000},
+            {"tool_calls": [{"name": "lookup", "arguments": {"q": 1}, "id": "c1"}, {"name": "now"}, {"name": "raw", "arguments": "{not json"}]},
         ]);
         let steps = parse_script(&script).unwrap();
-        assert_eq!(steps.len(), 8);
+        assert_eq!(steps.len(), 9);
+        assert_eq!(
+            steps[8].action,
+            MockAction::ToolCalls(vec![
+                MockToolCall { id: Some("c1".into()), name: "lookup".into(), arguments: r#"{"q":1}"#.into() },
+                MockToolCall { id: None, name: "now".into(), arguments: "{}".into() },
+                MockToolCall { id: None, name: "raw".into(), arguments: "{not json".into() },
+            ])
+        );
+        let refused = parse_script(&json!([{"tool_calls": [{"arguments": {}}]}, {"tool_calls": "x"}])).unwrap_err();
+        assert_eq!(refused.len(), 2, "{refused:?}");
         assert_eq!(steps[2].headers, [("retry-after".to_owned(), "1".to_owned())]);
         assert_eq!(steps[4].delay_ms, 5);
         assert_eq!(steps[7].action, MockAction::Stall(5000));
@@ -624,10 +705,10 @@ mod tests {
             shown,
             [
                 "[1]: has several actions (ok, reset); give exactly one",
-                "[2]: must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames",
+                "[2]: must be a mapping with one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames, tool_calls",
                 "[3].stall: must be a non-negative integer number of milliseconds",
                 "[4].teapot: unknown key \"teapot\"",
-                "[4]: must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames",
+                "[4]: must have one of: ok, status, reset, truncate, malformed, empty, stall, endless, invalidUtf8, keepAlive, frames, tool_calls",
             ]
         );
     }

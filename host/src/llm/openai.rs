@@ -31,11 +31,50 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// The most a streamed answer may send; an endless stream is cut off here.
 pub const STREAM_LIMIT: usize = 64 * 1024 * 1024;
 
-/// One message of the conversation sent to the model.
+/// One message of the conversation sent to the model: text, and for an assistant message the
+/// tool calls it asked for, for a `tool` message the call it answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {
     pub role: &'static str,
     pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn text(role: &'static str, content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut message = json!({"role": self.role, "content": self.content});
+        if !self.tool_calls.is_empty() {
+            if self.content.is_empty() {
+                message["content"] = Value::Null;
+            }
+            let calls: Vec<Value> = self
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
+        if let Some(id) = &self.tool_call_id {
+            message["tool_call_id"] = Value::from(id.as_str());
+        }
+        message
+    }
+}
+
+/// A tool call the model asked for: its id, the tool's name and the arguments exactly as the
+/// model wrote them (JSON text, or not).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
 }
 
 /// A chat-completion request: the conversation, and the session it belongs to (named in the
@@ -44,6 +83,8 @@ pub struct ChatMessage {
 pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
+    /// The tools offered, as OpenAI's `tools` entries (none: the key is left out).
+    pub tools: Vec<Value>,
     pub session_id: Option<String>,
 }
 
@@ -64,6 +105,8 @@ pub struct Completion {
     /// usage.
     pub usage: Option<Value>,
     pub finish: Finish,
+    /// The tool calls the answer asks for, in the order the model listed them.
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// A failed attempt: the classified failure and whatever text streamed before it.
@@ -289,11 +332,13 @@ impl OpenAiAdapter {
 
     /// The JSON body of `request`: the conversation, `stream: true`, then the route's options.
     pub fn body(&self, request: &ChatRequest) -> String {
-        let messages: Vec<Value> =
-            request.messages.iter().map(|message| json!({"role": message.role, "content": message.content})).collect();
+        let messages: Vec<Value> = request.messages.iter().map(ChatMessage::to_json).collect();
         let mut body = Map::new();
         body.insert("model".into(), Value::from(request.model.as_str()));
         body.insert("messages".into(), Value::Array(messages));
+        if !request.tools.is_empty() {
+            body.insert("tools".into(), Value::Array(request.tools.clone()));
+        }
         body.insert("stream".into(), Value::Bool(true));
         self.wire.extend_body(&mut body);
         Value::Object(body).to_string()
@@ -503,13 +548,58 @@ struct StreamedAnswer<'a> {
     reasoning: StreamText,
     usage: Option<Value>,
     finish: Option<String>,
-    tool_calls: bool,
+    /// Tool calls by their stream index, as their deltas arrive.
+    tool_calls: std::collections::BTreeMap<u64, ToolCall>,
+    secrets: Secrets,
 }
 
 impl<'a> StreamedAnswer<'a> {
     fn new(url: &'a str, text: &'a mut StreamText, secrets: &Secrets) -> StreamedAnswer<'a> {
         let reasoning = StreamText { redactor: StreamRedactor::new(secrets.clone()), text: String::new() };
-        StreamedAnswer { url, text, reasoning, usage: None, finish: None, tool_calls: false }
+        let tool_calls = std::collections::BTreeMap::new();
+        StreamedAnswer { url, text, reasoning, usage: None, finish: None, tool_calls, secrets: secrets.clone() }
+    }
+
+    /// Adds one `tool_calls` delta: `[{index, id?, function: {name?, arguments?}}]`, where the
+    /// arguments of a call arrive in pieces to be joined.
+    fn take_tool_calls(&mut self, deltas: &Value) -> Result<(), Box<Failure>> {
+        let malformed = || {
+            let shown: String = deltas.to_string().chars().take(120).collect();
+            Box::new(Failure::new(
+                "MALFORMED_RESPONSE",
+                format!("malformed tool_calls delta from {}: {shown}", self.url),
+            ))
+        };
+        for delta in deltas.as_array().ok_or_else(malformed)? {
+            let index = delta.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let call = self.tool_calls.entry(index).or_default();
+            if let Some(id) = delta.get("id").and_then(Value::as_str) {
+                call.id = id.to_owned();
+            }
+            let function = delta.get("function");
+            if let Some(name) = function.and_then(|function| function.get("name")).and_then(Value::as_str) {
+                call.name.push_str(name);
+            }
+            if let Some(piece) = function.and_then(|function| function.get("arguments")).and_then(Value::as_str) {
+                call.arguments.push_str(piece);
+            }
+        }
+        Ok(())
+    }
+
+    /// The calls in stream order; a call the provider sent no id for gets `call-<index>`, as
+    /// DeepSeek Harness names it; secrets the provider echoed are redacted.
+    fn finished_tool_calls(&mut self) -> Vec<ToolCall> {
+        std::mem::take(&mut self.tool_calls)
+            .into_iter()
+            .map(|(index, mut call)| {
+                if call.id.is_empty() {
+                    call.id = format!("call-{index}");
+                }
+                call.arguments = self.secrets.redact(&call.arguments).into_owned();
+                call
+            })
+            .collect()
     }
 
     /// Takes one payload; the completion once `[DONE]` arrives.
@@ -537,7 +627,9 @@ impl<'a> StreamedAnswer<'a> {
                 if let Some(thinking) = delta.reasoning_content {
                     self.reasoning.push(&thinking, &mut |_| {});
                 }
-                self.tool_calls |= delta.tool_calls.is_some();
+                if let Some(calls) = delta.tool_calls.as_ref().filter(|calls| !calls.is_null()) {
+                    self.take_tool_calls(calls)?;
+                }
             }
             if let Some(reason) = choice.finish_reason {
                 self.finish = Some(reason);
@@ -552,7 +644,7 @@ impl<'a> StreamedAnswer<'a> {
     fn complete(&mut self, on_text: &mut dyn FnMut(&str)) -> Result<Completion, Box<Failure>> {
         self.text.flush(on_text);
         self.reasoning.flush(&mut |_| {});
-        if self.text.text.is_empty() && self.reasoning.text.is_empty() && !self.tool_calls {
+        if self.text.text.is_empty() && self.reasoning.text.is_empty() && self.tool_calls.is_empty() {
             return Err(Box::new(Failure::new(
                 "EMPTY_RESPONSE",
                 "model returned a completed response with no content".to_owned(),
@@ -564,6 +656,7 @@ impl<'a> StreamedAnswer<'a> {
             reasoning: std::mem::take(&mut self.reasoning.text),
             usage: self.usage.take(),
             finish,
+            tool_calls: self.finished_tool_calls(),
         })
     }
 }
@@ -607,7 +700,8 @@ mod tests {
         let adapter = OpenAiAdapter::with_keys(&config, &base_url, keys).unwrap();
         let request = ChatRequest {
             model: "m".into(),
-            messages: vec![ChatMessage { role: "user", content: "q".into() }],
+            messages: vec![ChatMessage::text("user", "q")],
+            tools: Vec::new(),
             session_id: Some("s-1".into()),
         };
         let mut ignore_text = |_: &str| {};

@@ -9,7 +9,7 @@ use crate::bundled;
 use crate::profile::Profile;
 
 /// Row services implemented by the host itself.
-pub const BUILT_IN_SERVICES: [&str; 3] = ["agent", "llm-openai", "llm-mock"];
+pub const BUILT_IN_SERVICES: [&str; 4] = ["agent", "llm-openai", "llm-mock", "mcp"];
 
 /// Extra directories searched for bundled plugin libraries, `:`-separated.
 pub const PLUGIN_PATH_ENV: &str = "DSH_PLUGIN_PATH";

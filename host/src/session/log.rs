@@ -40,18 +40,25 @@ pub struct NewEvent<'a> {
     pub data: String,
     /// Written with `"ignorable":true`, so readers that do not know the type skip it.
     pub ignorable: bool,
+    /// The events a surface event was made from (`sourceEventSeqs`: a tool result's call).
+    pub source_seqs: Vec<u64>,
 }
 
 impl NewEvent<'static> {
     /// A typed event: its type, data and ignorability from [`EventData`].
     pub fn typed<T: EventData>(data: &T) -> Self {
-        NewEvent { event_type: T::TYPE, data: js::to_string(data), ignorable: T::IGNORABLE }
+        NewEvent { event_type: T::TYPE, data: js::to_string(data), ignorable: T::IGNORABLE, source_seqs: Vec::new() }
     }
 }
 
 impl<'a> NewEvent<'a> {
     pub fn new(event_type: &'a str, data: &Value) -> Self {
-        NewEvent { event_type, data: js::to_string(data), ignorable: false }
+        NewEvent::raw(event_type, js::to_string(data))
+    }
+
+    /// An event whose `data` is already one line of JSON.
+    pub fn raw(event_type: &'a str, data: String) -> Self {
+        NewEvent { event_type, data, ignorable: false, source_seqs: Vec::new() }
     }
 }
 
@@ -298,8 +305,12 @@ impl SessionLog {
         let rules = self.gate.rules();
         let seq = rules.next_seq();
         let time = rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
+        let sources = match event.source_seqs.is_empty() {
+            true => String::new(),
+            false => format!(",\"sourceEventSeqs\":{}", js::to_string(&event.source_seqs)),
+        };
         let line = format!(
-            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{}}}",
+            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{sources}{}}}",
             js::to_string(event.event_type),
             event.data,
             if event.ignorable { ",\"ignorable\":true" } else { "" },
@@ -358,7 +369,7 @@ mod tests {
     }
 
     fn padded(len: usize) -> NewEvent<'static> {
-        NewEvent { event_type: "test/pad", data: format!("{{\"pad\":\"{}\"}}", "a".repeat(len)), ignorable: true }
+        NewEvent { ignorable: true, ..NewEvent::raw("test/pad", format!("{{\"pad\":\"{}\"}}", "a".repeat(len))) }
     }
 
     #[test]

@@ -9,12 +9,55 @@ use serde_json::Value;
 
 use super::index::HistoryIndex;
 use super::vocabulary::message_text;
+use crate::llm::openai::ToolCall;
 
-/// A model-visible message of the conversation.
+/// A model-visible message of the conversation: a user's or the model's text, the tool calls
+/// the model asked for, or a tool's result (role `tool`, naming its call).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SurfaceMessage {
     pub role: &'static str,
     pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub tool_call_id: Option<String>,
+}
+
+impl SurfaceMessage {
+    fn text(role: &'static str, text: String) -> SurfaceMessage {
+        SurfaceMessage { role, text, tool_calls: Vec::new(), tool_call_id: None }
+    }
+
+    /// An `assistant/message`'s message: its text and its `tool-call` blocks (`id`, or
+    /// `callId`; arguments as written, or as JSON text when a log holds them parsed).
+    fn assistant(message: &Value) -> SurfaceMessage {
+        let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+        let tool_calls = blocks
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-call"))
+            .map(|block| {
+                let text = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let arguments = match block.get("arguments") {
+                    Some(Value::String(arguments)) => arguments.clone(),
+                    Some(other) => dsh_abi::js::to_string(other),
+                    None => String::new(),
+                };
+                let id = block.get("id").or_else(|| block.get("callId")).and_then(Value::as_str).unwrap_or_default();
+                ToolCall { id: id.to_owned(), name: text("name"), arguments }
+            })
+            .collect();
+        SurfaceMessage { tool_calls, ..SurfaceMessage::text("assistant", message_text(message)) }
+    }
+
+    /// A `tool/result`: the text of its `tool-result` block, answering `message.source.callId`
+    /// (or the event's `callId`).
+    fn tool_result(data: &Value) -> SurfaceMessage {
+        let message = data.get("message").unwrap_or(&Value::Null);
+        let call_id = message.pointer("/source/callId").or_else(|| data.get("callId")).and_then(Value::as_str);
+        let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+        let text: String = blocks
+            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-result"))
+            .map(message_text)
+            .collect();
+        SurfaceMessage { tool_call_id: call_id.map(str::to_owned), ..SurfaceMessage::text("tool", text) }
+    }
 }
 
 pub struct SessionState {
@@ -63,10 +106,15 @@ impl SessionState {
                     if let Some(id) = value.get("id").and_then(Value::as_str) {
                         self.message_ids.insert(id.to_owned());
                     }
-                    self.surface.push(SurfaceMessage { role: "user", text: message_text(&value) });
+                    self.surface.push(SurfaceMessage::text("user", message_text(&value)));
                 } else {
-                    let message = value.get("message").cloned().unwrap_or(Value::Null);
-                    self.surface.push(SurfaceMessage { role: "assistant", text: message_text(&message) });
+                    let message = value.get("message").unwrap_or(&Value::Null);
+                    self.surface.push(SurfaceMessage::assistant(message));
+                }
+            }
+            events::TOOL_RESULT => {
+                if let Ok(value) = serde_json::from_str::<Value>(data) {
+                    self.surface.push(SurfaceMessage::tool_result(&value));
                 }
             }
             events::REQUEST_HEADER => self.last_request_header = Some(data.to_owned()),

@@ -118,6 +118,40 @@ fn field(data: &Value, key: &str) -> String {
     js::display(data.get(key))
 }
 
+/// `assistant: TEXT`, with `· asks for N tool calls` when it does.
+fn assistant_line(message: &Value) -> String {
+    let calls = dsh_abi::events::tool_call_ids(message).count();
+    let asks = match calls {
+        0 => String::new(),
+        1 => " · asks for 1 tool call".to_owned(),
+        calls => format!(" · asks for {calls} tool calls"),
+    };
+    match message_text(message) {
+        text if text.is_empty() && !asks.is_empty() => format!("    assistant{asks}"),
+        text => format!("    assistant: {}{asks}", preview(&text)),
+    }
+}
+
+/// `tool result (CALL) · TEXT`, or `tool result (CALL) · error CODE · TEXT`.
+fn tool_result_line(data: &Value) -> String {
+    let message = data.get("message").unwrap_or(&Value::Null);
+    let call = message.pointer("/source/callId").or_else(|| data.get("callId"));
+    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+    let text: String = blocks.map(message_text).collect();
+    let failed = blocks_failed(message);
+    let error = match data.pointer("/error/code").and_then(Value::as_str) {
+        Some(code) => format!(" · error {code}"),
+        None if failed => " · error".to_owned(),
+        None => String::new(),
+    };
+    format!("    tool result ({}){error} · {}", js::display(call), preview(&text))
+}
+
+fn blocks_failed(message: &Value) -> bool {
+    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+    blocks.into_iter().any(|block| block.get("isError") == Some(&Value::Bool(true)))
+}
+
 impl Timeline {
     /// The line an event shows as, if it shows.
     fn line(&mut self, event_type: &str, time: f64, data: &Value) -> Option<String> {
@@ -146,11 +180,12 @@ impl Timeline {
                 preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
             ),
             events::LLM_RETRY_STARTED => self.started_line(time, data),
-            events::ASSISTANT_MESSAGE => {
-                format!("    assistant: {}", preview(&data.get("message").map(message_text).unwrap_or_default()))
+            events::ASSISTANT_MESSAGE => assistant_line(data.get("message").unwrap_or(&Value::Null)),
+            events::TOOL_CALL => {
+                let arguments = preview(data.get("arguments").and_then(Value::as_str).unwrap_or_default());
+                format!("    tool call {} {arguments} ({})", number("name"), number("callId"))
             }
-            events::TOOL_CALL => format!("    tool call {} ({})", number("name"), number("callId")),
-            events::TOOL_RESULT => format!("    tool result ({})", number("callId")),
+            events::TOOL_RESULT => tool_result_line(data),
             _ => return None,
         })
     }

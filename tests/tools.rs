@@ -1,0 +1,344 @@
+//! Tools through a real MCP server (`tests/fixtures/mcp/side_effects.py`, stdio): multi-step
+//! turns, the requests that carry tools and results, every fault of a call becoming an error
+//! result the model reads, and a side effect counted across retries, crashes and resumes.
+
+use std::path::PathBuf;
+
+use dsh_e2e::turns::{route_patch, run_turn, session_id, Turn, SECRET, TINY};
+use dsh_e2e::{log_events, wait_until, workspace_root, MockProcess, Run, TestHome};
+use serde_json::Value;
+
+/// A home whose route is a mock server running `script`, with the side-effect server as row
+/// `side` (config `extra`, YAML lines indented under `config:`); returns the patch and ledger.
+struct ToolHome {
+    home: TestHome,
+    mock: MockProcess,
+    patch: PathBuf,
+    ledger: PathBuf,
+}
+
+fn server_row(id: &str, ledger: &std::path::Path, extra: &str) -> String {
+    let server = workspace_root().join("tests/fixtures/mcp/side_effects.py");
+    format!(
+        "- insert:\n    - id: {id}\n      name: mcp\n      config:\n        command: [python3, {}]\n        env: {{LEDGER: {}}}\n{extra}",
+        server.display(),
+        ledger.display()
+    )
+}
+
+fn tool_home(script: &str, extra: &str) -> ToolHome {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, script);
+    let ledger = home.path().join("ledger.txt");
+    let patch = route_patch(&home, &mock, TINY, "");
+    let rows = server_row("side", &ledger, extra);
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + &rows).unwrap();
+    ToolHome { home, mock, patch, ledger }
+}
+
+impl ToolHome {
+    /// Starts `dsh run` and returns once its log holds two durable `tool/call`s and the first
+    /// one's result (the first call ran; the second is running).
+    fn spawn_until_the_second_call_runs(&self) -> std::process::Child {
+        let child = self
+            .home
+            .dsh()
+            .env("DEEPSEEK_API_KEY", SECRET)
+            .args(["run", "--patch"])
+            .arg(&self.patch)
+            .arg("use the tools")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let calls_durable = wait_until(std::time::Duration::from_secs(60), || {
+            let log = dsh_e2e::only_session_log(&self.home);
+            let events = log.map(|log| log_events(&log)).unwrap_or_default();
+            let count = |kind: &str| events.iter().filter(|event| event["type"] == kind).count();
+            count("tool/call") == 2 && count("tool/result") == 1
+        });
+        let log = dsh_e2e::only_session_log(&self.home).map(|log| std::fs::read_to_string(log).unwrap());
+        assert!(calls_durable, "the calls never became durable: {log:?}");
+        child
+    }
+
+    fn ledger_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.ledger).unwrap_or_default().lines().map(str::to_owned).collect()
+    }
+
+    fn turn(&self) -> Turn {
+        run_turn(&self.home, &self.patch, "use the tools")
+    }
+
+    fn request(&self, number: usize) -> Value {
+        serde_json::from_str(&self.mock.request_bodies()[number - 1]).unwrap()
+    }
+}
+
+fn types(turn: &Turn) -> Vec<String> {
+    turn.events.iter().map(|event| event["type"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The `error.code` of each `tool/result`, in order (`-` for a result without one).
+fn result_codes(turn: &Turn) -> Vec<String> {
+    turn.of_type("tool/result")
+        .iter()
+        .map(|event| event["data"]["error"]["code"].as_str().unwrap_or("-").to_owned())
+        .collect()
+}
+
+fn result_text(event: &Value) -> String {
+    event["data"]["message"]["content"][0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
+    let tools =
+        tool_home("- tool_calls: [{name: append, arguments: {line: one}}, {name: now}]\n- ok: \"all done\"\n", "");
+    let turn = tools.turn();
+    turn.run
+        .expect_code(0)
+        .expect_stdout("all done")
+        .expect_stderr("tool append {\"line\":\"one\"} → 8 bytes: appended");
+    assert_eq!(tools.ledger_lines(), ["one"]);
+    assert_eq!(
+        types(&turn)[4..],
+        [
+            "assistant/message",
+            "tool/call",
+            "tool/call",
+            "tool/result",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "assistant/message",
+            "step/end",
+            "turn/end"
+        ]
+    );
+    let answer = &turn.of_type("assistant/message")[0]["data"]["message"]["content"];
+    assert_eq!(
+        answer[0],
+        serde_json::json!({"type": "tool-call", "id": "call_1_1", "name": "append", "arguments": "{\"line\":\"one\"}"})
+    );
+    let result = turn.of_type("tool/result")[0];
+    assert_eq!(result["sourceEventSeqs"], serde_json::json!([turn.of_type("tool/call")[0]["seq"]]));
+    assert_eq!(result["data"]["message"]["source"], serde_json::json!({"kind": "tool", "callId": "call_1_1"}));
+
+    let first = tools.request(1);
+    let offered: Vec<&str> =
+        first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(offered, ["append", "echo", "now", "big", "refuse", "crash", "hang", "leave", "env"]);
+    let second = tools.request(2);
+    let messages = second["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["tool_calls"][0]["function"]["name"], "append");
+    assert_eq!(messages[2]["content"], Value::Null);
+    assert_eq!(messages[3], serde_json::json!({"role": "tool", "content": "appended", "tool_call_id": "call_1_1"}));
+    assert_eq!(messages[4]["content"], "tick");
+}
+
+#[test]
+fn a_failed_request_in_step_two_is_retried_with_step_ones_results_and_runs_no_tool_again() {
+    let tools = tool_home(
+        "- tool_calls: [{name: append, arguments: {line: once}}]\n- status: 503\n- reset: true\n- status: 429\n- ok: \"recovered\"\n",
+        "",
+    );
+    let turn = tools.turn();
+    turn.run.expect_code(0).expect_stdout("recovered");
+    assert_eq!(tools.ledger_lines(), ["once"], "three failed requests in step 2, one call");
+    assert_eq!(turn.of_type("tool/call").len(), 1);
+    let retries = turn.of_type("llm/retry");
+    assert_eq!(retries.len(), 3);
+    assert!(retries.iter().all(|retry| retry["data"]["step"] == 2), "every retry is in step 2");
+    let sent: Vec<Value> = (2..=5).map(|number| tools.request(number)["messages"].clone()).collect();
+    assert!(sent.iter().all(|messages| *messages == sent[0]), "every retry sends step 1's results");
+    assert_eq!(sent[0].as_array().unwrap().len(), 4, "system, user, the tool calls, their result");
+}
+
+#[test]
+fn every_bad_call_becomes_an_error_result_the_model_reads_and_the_turn_goes_on() {
+    let tools = tool_home(
+        concat!(
+            "- tool_calls: [{name: nope}, {name: echo, arguments: \"{not json\"}, {name: echo, arguments: \"[1]\"}, {name: refuse}]\n",
+            "- tool_calls: [{name: crash}]\n",
+            "- tool_calls: [{name: echo, arguments: {text: back}}]\n",
+            "- tool_calls: [{name: crash}]\n",
+            "- tool_calls: [{name: echo, arguments: {text: again}}]\n",
+            "- ok: \"coped\"\n",
+        ),
+        "",
+    );
+    let turn = tools.turn();
+    turn.run.expect_code(0).expect_stdout("coped");
+    assert_eq!(
+        result_codes(&turn),
+        [
+            "TOOL_NOT_FOUND",
+            "TOOL_INVALID_ARGUMENTS",
+            "TOOL_INVALID_ARGUMENTS",
+            "TOOL_CALL_REFUSED",
+            "TOOL_OUTCOME_UNKNOWN",
+            "-",
+            "TOOL_OUTCOME_UNKNOWN",
+            "TOOL_SERVER_UNAVAILABLE"
+        ]
+    );
+    let results = turn.of_type("tool/result");
+    assert!(result_text(results[0]).contains("no tool named \"nope\" is offered (tools: append, echo,"));
+    assert!(result_text(results[1]).starts_with("Error: the arguments are not JSON ("));
+    assert!(result_text(results[4]).contains("whether the tool ran is unknown, and dsh does not call it again"));
+    assert_eq!(result_text(results[5]), "back", "a server gone between steps is started again once");
+    assert!(result_text(results[7]).contains("it was already started again once"), "{}", result_text(results[7]));
+    turn.run.expect_stderr("server \"side\" exited; starting it again");
+}
+
+#[test]
+fn a_call_past_its_timeout_is_said_to_the_model_as_outcome_unknown() {
+    let tools = tool_home("- tool_calls: [{name: hang}]\n- ok: fine\n", "        callTimeoutMs: 300\n");
+    let turn = tools.turn();
+    turn.run.expect_code(0);
+    let text = result_text(turn.of_type("tool/result")[0]);
+    assert!(text.contains("gave no answer within 300 ms (callTimeoutMs)"), "{text}");
+    assert_eq!(result_codes(&turn), ["TOOL_OUTCOME_UNKNOWN"]);
+}
+
+#[test]
+fn a_result_one_byte_over_the_cap_is_cut_and_the_model_told() {
+    let limit = dsh_host::tools::MAX_RESULT_BYTES;
+    let tools =
+        tool_home(&format!("- tool_calls: [{{name: big, arguments: {{bytes: {}}}}}]\n- ok: fine\n", limit + 1), "");
+    let turn = tools.turn();
+    turn.run.expect_code(0);
+    let note = format!("[dsh: the result was cut at {limit} of its {} bytes]", limit + 1);
+    let big = result_text(turn.of_type("tool/result")[0]);
+    assert_eq!(big.len(), limit + note.len());
+    assert!(big.ends_with(&note));
+}
+
+#[test]
+fn a_turn_ends_after_max_steps_with_a_clear_reason() {
+    let tools = tool_home("- tool_calls: [{name: now}]\n", "");
+    std::fs::write(
+        &tools.patch,
+        std::fs::read_to_string(&tools.patch).unwrap()
+            + "- id: agent\n  config: {provider: deepseek-official, maxSteps: 3}\n",
+    )
+    .unwrap();
+    let turn = tools.turn();
+    turn.run.expect_code(1).expect_stderr("the turn took 3 steps, the most the agent row allows (maxSteps)");
+    assert_eq!(turn.end()["error"]["code"], "MAX_STEPS");
+    assert_eq!(turn.of_type("tool/result").len(), 3);
+}
+
+#[test]
+fn config_tools_lists_each_server_s_tools_with_unique_names_and_check_names_a_server_that_fails() {
+    let tools = tool_home("- ok: hi\n", "        tools: {allow: [echo, now]}\n");
+    let other = server_row("other", &tools.ledger, "        tools: {deny: [crash]}\n");
+    std::fs::write(&tools.patch, std::fs::read_to_string(&tools.patch).unwrap() + &other).unwrap();
+    let patch = tools.patch.to_str().unwrap();
+    let listed = tools.home.run(&["config", "tools", "--json", "--patch", patch]);
+    listed.expect_code(0);
+    let listed: Vec<Value> = serde_json::from_str(&listed.stdout).unwrap();
+    let names: Vec<&str> = listed.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["side__echo", "side__now", "append", "other__echo", "other__now", "big", "refuse", "hang", "leave", "env"]
+    );
+    assert_eq!(listed[0]["remoteName"], "echo");
+    tools
+        .home
+        .run(&["config", "tools", "--patch", patch])
+        .expect_code(0)
+        .expect_stdout("other · big — A result of N bytes\n  input: {");
+
+    let broken = tools.home.write(
+        "broken.yml",
+        "- insert:\n    - id: broken\n      name: mcp\n      config: {command: [python3, -c, 'import sys; sys.stderr.write(\"no config here\\n\"); sys.exit(2)']}\n    - id: missing\n      name: mcp\n      config: {command: [/nonexistent/server]}\n",
+    );
+    let check = tools.home.run(&["config", "check", "--patch", broken.to_str().unwrap()]);
+    check
+        .expect_code(4)
+        .expect_stderr("row \"broken\": the MCP server cannot be used: the MCP handshake failed")
+        .expect_stderr("its stderr ends: no config here")
+        .expect_stderr("row \"missing\": the MCP server cannot be used: cannot start /nonexistent/server");
+    let run = Run::of(tools.home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&broken).arg("hi"));
+    run.expect_code(4).expect_stderr("row \"broken\": the MCP server cannot be used");
+}
+
+#[test]
+fn the_server_sees_only_its_row_s_environment_plus_path_and_home() {
+    let tools = tool_home("- tool_calls: [{name: env}]\n- ok: done\n", "");
+    let turn = tools.turn();
+    turn.run.expect_code(0);
+    let names = result_text(turn.of_type("tool/result")[0]);
+    let names: Vec<&str> = names.split(',').collect();
+    assert!(["HOME", "LEDGER", "PATH"].iter().all(|name| names.contains(name)), "{names:?}");
+    assert!(!names.contains(&"DEEPSEEK_API_KEY") && !names.contains(&"DSH_HOME"), "{names:?}");
+    assert!(!std::fs::read_to_string(&turn.log).unwrap().contains(SECRET), "the log holds no secret");
+}
+
+#[test]
+fn ctrl_c_during_a_call_ends_the_turn_with_the_call_s_outcome_unknown() {
+    let tools = tool_home("- tool_calls: [{name: append, arguments: {line: before}}, {name: hang}]\n- ok: never\n", "");
+    let child = tools.spawn_until_the_second_call_runs();
+    // SAFETY: signalling our own child process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
+    let log = dsh_e2e::only_session_log(&tools.home).unwrap();
+    tools.home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
+    let events = log_events(&log);
+    let codes: Vec<&str> = events
+        .iter()
+        .filter(|event| event["type"] == "tool/result")
+        .map(|event| event["data"]["error"]["code"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(codes, ["-", "TOOL_OUTCOME_UNKNOWN"]);
+    assert_eq!(
+        events.last().unwrap()["data"]["reason"],
+        serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}})
+    );
+    assert_eq!(tools.mock.request_bodies().len(), 1, "no request after the cancel");
+}
+
+#[test]
+fn a_kill_9_during_a_call_is_repaired_as_outcome_unknown_and_resume_tells_the_model_without_running_it_again() {
+    let tools =
+        tool_home("- tool_calls: [{name: append, arguments: {line: before}}, {name: hang}]\n- ok: \"continued\"\n", "");
+    tools.home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
+    let mut child = tools.spawn_until_the_second_call_runs();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = || dsh_e2e::only_session_log(&tools.home);
+    let log = log().unwrap();
+    let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
+    tools.home.run(&["session", "repair", &id]).expect_code(0);
+    let events = log_events(&log);
+    let results: Vec<&Value> = events.iter().filter(|event| event["type"] == "tool/result").collect();
+    assert_eq!(results.len(), 2);
+    let codes: Vec<&str> =
+        results.iter().map(|result| result["data"]["error"]["code"].as_str().unwrap_or("-")).collect();
+    assert_eq!(
+        codes,
+        ["-", "TOOL_OUTCOME_UNKNOWN"],
+        "the finished call keeps its result, the one in flight is unknown"
+    );
+
+    let resumed = Run::of(
+        tools.home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["session", "resume", &id, "--patch"]).arg(&tools.patch),
+    );
+    resumed.expect_code(0).expect_stdout("continued");
+    assert_eq!(tools.ledger_lines(), ["before"], "nothing ran again");
+    let last = tools.mock.request_bodies().len();
+    let sent = tools.request(last);
+    let told = sent["messages"].as_array().unwrap().iter().any(|message| {
+        message["role"] == "tool"
+            && message["content"].as_str().is_some_and(|text| text.contains("its outcome is unknown"))
+    });
+    assert!(told, "the model is told: {sent}");
+    assert_eq!(session_id(&resumed), id);
+}
