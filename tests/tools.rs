@@ -143,6 +143,21 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
 }
 
 #[test]
+fn json_streams_the_tool_events_and_replay_never_runs_a_tool() {
+    let tools = tool_home("- tool_calls: [{name: append, arguments: {line: one}}]\n- ok: done\n", "");
+    let run = Run::of(
+        tools.home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--json", "--patch"]).arg(&tools.patch).arg("go"),
+    );
+    run.expect_code(0);
+    let lines: Vec<Value> = run.stdout.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let streamed: Vec<&str> = lines[1..].iter().map(|event| event["type"].as_str().unwrap()).collect();
+    assert!(streamed.contains(&"tool/call") && streamed.contains(&"tool/result"), "{streamed:?}");
+    let id = lines[0]["session"].as_str().unwrap();
+    tools.home.run(&["session", "replay", id]).expect_code(0).expect_stdout("1 session, 1 turn replayed");
+    assert_eq!(tools.ledger_lines(), ["one"], "the replay ran no tool");
+}
+
+#[test]
 fn a_failed_request_in_step_two_is_retried_with_step_ones_results_and_runs_no_tool_again() {
     let tools = tool_home(
         "- tool_calls: [{name: append, arguments: {line: once}}]\n- status: 503\n- reset: true\n- status: 429\n- ok: \"recovered\"\n",
@@ -341,4 +356,117 @@ fn a_kill_9_during_a_call_is_repaired_as_outcome_unknown_and_resume_tells_the_mo
     });
     assert!(told, "the model is told: {sent}");
     assert_eq!(session_id(&resumed), id);
+}
+
+/// The torture's script, served in a loop: tool steps between failures of every kind, and
+/// answers slow enough for a kill to land inside a call, a stream or a wait.
+const FAULTS: &str = "\
+- tool_calls: [{name: append, arguments: {line: x}}, {name: echo, arguments: {text: y}}]
+- status: 503
+- reset: true
+- tool_calls: [{name: append, arguments: {line: x}}]
+  delayMs: 30
+- malformed: true
+- status: 429
+- truncate: \"cut short\"
+- ok: \"finished after the tools\"
+  delayMs: 40
+  chunkBytes: 8
+";
+
+fn session_dirs(home: &TestHome) -> Vec<PathBuf> {
+    match std::fs::read_dir(home.path().join("sessions")) {
+        Ok(entries) => entries.map(|entry| entry.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Counts over every log of the home: `append` calls, their real results, and the results
+/// whose outcome is unknown.
+fn append_counts(home: &TestHome) -> (usize, usize, usize, usize) {
+    let (mut calls, mut real, mut unknown, mut failed_attempts) = (0, 0, 0, 0);
+    for dir in std::fs::read_dir(home.path().join("sessions")).unwrap() {
+        let events = log_events(&dir.unwrap().path().join("session.jsonl"));
+        let appends: Vec<&str> = events
+            .iter()
+            .filter(|event| event["type"] == "tool/call" && event["data"]["name"] == "append")
+            .map(|event| event["data"]["callId"].as_str().unwrap())
+            .collect();
+        calls += appends.len();
+        failed_attempts += events.iter().filter(|event| event["type"] == "assistant/attempt").count();
+        for result in events.iter().filter(|event| event["type"] == "tool/result") {
+            let call = result["data"]["message"]["source"]["callId"].as_str().or(result["data"]["callId"].as_str());
+            if !call.is_some_and(|call| appends.contains(&call)) {
+                continue;
+            }
+            match result["data"]["error"]["code"].as_str() {
+                None => real += 1,
+                Some("TOOL_OUTCOME_UNKNOWN") => unknown += 1,
+                Some(other) => panic!("an append call failed with {other}"),
+            }
+        }
+    }
+    (calls, real, unknown, failed_attempts)
+}
+
+/// Exactly once, across injected model failures inside and between tool steps and `kill -9`
+/// at random moments followed by repair and resume: every call with a real result ran exactly
+/// once, every call ran at most once, and every log verifies. CI runs a bounded number of turns
+/// and rounds; `DSH_TOOL_TURNS` and `DSH_TOOL_KILLS` (benches/tools.sh) run more.
+#[test]
+fn exactly_once_across_injected_failures_and_kill_9_rounds() {
+    let count = |name: &str, default: u64| std::env::var(name).ok().and_then(|n| n.parse().ok()).unwrap_or(default);
+    let (turns, kills) = (count("DSH_TOOL_TURNS", 6), count("DSH_TOOL_KILLS", 8));
+    let home = TestHome::new();
+    let mock = MockProcess::start_with(&home, FAULTS, &["--loop"]);
+    let ledger = home.path().join("ledger.txt");
+    let patch = route_patch(&home, &mock, TINY, "");
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + &server_row("side", &ledger, "")).unwrap();
+    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
+    let patch = patch.to_str().unwrap().to_owned();
+    for turn in 0..turns {
+        let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args([
+            "run",
+            "--patch",
+            &patch,
+            &format!("turn {turn}"),
+        ]));
+        assert!(matches!(run.code, Some(0 | 1)), "turn {turn}: {}", run.stderr);
+    }
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for round in 0..kills {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let before: Vec<PathBuf> = session_dirs(&home);
+        let mut child = home
+            .dsh()
+            .env("DEEPSEEK_API_KEY", SECRET)
+            .args(["run", "--patch", &patch, &format!("round {round}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(seed % 300));
+        let _ = child.kill();
+        child.wait().unwrap();
+        for dir in session_dirs(&home).into_iter().filter(|dir| !before.contains(dir)) {
+            let log = dir.join("session.jsonl");
+            if !log.exists() {
+                continue;
+            }
+            home.run(&["session", "repair", log.to_str().unwrap()]).expect_code(0);
+            home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
+            let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+            let resumed =
+                Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["session", "resume", &id, "--patch", &patch]));
+            assert!(matches!(resumed.code, Some(0 | 1)), "round {round}: {}", resumed.stderr);
+            home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
+        }
+    }
+    let ran = std::fs::read_to_string(&ledger).unwrap_or_default().lines().count();
+    let (calls, real, unknown, failed_attempts) = append_counts(&home);
+    println!("tool torture: {turns} turns, {kills} kills, {failed_attempts} failed model requests, {calls} append calls: {real} real results, {unknown} unknown, {ran} runs");
+    assert!(real <= ran && ran <= real + unknown, "{real} real results, {unknown} unknown, but {ran} runs");
+    assert!(ran <= calls, "{ran} runs of {calls} calls");
 }
