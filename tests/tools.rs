@@ -142,6 +142,51 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
     assert_eq!(messages[4]["content"], "tick");
 }
 
+/// The entry point of `@modelcontextprotocol/server-everything`, installed (pinned, once, into a
+/// cache folder) by `tests/fixtures/mcp/install-everything.sh` when it is not there yet.
+fn everything_server() -> PathBuf {
+    static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let script = workspace_root().join("tests/fixtures/mcp/install-everything.sh");
+            let installed = std::process::Command::new("bash").arg(&script).status();
+            assert!(
+                installed.as_ref().is_ok_and(|status| status.success()),
+                "{} failed ({installed:?}): it needs npm and the npm registry",
+                script.display()
+            );
+            let cache = std::env::var_os("DSH_E2E_MCP_CACHE").map(PathBuf::from).unwrap_or_else(|| {
+                PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/dsh-e2e/mcp")
+            });
+            cache.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        })
+        .clone()
+}
+
+#[test]
+fn a_turn_uses_the_reference_everything_server_over_stdio() {
+    let home = TestHome::new();
+    let script = "- tool_calls: [{name: echo, arguments: {message: hello}}, {name: get-sum, arguments: {a: 2, b: 3}}, {name: get-tiny-image}]\n- ok: \"used them\"\n";
+    let mock = MockProcess::start(&home, script);
+    let patch = route_patch(&home, &mock, TINY, "");
+    let row = format!(
+        "- insert:\n    - id: everything\n      name: mcp\n      config: {{command: [node, {}, stdio]}}\n",
+        everything_server().display()
+    );
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + &row).unwrap();
+    let listed = home.run(&["config", "tools", "--json", "--patch", patch.to_str().unwrap()]);
+    listed.expect_code(0);
+    let listed: Vec<Value> = serde_json::from_str(&listed.stdout).unwrap();
+    assert!(listed.iter().any(|tool| tool["name"] == "get-sum" && tool["inputSchema"]["properties"]["a"].is_object()));
+    let turn = run_turn(&home, &patch, "use the reference server");
+    turn.run.expect_code(0).expect_stdout("used them");
+    let results: Vec<String> = turn.of_type("tool/result").into_iter().map(result_text).collect();
+    assert_eq!(results[0], "Echo: hello");
+    assert!(results[1].contains('5'), "{}", results[1]);
+    assert!(results[2].contains("[image content]"), "{}", results[2]);
+    assert_eq!(result_codes(&turn), ["-", "-", "-"]);
+}
+
 #[test]
 fn json_streams_the_tool_events_and_replay_never_runs_a_tool() {
     let tools = tool_home("- tool_calls: [{name: append, arguments: {line: one}}]\n- ok: done\n", "");
