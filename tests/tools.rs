@@ -281,6 +281,18 @@ fn a_result_one_byte_over_the_cap_is_cut_and_the_model_told() {
 }
 
 #[test]
+fn a_one_mebibyte_argument_reaches_the_tool_whole() {
+    let limit = dsh_host::tools::MAX_RESULT_BYTES;
+    let text = "x".repeat(limit);
+    let tools = tool_home(&format!("- tool_calls: [{{name: echo, arguments: {{text: {text}}}}}]\n- ok: fine\n"), "");
+    let turn = tools.turn();
+    turn.run.expect_code(0);
+    assert_eq!(result_text(turn.of_type("tool/result")[0]), text, "exactly the cap: nothing cut");
+    let call = turn.of_type("tool/call")[0];
+    assert_eq!(call["data"]["arguments"].as_str().unwrap().len(), limit + r#"{"text":""}"#.len());
+}
+
+#[test]
 fn a_turn_ends_after_max_steps_with_a_clear_reason() {
     let tools = tool_home("- tool_calls: [{name: now}]\n", "");
     std::fs::write(
