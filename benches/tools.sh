@@ -6,5 +6,5 @@
 # Needs python3 for the MCP test server. About 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DSH_TOOL_TURNS="${DSH_TOOL_TURNS:-150}" DSH_TOOL_KILLS="${DSH_TOOL_KILLS:-200}" \
+DSH_TOOL_TURNS="${DSH_TOOL_TURNS:-200}" DSH_TOOL_KILLS="${DSH_TOOL_KILLS:-200}" \
     cargo test -q --release -p dsh-e2e --test tests -- tools::exactly_once --nocapture 2>&1 | grep -E "tool torture|test result"
