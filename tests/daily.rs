@@ -106,16 +106,7 @@ fn a_scripted_chat_runs_three_turns_and_a_plugin_added_between_turns_handles_the
     let fast_relay = "\n- id: relay-retry\n  config: {schedule: [5], tailDelayMs: 5}\n";
     let patch = route_patch(&home, &mock, TINY, "");
     std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + fast_relay).unwrap();
-    let mut chat = home
-        .dsh()
-        .env("DEEPSEEK_API_KEY", SECRET)
-        .args(["chat", "--patch"])
-        .arg(&patch)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut chat = spawn_chat(&home, &patch);
     let mut stdin = chat.stdin.take().unwrap();
     let mut answers = BufReader::new(chat.stdout.take().unwrap()).lines();
     let mut say = |line: &str| {
@@ -219,16 +210,7 @@ fn a_chat_whose_reader_went_away_runs_no_further_turn() {
     let home = TestHome::new();
     let mock = MockProcess::start(&home, "- ok: one\n- ok: two\n");
     let patch = route_patch(&home, &mock, TINY, "");
-    let mut chat = home
-        .dsh()
-        .env("DEEPSEEK_API_KEY", SECRET)
-        .args(["chat", "--patch"])
-        .arg(&patch)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut chat = spawn_chat(&home, &patch);
     drop(chat.stdout.take());
     let mut stdin = chat.stdin.take().unwrap();
     stdin.write_all(b"first\nsecond\n").unwrap();
@@ -236,4 +218,17 @@ fn a_chat_whose_reader_went_away_runs_no_further_turn() {
     let output = chat.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(mock.request_bodies().len(), 1, "the second line is never sent");
+}
+
+/// `dsh chat --patch PATCH` with the test key and every stream piped.
+fn spawn_chat(home: &TestHome, patch: &std::path::Path) -> std::process::Child {
+    home.dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(["chat", "--patch"])
+        .arg(patch)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use dsh_e2e::turns::{route_patch, run_turn, session_id, Turn, SECRET, TINY};
-use dsh_e2e::{log_events, wait_until, workspace_root, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome};
 use serde_json::Value;
 
 /// A home whose route is a mock server running `script`, with the side-effect server as row
@@ -79,10 +79,11 @@ fn types(turn: &Turn) -> Vec<String> {
     turn.events.iter().map(|event| event["type"].as_str().unwrap().to_owned()).collect()
 }
 
-/// The `error.code` of each `tool/result`, in order (`-` for a result without one).
-fn result_codes(turn: &Turn) -> Vec<String> {
-    turn.of_type("tool/result")
+/// The `error.code` of each `tool/result` of `events`, in order (`-` for a result without one).
+fn result_codes(events: &[Value]) -> Vec<String> {
+    events
         .iter()
+        .filter(|event| event["type"] == "tool/result")
         .map(|event| event["data"]["error"]["code"].as_str().unwrap_or("-").to_owned())
         .collect()
 }
@@ -184,7 +185,7 @@ fn a_turn_uses_the_reference_everything_server_over_stdio() {
     assert_eq!(results[0], "Echo: hello");
     assert!(results[1].contains('5'), "{}", results[1]);
     assert!(results[2].contains("[image content]"), "{}", results[2]);
-    assert_eq!(result_codes(&turn), ["-", "-", "-"]);
+    assert_eq!(result_codes(&turn.events), ["-", "-", "-"]);
 }
 
 #[test]
@@ -236,7 +237,7 @@ fn every_bad_call_becomes_an_error_result_the_model_reads_and_the_turn_goes_on()
     let turn = tools.turn();
     turn.run.expect_code(0).expect_stdout("coped");
     assert_eq!(
-        result_codes(&turn),
+        result_codes(&turn.events),
         [
             "TOOL_NOT_FOUND",
             "TOOL_INVALID_ARGUMENTS",
@@ -264,7 +265,7 @@ fn a_call_past_its_timeout_is_said_to_the_model_as_outcome_unknown() {
     turn.run.expect_code(0);
     let text = result_text(turn.of_type("tool/result")[0]);
     assert!(text.contains("gave no answer within 300 ms (callTimeoutMs)"), "{text}");
-    assert_eq!(result_codes(&turn), ["TOOL_OUTCOME_UNKNOWN"]);
+    assert_eq!(result_codes(&turn.events), ["TOOL_OUTCOME_UNKNOWN"]);
 }
 
 #[test]
@@ -364,12 +365,7 @@ fn ctrl_c_during_a_call_ends_the_turn_with_the_call_s_outcome_unknown() {
     let log = dsh_e2e::only_session_log(&tools.home).unwrap();
     tools.home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
     let events = log_events(&log);
-    let codes: Vec<&str> = events
-        .iter()
-        .filter(|event| event["type"] == "tool/result")
-        .map(|event| event["data"]["error"]["code"].as_str().unwrap_or("-"))
-        .collect();
-    assert_eq!(codes, ["-", "TOOL_OUTCOME_UNKNOWN"]);
+    assert_eq!(result_codes(&events), ["-", "TOOL_OUTCOME_UNKNOWN"]);
     assert_eq!(
         events.last().unwrap()["data"]["reason"],
         serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}})
@@ -385,17 +381,12 @@ fn a_kill_9_during_a_call_is_repaired_as_outcome_unknown_and_resume_tells_the_mo
     let mut child = tools.spawn_until_the_second_call_runs();
     child.kill().unwrap();
     child.wait().unwrap();
-    let log = || dsh_e2e::only_session_log(&tools.home);
-    let log = log().unwrap();
+    let log = dsh_e2e::only_session_log(&tools.home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     tools.home.run(&["session", "repair", &id]).expect_code(0);
     let events = log_events(&log);
-    let results: Vec<&Value> = events.iter().filter(|event| event["type"] == "tool/result").collect();
-    assert_eq!(results.len(), 2);
-    let codes: Vec<&str> =
-        results.iter().map(|result| result["data"]["error"]["code"].as_str().unwrap_or("-")).collect();
     assert_eq!(
-        codes,
+        result_codes(&events),
         ["-", "TOOL_OUTCOME_UNKNOWN"],
         "the finished call keeps its result, the one in flight is unknown"
     );
@@ -430,13 +421,6 @@ const FAULTS: &str = "\
   delayMs: 40
   chunkBytes: 8
 ";
-
-fn session_dirs(home: &TestHome) -> Vec<PathBuf> {
-    match std::fs::read_dir(home.path().join("sessions")) {
-        Ok(entries) => entries.map(|entry| entry.unwrap().path()).collect(),
-        Err(_) => Vec::new(),
-    }
-}
 
 /// Counts over every log of the home: `append` calls, their real results, and the results
 /// whose outcome is unknown.
@@ -495,7 +479,7 @@ fn exactly_once_across_injected_failures_and_kill_9_rounds() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let before: Vec<PathBuf> = session_dirs(&home);
+        let before = session_dirs(&home);
         let mut child = home
             .dsh()
             .env("DEEPSEEK_API_KEY", SECRET)
@@ -507,7 +491,7 @@ fn exactly_once_across_injected_failures_and_kill_9_rounds() {
         std::thread::sleep(std::time::Duration::from_millis(seed % 300));
         let _ = child.kill();
         child.wait().unwrap();
-        for dir in session_dirs(&home).into_iter().filter(|dir| !before.contains(dir)) {
+        for dir in session_dirs(&home).difference(&before) {
             let log = dir.join("session.jsonl");
             if !log.exists() {
                 continue;

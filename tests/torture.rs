@@ -8,13 +8,13 @@
 
 use std::collections::HashSet;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, SECRET};
-use dsh_e2e::{wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::{session_dirs, wait_until, MockProcess, Run, TestHome};
 use serde_json::Value;
 
 const CI_ROUNDS: usize = 12;
@@ -32,13 +32,6 @@ impl Rng {
 
     fn below(&mut self, bound: u64) -> u64 {
         self.next() % bound
-    }
-}
-
-fn session_dirs(home: &TestHome) -> HashSet<PathBuf> {
-    match std::fs::read_dir(home.path().join("sessions")) {
-        Ok(entries) => entries.map(|entry| entry.unwrap().path()).collect(),
-        Err(_) => HashSet::new(),
     }
 }
 

@@ -422,6 +422,14 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The session folders under `home` now.
+pub fn session_dirs(home: &TestHome) -> std::collections::HashSet<PathBuf> {
+    match std::fs::read_dir(home.path().join("sessions")) {
+        Ok(entries) => entries.map(|entry| entry.expect("a directory entry").path()).collect(),
+        Err(_) => std::collections::HashSet::new(),
+    }
+}
+
 /// The log of the one session under `home` (the first one found), once it exists.
 pub fn only_session_log(home: &TestHome) -> Option<PathBuf> {
     let dir = std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path();

@@ -155,7 +155,11 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
         rows::load_plugins(&resolution.plugins, true, &Counters::at(home.root()));
-    let (_, server_problems) = super::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers));
+    // A profile without MCP servers builds no runtime: `check` stays a quick, synchronous command.
+    let server_problems = match resolution.servers.is_empty() {
+        true => Vec::new(),
+        false => super::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers)).1,
+    };
     let problems: Vec<&Problem> = resolution
         .unresolved
         .iter()

@@ -38,6 +38,8 @@ struct StoreUse {
 /// What one store showed (or why it could not).
 struct StoreReport {
     store: String,
+    /// A `memory` store: it lives in each process, so nothing shows from outside.
+    in_process: bool,
     rows: Vec<String>,
     counters: Vec<(String, f64)>,
     reset: Option<usize>,
@@ -98,12 +100,14 @@ fn report(counters: &Counters, used: &StoreUse, args: &CountersArgs) -> StoreRep
             Err(why) => return StoreReport::failed(store.describe(), used, why),
         },
     };
-    StoreReport { store: store.describe(), rows: used.rows.clone(), counters: listed, reset, error: None }
+    let in_process = used.spec == StoreSpec::Memory;
+    StoreReport { store: store.describe(), in_process, rows: used.rows.clone(), counters: listed, reset, error: None }
 }
 
 impl StoreReport {
     fn failed(store: String, used: &StoreUse, why: String) -> StoreReport {
-        StoreReport { store, rows: used.rows.clone(), counters: Vec::new(), reset: None, error: Some(why) }
+        let in_process = used.spec == StoreSpec::Memory;
+        StoreReport { store, in_process, rows: used.rows.clone(), counters: Vec::new(), reset: None, error: Some(why) }
     }
 
     fn print(&self) -> Outcome {
@@ -112,7 +116,7 @@ impl StoreReport {
             eprintln!("dsh: {}: {why}", self.store);
             return Ok(());
         }
-        if self.store == "memory" {
+        if self.in_process {
             out!("  each dsh process keeps its own memory counters, and they end with it")?;
             return Ok(());
         }
