@@ -134,7 +134,7 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
     let first = tools.request(1);
     let offered: Vec<&str> =
         first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert_eq!(offered, ["append", "echo", "now", "big", "refuse", "crash", "hang", "leave", "env"]);
+    assert_eq!(offered, ["append", "echo", "now", "big", "refuse", "garbage", "crash", "hang", "leave", "env"]);
     let second = tools.request(2);
     let messages = second["messages"].as_array().unwrap();
     assert_eq!(messages[2]["tool_calls"][0]["function"]["name"], "append");
@@ -145,7 +145,9 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
 
 /// The entry point of `@modelcontextprotocol/server-everything`, installed (pinned, once, into a
 /// cache folder) by `tests/fixtures/mcp/install-everything.sh` when it is not there yet.
-fn everything_server() -> PathBuf {
+/// The `node_modules` that `install-everything.sh` fills (run once per test binary): the
+/// reference server and the official TypeScript SDK it is built on.
+fn mcp_modules() -> PathBuf {
     static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     INSTALLED
         .get_or_init(|| {
@@ -159,9 +161,69 @@ fn everything_server() -> PathBuf {
             let cache = std::env::var_os("DSH_E2E_MCP_CACHE").map(PathBuf::from).unwrap_or_else(|| {
                 PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/dsh-e2e/mcp")
             });
-            cache.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            cache.join("node_modules")
         })
         .clone()
+}
+
+fn everything_server() -> PathBuf {
+    mcp_modules().join("@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// A server over streamable HTTP, killed when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    /// Spawns `command` and returns once it writes a line saying it is `listening` (on stdout, or
+    /// stderr when `on_stderr`); the port is that line's last word.
+    fn start(command: &mut std::process::Command, on_stderr: bool) -> HttpServer {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let (out, err) = if on_stderr { (Stdio::null(), Stdio::piped()) } else { (Stdio::piped(), Stdio::null()) };
+        let mut child = command.stdout(out).stderr(err).spawn().expect("node starts");
+        let stream: Box<dyn std::io::Read + Send> = match on_stderr {
+            true => Box::new(child.stderr.take().unwrap()),
+            false => Box::new(child.stdout.take().unwrap()),
+        };
+        let mut lines = std::io::BufReader::new(stream).lines();
+        let listening = lines.by_ref().map_while(Result::ok).find(|line| line.contains("listening"));
+        let port = listening.as_deref().and_then(|line| line.rsplit(' ').next()?.parse().ok());
+        let port = port.unwrap_or_else(|| panic!("{command:?} never said it was listening ({listening:?})"));
+        // Its later output is drained so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        HttpServer { child, port }
+    }
+
+    /// The side-effect server of `side_effects_http.mjs`, counting calls in `ledger`.
+    fn side_effects(ledger: &std::path::Path, env: &[(&str, &str)]) -> HttpServer {
+        let script = workspace_root().join("tests/fixtures/mcp/side_effects_http.mjs");
+        let mut command = std::process::Command::new("node");
+        command.arg(script).env("MCP_MODULES", mcp_modules()).env("LEDGER", ledger).envs(env.iter().copied());
+        HttpServer::start(&mut command, false)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A home whose route is a mock server running `script`, with the row `rows` added to its patch.
+fn home_with_rows(script: &str, rows: &str) -> (TestHome, MockProcess, PathBuf) {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, script);
+    let patch = route_patch(&home, &mock, TINY, "");
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + rows).unwrap();
+    (home, mock, patch)
 }
 
 #[test]
@@ -186,6 +248,76 @@ fn a_turn_uses_the_reference_everything_server_over_stdio() {
     assert!(results[1].contains('5'), "{}", results[1]);
     assert!(results[2].contains("[image content]"), "{}", results[2]);
     assert_eq!(result_codes(&turn.events), ["-", "-", "-"]);
+}
+
+#[test]
+fn a_turn_uses_the_reference_everything_server_over_streamable_http() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut command = std::process::Command::new("node");
+    command.arg(everything_server()).arg("streamableHttp").env("PORT", port.to_string());
+    let server = HttpServer::start(&mut command, true);
+    let script = "- tool_calls: [{name: echo, arguments: {message: over http}}, {name: get-sum, arguments: {a: 4, b: 5}}]\n- ok: \"used them\"\n";
+    let row =
+        format!("- insert:\n    - id: everything\n      name: mcp\n      config: {{url: {}}}\n", server.url("/mcp"));
+    let (home, _mock, patch) = home_with_rows(script, &row);
+    let listed = home.run(&["config", "tools", "--json", "--patch", patch.to_str().unwrap()]);
+    let listed: Vec<Value> = serde_json::from_str(&listed.expect_code(0).stdout).unwrap();
+    assert!(listed.iter().any(|tool| tool["name"] == "get-sum"), "{listed:?}");
+    let turn = run_turn(&home, &patch, "use the reference server over http");
+    turn.run.expect_code(0).expect_stdout("used them");
+    let results: Vec<String> = turn.of_type("tool/result").into_iter().map(result_text).collect();
+    assert_eq!(results[0], "Echo: over http");
+    assert!(results[1].contains('9'), "{}", results[1]);
+}
+
+/// The `mcp` row of a server at `url` sending `extra` (YAML lines under `config:`).
+fn http_row(url: &str, extra: &str) -> String {
+    format!("- insert:\n    - id: remote\n      name: mcp\n      config:\n        url: {url}\n{extra}")
+}
+
+#[test]
+fn a_server_over_http_gets_its_token_and_headers_and_each_call_runs_once() {
+    let ledger_home = TestHome::new();
+    let ledger = ledger_home.path().join("ledger.txt");
+    let server = HttpServer::side_effects(&ledger, &[("EXPECT_TOKEN", "t0ken-9f2"), ("EXPECT_TEAM", "blue")]);
+    let script =
+        "- tool_calls: [{name: append, arguments: {line: one}}, {name: append, arguments: {line: two}}]\n- ok: done\n";
+    let row = http_row(&server.url("/mcp"), "        headers: {X-Team: blue}\n        tokenEnv: MCP_TOKEN\n");
+    let (home, _mock, patch) = home_with_rows(script, &row);
+    let run = Run::of(
+        home.dsh()
+            .env("DEEPSEEK_API_KEY", SECRET)
+            .env("MCP_TOKEN", "t0ken-9f2")
+            .args(["run", "--patch"])
+            .arg(&patch)
+            .arg("go"),
+    );
+    run.expect_code(0).expect_stdout("done");
+    let mut lines: Vec<String> = std::fs::read_to_string(&ledger).unwrap().lines().map(str::to_owned).collect();
+    lines.sort();
+    assert_eq!(lines, ["one", "two"]);
+
+    let unset = home.run(&["config", "check", "--patch", patch.to_str().unwrap()]);
+    unset
+        .expect_code(4)
+        .expect_stderr("row \"remote\": the MCP server cannot be used: tokenEnv names $MCP_TOKEN, which is not set");
+    let wrong = Run::of(home.dsh().env("MCP_TOKEN", "wr0ng-token").args(["config", "check", "--patch"]).arg(&patch));
+    wrong.expect_code(4).expect_stderr("row \"remote\": the MCP server cannot be used: the MCP handshake failed");
+    assert!(!wrong.stderr.contains("wr0ng-token"), "the token was shown: {}", wrong.stderr);
+}
+
+#[test]
+fn a_server_over_http_that_goes_away_mid_call_is_outcome_unknown_and_its_call_never_sent_again() {
+    let ledger_home = TestHome::new();
+    let ledger = ledger_home.path().join("ledger.txt");
+    let server = HttpServer::side_effects(&ledger, &[]);
+    let script =
+        "- tool_calls: [{name: leave}]\n- tool_calls: [{name: append, arguments: {line: after}}]\n- ok: carried on\n";
+    let (home, _mock, patch) = home_with_rows(script, &http_row(&server.url("/mcp"), ""));
+    let turn = run_turn(&home, &patch, "use the tools");
+    turn.run.expect_code(0).expect_stdout("carried on");
+    assert_eq!(result_codes(&turn.events), ["TOOL_OUTCOME_UNKNOWN", "TOOL_SERVER_UNAVAILABLE"]);
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "leave\n", "the call the server died in ran once");
 }
 
 #[test]
@@ -282,6 +414,22 @@ fn a_result_one_byte_over_the_cap_is_cut_and_the_model_told() {
 }
 
 #[test]
+fn a_fifty_megabyte_result_and_an_answer_that_is_not_json_rpc_become_error_results_and_the_turn_goes_on() {
+    let script = "- tool_calls: [{name: big, arguments: {bytes: 50000000}}, {name: garbage}]\n- ok: fine\n";
+    let tools = tool_home(script, "");
+    let turn = tools.turn();
+    turn.run.expect_code(0).expect_stdout("fine");
+    let results = turn.of_type("tool/result");
+    let big = result_text(results[0]);
+    assert!(big.ends_with("[dsh: the result was cut at 1048576 of its 50000000 bytes]"), "{}", &big[big.len() - 80..]);
+    let garbage = result_text(results[1]);
+    assert!(garbage.contains("server \"side\" answered with something that is not a tool result"), "{garbage}");
+    assert_eq!(result_codes(&turn.events)[1], "TOOL_OUTCOME_UNKNOWN");
+    let log = std::fs::read_to_string(dsh_e2e::only_session_log(&tools.home).unwrap()).unwrap();
+    assert!(log.len() < 3 * 1024 * 1024, "the log holds the cut result only ({} bytes)", log.len());
+}
+
+#[test]
 fn a_one_mebibyte_argument_reaches_the_tool_whole() {
     let limit = dsh_host::tools::MAX_RESULT_BYTES;
     let text = "x".repeat(limit);
@@ -320,7 +468,19 @@ fn config_tools_lists_each_server_s_tools_with_unique_names_and_check_names_a_se
     let names: Vec<&str> = listed.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["side__echo", "side__now", "append", "other__echo", "other__now", "big", "refuse", "hang", "leave", "env"]
+        [
+            "side__echo",
+            "side__now",
+            "append",
+            "other__echo",
+            "other__now",
+            "big",
+            "refuse",
+            "garbage",
+            "hang",
+            "leave",
+            "env"
+        ]
     );
     assert_eq!(listed[0]["remoteName"], "echo");
     tools
@@ -371,6 +531,40 @@ fn ctrl_c_during_a_call_ends_the_turn_with_the_call_s_outcome_unknown() {
         serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}})
     );
     assert_eq!(tools.mock.request_bodies().len(), 1, "no request after the cancel");
+}
+
+#[test]
+fn a_terminal_ctrl_c_in_chat_cancels_the_turn_and_leaves_the_servers_running() {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    let script = "- tool_calls: [{name: append, arguments: {line: before}}, {name: hang}]\n- tool_calls: [{name: append, arguments: {line: after}}]\n- ok: back\n";
+    let tools = tool_home(script, "");
+    let mut chat = tools.home.dsh();
+    chat.env("DEEPSEEK_API_KEY", SECRET).args(["chat", "--patch"]).arg(&tools.patch).process_group(0);
+    let mut chat = chat
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    writeln!(input, "use the tools").unwrap();
+    let hanging = wait_until(std::time::Duration::from_secs(60), || {
+        let events = dsh_e2e::only_session_log(&tools.home).map(|log| log_events(&log)).unwrap_or_default();
+        events.iter().filter(|event| event["type"] == "tool/result").count() == 1
+            && events.iter().filter(|event| event["type"] == "tool/call").count() == 2
+    });
+    assert!(hanging, "the calls never became durable");
+    // As a terminal does: the signal goes to the whole foreground process group.
+    // SAFETY: signalling the process group of our own child.
+    unsafe { libc::kill(-(chat.id() as libc::pid_t), libc::SIGINT) };
+    writeln!(input, "again").unwrap();
+    drop(input);
+    let output = chat.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("back"), "{stderr}");
+    assert!(!stderr.contains("starting it again"), "the server was hit by the Ctrl-C: {stderr}");
+    assert_eq!(tools.ledger_lines(), ["before", "after"]);
 }
 
 #[test]

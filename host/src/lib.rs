@@ -14,6 +14,8 @@
 //! | [`problem`] | configuration problems and where they are (file, row, key) |
 //! | [`bundled`] | what ships inside this build: bundled packages and profile templates |
 //! | [`llm`] | provider rows, provider-owned retry policies, the mock server |
+//! | [`tools`] | MCP server rows, the tools they offer, calls with deadlines |
+//! | [`http`] | the HTTP client outgoing connections are built from |
 //! | [`agent`] | the agent row and its turns |
 //! | [`cli`] | the `dsh` command line |
 
@@ -23,6 +25,7 @@ pub mod cli;
 pub mod context;
 pub mod counters;
 pub mod fsutil;
+pub mod http;
 pub mod llm;
 pub mod lock;
 pub mod migration;

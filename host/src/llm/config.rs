@@ -155,7 +155,8 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
     row.finish(provider)
 }
 
-fn headers(row: &mut Row<'_>) -> Vec<(String, String)> {
+/// The row's `headers` mapping; every name and value that is not a valid header is refused.
+pub(crate) fn headers(row: &mut Row<'_>) -> Vec<(String, String)> {
     let Some(Value::Object(given)) = row.value("headers") else {
         return Vec::new();
     };

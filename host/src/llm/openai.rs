@@ -269,9 +269,6 @@ pub struct OpenAiAdapter {
 /// Reads (or creates) the anonymous user id.
 pub type UserIdSource = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
-/// The `user-agent` of every request.
-pub const USER_AGENT: &str = concat!("dsh/", env!("CARGO_PKG_VERSION"));
-
 /// An error and its causes, `: `-joined (reqwest's own message alone says little).
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -301,11 +298,8 @@ impl OpenAiAdapter {
         for (name, value) in &config.headers {
             headers.insert(HeaderName::from_bytes(name.as_bytes())?, HeaderValue::from_str(value)?);
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(USER_AGENT)
-            .default_headers(headers)
-            .build()?;
+        let client =
+            crate::http::client_builder().connect_timeout(config.connect_timeout).default_headers(headers).build()?;
         let url = reqwest::Url::parse(&format!("{}/chat/completions", base_url.trim_end_matches('/')))?;
         let mut shown = url.clone();
         let _ = shown.set_username("");

@@ -1,5 +1,5 @@
-//! The `mcp` row: one MCP server, started as a child process speaking MCP over stdio, and which
-//! of its tools the model is offered.
+//! The `mcp` row: one MCP server, a child process speaking MCP over stdio or an endpoint over
+//! streamable HTTP, and which of its tools the model is offered.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,31 +15,64 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MCP: Schema = Schema::row(
     "mcp",
     &[
-        Key::new("command", Kind::List, "", "the server's program and arguments, e.g. [npx, -y, PACKAGE, ARG]")
+        Key::new("command", Kind::List, "", "a server over stdio: its program and arguments, e.g. [npx, -y, PACKAGE]")
             .refused_as("must be a non-empty list of strings (the program, then its arguments)"),
-        Key::new("env", Kind::Mapping, "{}", "the server's environment: exactly these variables, plus PATH and HOME")
-            .refused_as("must be a mapping of variable names to strings"),
-        Key::new("url", Kind::Misplaced(HTTP_LATER), "", ""),
+        Key::new(
+            "env",
+            Kind::Mapping,
+            "{}",
+            "with command: the server's environment, exactly these plus PATH and HOME",
+        )
+        .refused_as("must be a mapping of variable names to strings"),
+        Key::new("url", Kind::Text, "", "a server over streamable HTTP: its endpoint, e.g. http://127.0.0.1:3001/mcp")
+            .refused_as("must be an http or https URL"),
+        Key::new("headers", Kind::Mapping, "{}", "with url: headers sent with every request")
+            .refused_as("must be a mapping of header names to strings"),
+        Key::new(
+            "tokenEnv",
+            Kind::Text,
+            "",
+            "with url: the environment variable whose value is sent as a bearer token",
+        )
+        .refused_as("must name an environment variable"),
         Key::new("tools", Kind::Mapping, "{}", "{allow: [NAME…], deny: [NAME…]}: which of its tools are offered")
             .refused_as("must be a mapping with allow and/or deny"),
         Key::new("callTimeoutMs", Kind::integer(1, MAX_SAFE_INTEGER), "60000", "the longest a call may take")
             .refused_as("must be a whole number of milliseconds, at least 1"),
+        Key::new(
+            "startTimeoutMs",
+            Kind::integer(1, MAX_SAFE_INTEGER),
+            "60000",
+            "the longest starting the server and listing its tools may take",
+        )
+        .refused_as("must be a whole number of milliseconds, at least 1"),
     ],
 );
 
-const HTTP_LATER: &str = "servers over streamable HTTP are not supported yet; start the server with `command`";
+/// Headers the MCP transport sets itself.
+const TRANSPORT_HEADERS: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"];
+
+/// How dsh reaches the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP on its stdin and stdout.
+    Stdio { command: Vec<String>, env: BTreeMap<String, String> },
+    /// An MCP endpoint over streamable HTTP; the token is read from `token_env` when connecting,
+    /// never kept in the configuration.
+    Http { url: String, headers: Vec<(String, String)>, token_env: Option<String> },
+}
 
 /// A server row, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpConfig {
     /// The row id: the server's name.
     pub row_id: String,
-    pub command: Vec<String>,
-    pub env: BTreeMap<String, String>,
+    pub transport: Transport,
     /// Only these tools (`None`: every tool).
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
     pub call_timeout: Duration,
+    pub start_timeout: Duration,
 }
 
 impl McpConfig {
@@ -50,17 +83,60 @@ impl McpConfig {
     }
 }
 
-/// `{command, env?, tools?: {allow?, deny?}, callTimeoutMs?}`; every problem is reported.
+/// `{command, env?} | {url, headers?, tokenEnv?}`, then `{tools?, callTimeoutMs?,
+/// startTimeoutMs?}`; every problem is reported.
 pub fn parse_mcp(row_id: &str, config: &Value) -> Result<McpConfig, Vec<ConfigError>> {
     let mut row = MCP.read(config)?;
-    let command = strings(&mut row, "command").unwrap_or_default();
-    if command.is_empty() && !row.problems().iter().any(|problem| problem.path.as_str() == "command") {
-        row.refuse("command", "is required: the server's program and arguments");
-    }
-    let env = environment(&mut row);
+    let transport = transport(&mut row);
     let (allow, deny) = filters(&mut row);
     let call_timeout = Duration::from_millis(row.integer("callTimeoutMs"));
-    row.finish(McpConfig { row_id: row_id.to_owned(), command, env, allow, deny, call_timeout })
+    let start_timeout = Duration::from_millis(row.integer("startTimeoutMs"));
+    row.finish(McpConfig { row_id: row_id.to_owned(), transport, allow, deny, call_timeout, start_timeout })
+}
+
+/// Exactly one of `command` and `url`, and only the keys that go with it.
+fn transport(row: &mut Row<'_>) -> Transport {
+    let (has_command, has_url) = (row.given("command").is_some(), row.given("url").is_some());
+    if has_command && has_url {
+        row.refuse("url", "a server is either a command (stdio) or a url (streamable HTTP), not both");
+    }
+    if has_url {
+        if row.given("env").is_some() {
+            row.refuse("env", "goes with command; a server at a url has its own environment");
+        }
+        return http(row);
+    }
+    for key in ["headers", "tokenEnv"] {
+        if row.given(key).is_some() {
+            row.refuse(key, "goes with url (a server over streamable HTTP)");
+        }
+    }
+    let command = strings(row, "command").unwrap_or_default();
+    if command.is_empty() && !row.problems().iter().any(|problem| problem.path.as_str() == "command") {
+        row.refuse("command", "is required: the server's program and arguments (or a url)");
+    }
+    Transport::Stdio { command, env: environment(row) }
+}
+
+fn http(row: &mut Row<'_>) -> Transport {
+    let url = row.text("url").unwrap_or_default();
+    if !url.is_empty() && !reqwest::Url::parse(&url).is_ok_and(|url| matches!(url.scheme(), "http" | "https")) {
+        row.refuse("url", format!("must be an http or https URL, got {url:?}"));
+    }
+    let token_env = row.text("tokenEnv");
+    if let Some(name) = token_env.as_ref().filter(|name| !crate::llm::config::is_env_name(name)) {
+        row.refuse("tokenEnv", format!("must name an environment variable (letters, digits, _), got \"{name}\""));
+    }
+    let headers = crate::llm::config::headers(row);
+    for (name, _) in &headers {
+        let lower = name.to_ascii_lowercase();
+        if TRANSPORT_HEADERS.contains(&lower.as_str()) {
+            row.refuse(&format!("headers.{name}"), "is set by the MCP transport");
+        } else if lower == "authorization" && token_env.is_some() {
+            row.refuse(&format!("headers.{name}"), "is sent from tokenEnv; set one of them");
+        }
+    }
+    Transport::Http { url, headers, token_env }
 }
 
 /// A list of strings under `key`, or `None` (refused) when it is something else.
@@ -127,16 +203,59 @@ mod tests {
             "tools": {"allow": ["read", "write"], "deny": ["write"]}, "callTimeoutMs": 500,
         });
         let parsed = parse_mcp("files", &config).unwrap();
-        assert_eq!(parsed.command, ["python3", "server.py"]);
-        assert_eq!(parsed.env.get("TOKEN").map(String::as_str), Some("x"));
+        let Transport::Stdio { command, env } = &parsed.transport else { panic!("{parsed:?}") };
+        assert_eq!(command, &["python3", "server.py"]);
+        assert_eq!(env.get("TOKEN").map(String::as_str), Some("x"));
         assert!(parsed.offers("read") && !parsed.offers("write") && !parsed.offers("other"));
         assert_eq!(parsed.call_timeout, Duration::from_millis(500));
-        assert_eq!(parse_mcp("s", &json!({"command": ["x"]})).unwrap().call_timeout, DEFAULT_CALL_TIMEOUT);
+        let defaults = parse_mcp("s", &json!({"command": ["x"]})).unwrap();
+        assert_eq!((defaults.call_timeout, defaults.start_timeout), (DEFAULT_CALL_TIMEOUT, DEFAULT_CALL_TIMEOUT));
+    }
+
+    #[test]
+    fn a_server_over_http_reads_its_url_headers_and_token_variable() {
+        let config = json!({"url": "http://127.0.0.1:3001/mcp", "headers": {"X-Team": "a"}, "tokenEnv": "MCP_TOKEN"});
+        let parsed = parse_mcp("remote", &config).unwrap();
+        assert_eq!(
+            parsed.transport,
+            Transport::Http {
+                url: "http://127.0.0.1:3001/mcp".into(),
+                headers: vec![("X-Team".into(), "a".into())],
+                token_env: Some("MCP_TOKEN".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn keys_of_the_other_transport_are_refused_by_name() {
+        assert_eq!(
+            problems(json!({"command": ["x"], "url": "http://h/mcp", "env": {}})),
+            [
+                "url: a server is either a command (stdio) or a url (streamable HTTP), not both",
+                "env: goes with command; a server at a url has its own environment",
+            ]
+        );
+        assert_eq!(
+            problems(json!({"command": ["x"], "headers": {}, "tokenEnv": "T"})),
+            [
+                "headers: goes with url (a server over streamable HTTP)",
+                "tokenEnv: goes with url (a server over streamable HTTP)"
+            ]
+        );
+        assert_eq!(
+            problems(json!({"url": "ftp://h", "tokenEnv": "1T", "headers": {"Accept": "x", "Authorization": "y"}})),
+            [
+                "url: must be an http or https URL, got \"ftp://h\"",
+                "tokenEnv: must name an environment variable (letters, digits, _), got \"1T\"",
+                "headers.Accept: is set by the MCP transport",
+                "headers.Authorization: is sent from tokenEnv; set one of them",
+            ]
+        );
     }
 
     #[test]
     fn every_bad_key_is_named() {
-        assert_eq!(problems(json!({})), ["command: is required: the server's program and arguments"]);
+        assert_eq!(problems(json!({})), ["command: is required: the server's program and arguments (or a url)"]);
         assert_eq!(
             problems(
                 json!({"command": [1], "env": {"A B": "x", "N": 1}, "tools": {"allow": "x", "only": []}, "callTimeoutMs": 0})
@@ -150,6 +269,5 @@ mod tests {
                 "callTimeoutMs: must be a whole number of milliseconds, at least 1",
             ]
         );
-        assert_eq!(problems(json!({"url": "http://127.0.0.1:1/mcp"}))[0], format!("url: {HTTP_LATER}"));
     }
 }

@@ -1,18 +1,23 @@
-//! One MCP server: its child process, the MCP session with it (through `rmcp`), its tools, and
-//! calls with a deadline. A server found gone before a call is started again once; a call the
+//! One MCP server: its child process or HTTP endpoint, the MCP session with it (through `rmcp`),
+//! its tools, and calls with a deadline. A server found gone before a call is started again once; a call the
 //! server may have begun is never sent twice.
 
+use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
 
-use super::config::McpConfig;
+use super::config::{McpConfig, Transport};
 
 /// The most of a server's stderr kept for messages: its last lines say why it failed.
 const STDERR_TAIL_BYTES: usize = 2048;
@@ -21,6 +26,17 @@ const STDERR_TAIL_BYTES: usize = 2048;
 const STDERR_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 type Session = RunningService<RoleClient, ()>;
+
+/// The most one message from a server may hold: a result over [`super::MAX_RESULT_BYTES`] is
+/// still read whole, then cut, up to this size (a longer line over stdio is dropped by `rmcp`,
+/// and the call ends at its timeout).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// An MCP session and, for a server over stdio, its process (killed when this is dropped).
+struct Connection {
+    session: Session,
+    _child: Option<tokio::process::Child>,
+}
 
 /// Why a call has no result from the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,25 +53,30 @@ pub enum CallError {
 /// A started server.
 pub struct Server {
     pub config: McpConfig,
-    session: tokio::sync::Mutex<Option<Session>>,
+    connection: tokio::sync::Mutex<Option<Connection>>,
     restarted: AtomicBool,
     stderr_tail: Arc<Mutex<String>>,
 }
 
 impl Server {
-    /// Starts the server and lists its tools, within the row's call timeout.
+    /// Starts the server and lists its tools, within the row's start timeout.
     pub async fn start(config: &McpConfig) -> Result<(Server, Vec<Tool>), String> {
         let stderr_tail = Arc::new(Mutex::new(String::new()));
-        let session = connect(config, &stderr_tail).await?;
-        let tools = tokio::time::timeout(config.call_timeout, session.list_all_tools()).await;
-        let tools = match tools {
+        let deadline = tokio::time::Instant::now() + config.start_timeout;
+        let connection = connect(config, &stderr_tail, deadline).await?;
+        let tools = match tokio::time::timeout_at(deadline, connection.session.list_all_tools()).await {
             Ok(Ok(tools)) => tools,
             Ok(Err(err)) => return Err(format!("tools/list failed: {err}{}", tail(&stderr_tail))),
-            Err(_) => return Err(format!("tools/list had no answer within {} ms", config.call_timeout.as_millis())),
+            Err(_) => {
+                return Err(format!(
+                    "tools/list had no answer within {} (startTimeoutMs)",
+                    millis(config.start_timeout)
+                ))
+            }
         };
         let server = Server {
             config: config.clone(),
-            session: tokio::sync::Mutex::new(Some(session)),
+            connection: tokio::sync::Mutex::new(Some(connection)),
             restarted: AtomicBool::new(false),
             stderr_tail,
         };
@@ -68,70 +89,148 @@ impl Server {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
         let timeout = self.config.call_timeout;
+        let row = &self.config.row_id;
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(rmcp::ServiceError::McpError(error))) => Err(CallError::Refused(error.message.into_owned())),
-            Ok(Err(err)) => Err(CallError::OutcomeUnknown(format!(
-                "server \"{}\" gave no answer ({err}){}",
-                self.config.row_id,
-                tail(&self.stderr_tail)
-            ))),
+            Ok(Err(err)) => Err(self.failure(err)),
             Err(_) => Err(CallError::OutcomeUnknown(format!(
-                "server \"{}\" gave no answer within {} ms (callTimeoutMs)",
-                self.config.row_id,
-                timeout.as_millis()
+                "server \"{row}\" gave no answer within {} (callTimeoutMs)",
+                millis(timeout)
             ))),
+        }
+    }
+
+    /// What a call that ended in `error` tells the model.
+    fn failure(&self, error: rmcp::ServiceError) -> CallError {
+        let row = &self.config.row_id;
+        match error {
+            rmcp::ServiceError::McpError(error) => CallError::Refused(error.message.into_owned()),
+            rmcp::ServiceError::UnexpectedResponse => {
+                CallError::OutcomeUnknown(format!("server \"{row}\" answered with something that is not a tool result"))
+            }
+            error if never_connected(&error) => {
+                CallError::NotSent(format!("server \"{row}\" cannot be reached ({error})"))
+            }
+            error => CallError::OutcomeUnknown(format!(
+                "server \"{row}\" gave no answer ({error}){}",
+                tail(&self.stderr_tail)
+            )),
         }
     }
 
     /// The session's peer; a server that exited since it was last used is started again, once
     /// in this process's life.
     async fn live_peer(&self) -> Result<rmcp::Peer<RoleClient>, CallError> {
-        let mut session = self.session.lock().await;
-        if let Some(live) = session.as_ref().filter(|live| !live.is_transport_closed()) {
-            return Ok(live.peer().clone());
+        let mut connection = self.connection.lock().await;
+        if let Some(live) = connection.as_ref().filter(|live| !live.session.is_transport_closed()) {
+            return Ok(live.session.peer().clone());
         }
         let exited = format!("server \"{}\" exited{}", self.config.row_id, tail(&self.stderr_tail));
         if self.restarted.swap(true, Ordering::SeqCst) {
             return Err(CallError::NotSent(format!("{exited}; it was already started again once")));
         }
         tracing::warn!("{exited}; starting it again");
-        let restarted = connect(&self.config, &self.stderr_tail)
+        let deadline = tokio::time::Instant::now() + self.config.start_timeout;
+        let restarted = connect(&self.config, &self.stderr_tail, deadline)
             .await
             .map_err(|why| CallError::NotSent(format!("{exited}, and starting it again failed: {why}")))?;
-        let peer = restarted.peer().clone();
-        *session = Some(restarted);
+        let peer = restarted.session.peer().clone();
+        *connection = Some(restarted);
         Ok(peer)
     }
 }
 
-/// Spawns the server with exactly its row's environment (plus PATH and HOME) and completes the
-/// MCP handshake within the call timeout.
-async fn connect(config: &McpConfig, stderr_tail: &Arc<Mutex<String>>) -> Result<Session, String> {
-    let (program, arguments) = config.command.split_first().ok_or("the row names no command")?;
+/// Reaches the server and completes the MCP handshake by `deadline`.
+async fn connect(
+    config: &McpConfig,
+    stderr_tail: &Arc<Mutex<String>>,
+    deadline: Instant,
+) -> Result<Connection, String> {
+    match &config.transport {
+        Transport::Stdio { command, env } => spawn(command, env, stderr_tail, deadline).await,
+        Transport::Http { url, headers, token_env } => {
+            let session = reach(url, headers, token_env.as_deref(), deadline).await?;
+            Ok(Connection { session, _child: None })
+        }
+    }
+}
+
+/// Spawns the server with exactly its row's environment (plus PATH and HOME), in a process group
+/// of its own so that a Ctrl-C at the terminal, meant for the turn, does not reach it.
+async fn spawn(
+    command_line: &[String],
+    env: &BTreeMap<String, String>,
+    stderr_tail: &Arc<Mutex<String>>,
+    deadline: Instant,
+) -> Result<Connection, String> {
+    let (program, arguments) = command_line.split_first().ok_or("the row names no command")?;
     let mut command = tokio::process::Command::new(program);
-    command.args(arguments).env_clear().kill_on_drop(true);
+    command.args(arguments).env_clear().kill_on_drop(true).process_group(0);
     for name in ["PATH", "HOME"] {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
     }
-    command.envs(&config.env);
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|err| format!("cannot start {program}: {err}"))?;
-    let reader = stderr.map(|stderr| tokio::spawn(keep_tail(stderr, Arc::clone(stderr_tail))));
-    let failure = match tokio::time::timeout(config.call_timeout, ().serve(transport)).await {
-        Ok(Ok(session)) => return Ok(session),
-        Ok(Err(err)) => format!("the MCP handshake failed: {err}"),
-        Err(_) => format!("the MCP handshake had no answer within {} ms", config.call_timeout.as_millis()),
+    command.envs(env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|err| format!("cannot start {program}: {err}"))?;
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(format!("{program} was started without pipes"));
+    };
+    let reader = child.stderr.take().map(|stderr| tokio::spawn(keep_tail(stderr, Arc::clone(stderr_tail))));
+    let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
+    let failure = match handshake(transport, deadline).await {
+        Ok(session) => return Ok(Connection { session, _child: Some(child) }),
+        Err(failure) => failure,
     };
     if let Some(reader) = reader {
         // A server that failed has usually exited: its stderr ends at once, with the reason.
         let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
     }
     Err(format!("{failure}{}", tail(stderr_tail)))
+}
+
+/// Opens an MCP session with the endpoint at `url`, sending `headers` and the bearer token from
+/// `token_env`, which no message repeats.
+async fn reach(
+    url: &str,
+    headers: &[(String, String)],
+    token_env: Option<&str>,
+    deadline: Instant,
+) -> Result<Session, String> {
+    let token = match token_env {
+        Some(name) => Some(std::env::var(name).map_err(|_| format!("tokenEnv names ${name}, which is not set"))?),
+        None => None,
+    };
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|err| format!("header {name:?}: {err}"))?;
+        custom.insert(name, HeaderValue::from_str(value).map_err(|err| format!("header {value:?}: {err}"))?);
+    }
+    let mut settings = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(custom)
+        .max_json_response_size(MAX_MESSAGE_BYTES)
+        .max_sse_event_size(MAX_MESSAGE_BYTES);
+    if let Some(token) = &token {
+        settings = settings.auth_header(token.clone());
+    }
+    let client = crate::http::client_builder().build().map_err(|err| format!("cannot build an HTTP client: {err}"))?;
+    let transport = StreamableHttpClientTransport::with_client(client, settings);
+    handshake(transport, deadline).await.map_err(|failure| match &token {
+        Some(token) if !token.is_empty() => failure.replace(token.as_str(), "[redacted]"),
+        _ => failure,
+    })
+}
+
+async fn handshake<T, E, A>(transport: T, deadline: Instant) -> Result<Session, String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match tokio::time::timeout_at(deadline, ().serve(transport)).await {
+        Ok(Ok(session)) => Ok(session),
+        Ok(Err(err)) => Err(format!("the MCP handshake failed: {err}")),
+        Err(_) => Err("the MCP handshake had no answer in time (startTimeoutMs)".to_owned()),
+    }
 }
 
 /// Reads the server's stderr to its end, keeping its last [`STDERR_TAIL_BYTES`].
@@ -160,4 +259,21 @@ fn tail(kept: &Mutex<String>) -> String {
         Some(line) => format!("; its stderr ends: {}", crate::one_line(line, 200)),
         None => String::new(),
     }
+}
+
+/// Whether `error` comes from a connection that was never made, so no request went out: an
+/// HTTP server that is gone, not one that went away while it had the call.
+fn never_connected(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(StreamableHttpError::Client(client)) = error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            return client.is_connect();
+        }
+        cause = error.source();
+    }
+    false
+}
+
+fn millis(duration: std::time::Duration) -> String {
+    format!("{} ms", duration.as_millis())
 }
