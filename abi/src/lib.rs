@@ -41,7 +41,7 @@ pub use instance::{
 };
 pub use module::{PluginModule, PluginModuleRef};
 pub use plugin::{Checker, Plugin};
-pub use record::RetryRecord;
+pub use record::{PolicyKey, RetryRecord};
 pub use types::*;
 
 /// The FFI-safe standard types the interface uses, so a plugin needs no direct `abi_stable`

@@ -104,29 +104,41 @@ fn run_from<L: Listener + ?Sized>(
             Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() }
         }
         Answer::Decide(Decision::Retry(decision)) => retried(row_id, decision, failures),
-        Answer::DelegateFirst => {
-            let downstream = run_from(rest, payload, ctx, failures);
-            let outcome = match &downstream {
-                _ if ctx.session.is_cancelled() => DownstreamOutcome::Cancelled,
-                Branch::Retried { decision, .. } => DownstreamOutcome::Retried(decision.clone()),
-                Branch::Declined | Branch::Refused { .. } => DownstreamOutcome::Declined,
-                Branch::Failed { row_id, message } => {
-                    DownstreamOutcome::Failed(RString::from(format!("row \"{row_id}\": {message}")))
-                }
-            };
-            match listener.after_downstream(payload, ctx, &outcome) {
-                Err(err) => failed(row_id, err, failures),
-                Ok(Decision::NoRetry) => Branch::Declined,
-                Ok(Decision::Refuse(reason)) => {
-                    Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() }
-                }
-                Ok(Decision::Retry(decision)) => match downstream {
-                    // Passed through unchanged: the downstream row still owns the decision.
-                    Branch::Retried { decision: ref passed, .. } if *passed == decision => downstream,
-                    _ => retried(row_id, decision, failures),
-                },
-            }
+        Answer::DelegateFirst => after_delegating(*listener, rest, payload, ctx, failures),
+    }
+}
+
+/// A listener that delegated first: the rest of the chain runs, then the listener decides on
+/// what it did. The downstream decision is lent to the listener, not copied.
+fn after_delegating<L: Listener + ?Sized>(
+    listener: &L,
+    rest: &[&L],
+    payload: &RequestErrorPayload,
+    ctx: &CallContext<'_>,
+    failures: &mut Vec<(String, String)>,
+) -> Branch {
+    let row_id = listener.row_id();
+    let (outcome, downstream_retry) = match run_from(rest, payload, ctx, failures) {
+        _ if ctx.session.is_cancelled() => (DownstreamOutcome::Cancelled, None),
+        Branch::Retried { decision, checked, row_id } => {
+            (DownstreamOutcome::Retried(decision), Some((checked, row_id)))
         }
+        Branch::Declined | Branch::Refused { .. } => (DownstreamOutcome::Declined, None),
+        Branch::Failed { row_id, message } => {
+            (DownstreamOutcome::Failed(RString::from(format!("row \"{row_id}\": {message}"))), None)
+        }
+    };
+    match listener.after_downstream(payload, ctx, &outcome) {
+        Err(err) => failed(row_id, err, failures),
+        Ok(Decision::NoRetry) => Branch::Declined,
+        Ok(Decision::Refuse(reason)) => Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() },
+        Ok(Decision::Retry(decision)) => match (outcome, downstream_retry) {
+            // Passed through unchanged: the downstream row still owns the decision.
+            (DownstreamOutcome::Retried(passed), Some((checked, row_id))) if passed == decision => {
+                Branch::Retried { decision: passed, checked, row_id }
+            }
+            _ => retried(row_id, decision, failures),
+        },
     }
 }
 

@@ -12,7 +12,7 @@ pub mod resume;
 
 use dsh_abi::{
     Answer, ChainKey, ConfigError, Continuation, Decision, DownstreamOutcome, Hooks, HostContextRef, LogLevel,
-    Manifest, Plugin, RequestErrorPayload, SessionStartSource,
+    Manifest, Plugin, PolicyKey, RequestErrorPayload, SessionStartSource,
 };
 use serde_json::Value;
 
@@ -30,13 +30,13 @@ pub fn manifest() -> Manifest {
 
 pub struct DshRetry {
     config: FallbackConfig,
-    policy_key: String,
+    policy_key: PolicyKey,
 }
 
 impl DshRetry {
     pub fn new(_row_id: &str, config: &Value) -> Result<DshRetry, Vec<ConfigError>> {
         let config = FallbackConfig::parse(config)?;
-        let policy_key = config.policy_key();
+        let policy_key = PolicyKey::new(config.policy_key());
         Ok(DshRetry { config, policy_key })
     }
 }
@@ -58,7 +58,7 @@ impl Plugin for DshRetry {
         if ctx.is_cancelled() || recovery::owned_by_policy(payload) {
             return Ok(Decision::NoRetry);
         }
-        let key = ChainKey::new(payload, &self.policy_key);
+        let key = ChainKey::new(payload, self.policy_key.as_str());
         let scheduled = recovery::schedule(
             &self.config,
             &self.policy_key,

@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use dsh_abi::retry::{Backoff, ChainPosition};
-use dsh_abi::{ChainRecord, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryRecord};
+use dsh_abi::{ChainRecord, Failure, PolicyKey, PolicyMode, RequestErrorPayload, RetryDecision, RetryRecord};
 use regex::Regex;
 
 use crate::config::FallbackConfig;
@@ -42,7 +42,7 @@ pub struct Scheduled {
 /// Steps 4–8 for a failure nobody else retried and no policy owns.
 pub fn schedule(
     config: &FallbackConfig,
-    policy_key: &str,
+    policy_key: &PolicyKey,
     payload: &RequestErrorPayload,
     last_retry: impl FnOnce() -> Option<ChainRecord>,
     random: impl FnOnce() -> f64,
@@ -115,7 +115,7 @@ mod tests {
 
     /// The delays of a whole chain, each attempt seeing the previous one.
     fn chain(config: &FallbackConfig, payload: &RequestErrorPayload, random: f64) -> Vec<f64> {
-        let key = config.policy_key();
+        let key = PolicyKey::new(config.policy_key());
         let mut prior: Option<ChainRecord> = None;
         let mut delays = Vec::new();
         while let Some(scheduled) = schedule(config, &key, payload, || prior.clone(), || random, || "c".into()) {
@@ -146,8 +146,15 @@ mod tests {
             json!({"initialDelayMs": 0, "overloadInitialDelayMs": 0, "maxDelayMs": 0, "jitterRatio": 1, "maxRetries": 20000, "retryableCodes": ["*"]}),
         );
         let prior = ChainRecord { retry_id: "c".into(), retry: 9999 };
-        let scheduled =
-            schedule(&zero, "k", &payload("ANY", "x", None, None), || Some(prior), || 1.0, || unreachable!()).unwrap();
+        let scheduled = schedule(
+            &zero,
+            &PolicyKey::new("k"),
+            &payload("ANY", "x", None, None),
+            || Some(prior),
+            || 1.0,
+            || unreachable!(),
+        )
+        .unwrap();
         assert_eq!(scheduled.decision.delay_ms, 0.0);
         assert!(scheduled.decision.record.contains("\"retry\":10000,\"maxRetries\":20000,\"delayMs\":0,"));
     }

@@ -16,7 +16,7 @@ pub mod schedule;
 
 use dsh_abi::{
     Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, Plugin,
-    PolicyMode, RequestErrorPayload, RetryPolicy, Schema,
+    PolicyKey, PolicyMode, RequestErrorPayload, RetryPolicy, Schema,
 };
 use serde_json::Value;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -44,7 +44,7 @@ const REMEMBERED_POLICIES: usize = 16;
 /// keys of the policies it has met (one per route), so a failure does not rebuild its key.
 #[derive(Default)]
 pub struct LlmRetry {
-    keys: Mutex<Vec<(RetryPolicy, Arc<str>)>>,
+    keys: Mutex<Vec<(RetryPolicy, Arc<PolicyKey>)>>,
 }
 
 impl LlmRetry {
@@ -52,12 +52,12 @@ impl LlmRetry {
         SCHEMA.read(config)?.finish(LlmRetry::default())
     }
 
-    fn policy_key(&self, policy: &RetryPolicy) -> Arc<str> {
+    fn policy_key(&self, policy: &RetryPolicy) -> Arc<PolicyKey> {
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, key)) = keys.iter().find(|(known, _)| known == policy) {
             return key.clone();
         }
-        let key: Arc<str> = backoff::policy_key(policy).into();
+        let key = Arc::new(PolicyKey::new(backoff::policy_key(policy)));
         if keys.len() == REMEMBERED_POLICIES {
             keys.remove(0);
         }
@@ -173,7 +173,7 @@ mod tests {
         for round in 0..2 {
             for max_retries in 0..(REMEMBERED_POLICIES as u64 + 3) {
                 let remembered = plugin.policy_key(&policy(max_retries));
-                assert_eq!(&*remembered, backoff::policy_key(&policy(max_retries)), "round {round}");
+                assert_eq!(remembered.as_str(), backoff::policy_key(&policy(max_retries)), "round {round}");
             }
         }
         assert_eq!(plugin.keys.lock().unwrap().len(), REMEMBERED_POLICIES);

@@ -3,7 +3,7 @@
 //! come in as functions.
 
 use dsh_abi::retry::ChainPosition;
-use dsh_abi::{ChainRecord, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy, RetryRecord};
+use dsh_abi::{ChainRecord, PolicyKey, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy, RetryRecord};
 
 use crate::backoff::local_delay;
 
@@ -16,12 +16,12 @@ use crate::backoff::local_delay;
 pub fn schedule(
     payload: &RequestErrorPayload,
     policy: &RetryPolicy,
-    key: &str,
+    key: &PolicyKey,
     last_retry: impl FnOnce(&str) -> Option<ChainRecord>,
     random: impl FnOnce() -> f64,
     new_id: impl FnOnce() -> String,
 ) -> Option<RetryDecision> {
-    let chain = ChainPosition::new(last_retry(key));
+    let chain = ChainPosition::new(last_retry(key.as_str()));
     if policy.mode == PolicyMode::Normal && chain.previous() >= policy.max_retries {
         return None;
     }
@@ -69,7 +69,8 @@ mod tests {
     fn a_new_chain_writes_a_normal_record_in_the_reference_key_order() {
         let normal = policy(PolicyMode::Normal, 2, 500.0, 10000.0, 0.0);
         let decision =
-            schedule(&payload(None), &normal, &policy_key(&normal), |_| None, || 0.5, || "new".into()).unwrap();
+            schedule(&payload(None), &normal, &PolicyKey::new(policy_key(&normal)), |_| None, || 0.5, || "new".into())
+                .unwrap();
         assert_eq!(decision.delay_ms, 500.0);
         assert_eq!(
             decision.record.as_str(),
@@ -84,7 +85,7 @@ mod tests {
         let decision = schedule(
             &payload(None),
             &always,
-            &policy_key(&always),
+            &PolicyKey::new(policy_key(&always)),
             |_| Some(prior),
             || 1.0,
             || unreachable!("no new id"),
@@ -98,14 +99,31 @@ mod tests {
     fn a_spent_normal_budget_declines() {
         let prior = ChainRecord { retry_id: "c".into(), retry: 2 };
         let spent = policy(PolicyMode::Normal, 2, 1.0, 1.0, 0.0);
-        assert_eq!(schedule(&payload(None), &spent, &policy_key(&spent), |_| Some(prior), || 0.5, || "x".into()), None);
+        assert_eq!(
+            schedule(
+                &payload(None),
+                &spent,
+                &PolicyKey::new(policy_key(&spent)),
+                |_| Some(prior),
+                || 0.5,
+                || "x".into()
+            ),
+            None
+        );
     }
 
     #[test]
     fn a_provider_hint_is_used_verbatim_up_to_the_cap() {
         let hinted = |hint, mode| {
             let hinted = policy(mode, 2, 2.0, 4.0, 0.5);
-            schedule(&payload(Some(hint)), &hinted, &policy_key(&hinted), |_| None, || 1.0, || "x".into())
+            schedule(
+                &payload(Some(hint)),
+                &hinted,
+                &PolicyKey::new(policy_key(&hinted)),
+                |_| None,
+                || 1.0,
+                || "x".into(),
+            )
         };
         assert_eq!(hinted(4.0, PolicyMode::Normal).unwrap().delay_ms, 4.0);
         assert_eq!(hinted(10.0, PolicyMode::Normal), None);

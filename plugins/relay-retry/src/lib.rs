@@ -8,7 +8,7 @@ pub mod config;
 
 use dsh_abi::retry::{ChainPosition, MAX_DELAY_MS};
 use dsh_abi::{
-    Answer, ChainKey, ConfigError, Decision, Hooks, HostContextRef, Manifest, Plugin, RequestErrorPayload,
+    Answer, ChainKey, ConfigError, Decision, Hooks, HostContextRef, Manifest, Plugin, PolicyKey, RequestErrorPayload,
     RetryDecision, RetryRecord,
 };
 use serde_json::Value;
@@ -27,13 +27,13 @@ pub fn manifest() -> Manifest {
 
 pub struct RelayRetry {
     config: RelayConfig,
-    policy_key: String,
+    policy_key: PolicyKey,
 }
 
 impl RelayRetry {
     pub fn new(_row_id: &str, config: &Value) -> Result<RelayRetry, Vec<ConfigError>> {
         let config = RelayConfig::parse(config)?;
-        let policy_key = config.policy_key();
+        let policy_key = PolicyKey::new(config.policy_key());
         Ok(RelayRetry { config, policy_key })
     }
 
@@ -75,7 +75,7 @@ impl Plugin for RelayRetry {
         if ctx.is_cancelled() {
             return Ok(Answer::Decide(Decision::NoRetry));
         }
-        let last_retry = ctx.last_retry(ChainKey::new(payload, &self.policy_key)).into_option();
+        let last_retry = ctx.last_retry(ChainKey::new(payload, self.policy_key.as_str())).into_option();
         let decision = self.schedule(payload, last_retry, || ctx.new_id().into_string());
         Ok(Answer::Decide(Decision::Retry(decision)))
     }
@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn the_default_policy_key() {
         assert_eq!(
-            relay(Value::Null).policy_key,
+            relay(Value::Null).policy_key.as_str(),
             r#"["relay",[2000,5000,5000,5000,10000],20000,["ACCOUNT_QUOTA","ACCOUNT_TOKEN_INVALID","AUTH","EMPTY_RESPONSE","HTTP_*","INVALID_CREDENTIAL","MALFORMED_RESPONSE","PI_AI_ERROR","QUOTA","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],false]"#
         );
     }
