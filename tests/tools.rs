@@ -28,11 +28,8 @@ fn server_row(id: &str, ledger: &std::path::Path, extra: &str) -> String {
 
 fn tool_home(script: &str, extra: &str) -> ToolHome {
     let home = TestHome::new();
-    let mock = MockProcess::start(&home, script);
     let ledger = home.path().join("ledger.txt");
-    let patch = route_patch(&home, &mock, TINY, "");
-    let rows = server_row("side", &ledger, extra);
-    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + &rows).unwrap();
+    let (mock, patch) = route_with_rows(&home, script, &server_row("side", &ledger, extra));
     ToolHome { home, mock, patch, ledger }
 }
 
@@ -217,13 +214,19 @@ impl Drop for HttpServer {
     }
 }
 
-/// A home whose route is a mock server running `script`, with the row `rows` added to its patch.
+/// A home whose route is a mock server running `script`, with `rows` added to its patch.
 fn home_with_rows(script: &str, rows: &str) -> (TestHome, MockProcess, PathBuf) {
     let home = TestHome::new();
-    let mock = MockProcess::start(&home, script);
-    let patch = route_patch(&home, &mock, TINY, "");
-    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + rows).unwrap();
+    let (mock, patch) = route_with_rows(&home, script, rows);
     (home, mock, patch)
+}
+
+/// A mock server running `script` and a patch routing to it, with `rows` added.
+fn route_with_rows(home: &TestHome, script: &str, rows: &str) -> (MockProcess, PathBuf) {
+    let mock = MockProcess::start(home, script);
+    let patch = route_patch(home, &mock, TINY, "");
+    std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + rows).unwrap();
+    (mock, patch)
 }
 
 #[test]
@@ -252,7 +255,7 @@ fn a_turn_uses_the_reference_everything_server_over_stdio() {
 
 #[test]
 fn a_turn_uses_the_reference_everything_server_over_streamable_http() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = dsh_e2e::free_port();
     let mut command = std::process::Command::new("node");
     command.arg(everything_server()).arg("streamableHttp").env("PORT", port.to_string());
     let server = HttpServer::start(&mut command, true);

@@ -66,7 +66,7 @@ fn turns(home: &TestHome, patch: &Path, sessions: usize) -> (usize, f64) {
 
 fn storm(label: &str, budget: Option<&str>, sessions: usize) {
     let home = TestHome::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = dsh_e2e::free_port();
     home.write("profiles/storm/profile.yml", "bundles: [dsh-base]\n");
     if budget.is_some() {
         assert_eq!(home.run(&["plugin", "--profile", "storm", "add", "retry-budget"]).code, Some(0));

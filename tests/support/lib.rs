@@ -369,6 +369,11 @@ impl Drop for MockProcess {
     }
 }
 
+/// A port on 127.0.0.1 nobody listens on now, for a server the test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// A real `redis-server` on 127.0.0.1 (no persistence), killed when dropped. `.ci/run` installs
 /// one from the system's package manager when it is missing.
 pub struct RedisServer {
@@ -379,7 +384,7 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub fn start() -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(std::process::Stdio::null())

@@ -1,6 +1,6 @@
 //! One MCP server: its child process or HTTP endpoint, the MCP session with it (through `rmcp`),
-//! its tools, and calls with a deadline. A server found gone before a call is started again once; a call the
-//! server may have begun is never sent twice.
+//! its tools, and calls with a deadline. A server found gone before a call is started again once;
+//! a call the server may have begun is never sent twice.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
