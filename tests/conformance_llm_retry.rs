@@ -93,6 +93,7 @@ fn check_vector(executor: &RowInstance, vector: &Value) -> Result<(), String> {
         provider: vector["provider"].as_str().unwrap().into(),
         failure: failure(&vector["failure"]),
         retry_policy: vector.get("policy").map(policy).into(),
+        request_tokens: 0,
     };
     let downstream =
         Downstream { behaviour: vector["downstream"].as_str().unwrap().to_owned(), called: Cell::new(false) };
@@ -195,6 +196,7 @@ fn the_reference_examples_hold_through_the_cdylib() {
             provider: "p".into(),
             failure,
             retry_policy: ROption::RSome(policy),
+            request_tokens: 0,
         };
         let mut delays = Vec::new();
         for _ in 0..retries {

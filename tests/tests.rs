@@ -12,6 +12,7 @@ mod conformance_yaml;
 mod contract;
 mod daily;
 mod edges;
+mod failover;
 mod fallback;
 mod finding;
 mod hostile;

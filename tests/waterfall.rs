@@ -29,6 +29,7 @@ fn payload() -> RequestErrorPayload {
         provider: "mock".into(),
         failure: Failure::new("SERVER", "HTTP 503 from http://127.0.0.1/v1/chat/completions"),
         retry_policy: ROption::RNone,
+        request_tokens: 0,
     }
 }
 

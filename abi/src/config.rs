@@ -37,6 +37,10 @@ pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 /// names its counter store (declare it with [`Kind::CounterStore`]); the host opens the store.
 pub const COUNTER_STORE_KEY: &str = "store";
 
+/// The config key in which a row with the [`Hooks::ROUTES`](crate::Hooks::ROUTES) capability lists
+/// provider routes by name; the host checks each is served by an enabled provider row.
+pub const ROUTES_KEY: &str = "routes";
+
 /// What a key holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {

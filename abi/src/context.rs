@@ -12,6 +12,7 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::sabi_types::RRef;
 use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 
+use crate::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy};
 use crate::host::{HostContext, HostContextRef, HostContext_TO};
 use crate::types::{ChainKey, ChainRecord, LogLevel};
 
@@ -25,6 +26,8 @@ pub trait Session {
     fn session_header(&self) -> RString;
     fn has_pending_input(&self) -> bool;
     fn is_cancelled(&self) -> bool;
+    /// The `contextWindow` of the provider row serving `route`, when it declares one.
+    fn route_context_window(&self, route: &str) -> Option<u64>;
 }
 
 /// Clock, randomness, ids and plugin logging.
@@ -42,6 +45,14 @@ pub trait Counters {
     /// Adds `delta` to `key` (starting at `initial`), clamped to `[floor, ceiling]`; the new
     /// value, or why the store could not be reached.
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String>;
+    /// Applies `event` at `now_ms` to the circuit breaker `key` (see [`crate::breaker`]).
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String>;
 }
 
 impl<T: Session + ?Sized> Session for &T {
@@ -59,6 +70,9 @@ impl<T: Session + ?Sized> Session for &T {
     }
     fn is_cancelled(&self) -> bool {
         (**self).is_cancelled()
+    }
+    fn route_context_window(&self, route: &str) -> Option<u64> {
+        (**self).route_context_window(route)
     }
 }
 
@@ -81,6 +95,15 @@ impl<T: Counters + ?Sized> Counters for &T {
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
         (**self).add(key, delta, initial, floor, ceiling)
     }
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String> {
+        (**self).breaker(key, event, policy, now_ms)
+    }
 }
 
 /// Counters of a call that serves no row: every add says so.
@@ -89,9 +112,15 @@ pub struct NoCounters;
 
 impl Counters for NoCounters {
     fn add(&self, _: &str, _: f64, _: f64, _: f64, _: f64) -> Result<f64, String> {
-        Err("this call belongs to no row, so it has no counter store".to_owned())
+        Err(NO_ROW.to_owned())
+    }
+
+    fn breaker(&self, _: &str, _: BreakerEvent, _: &BreakerPolicy, _: f64) -> Result<BreakerAnswer, String> {
+        Err(NO_ROW.to_owned())
     }
 }
+
+const NO_ROW: &str = "this call belongs to no row, so it has no counter store";
 
 /// Everything one plugin call may ask the host.
 #[derive(Debug, Clone, Copy, Default)]
@@ -156,6 +185,15 @@ impl<S: Session, E: Services, C: Counters> HostContext for Context<S, E, C> {
 
     fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString> {
         self.counters.add(key.as_str(), delta, initial, floor, ceiling).map_err(RString::from).into()
+    }
+
+    fn breaker(&self, key: RStr<'_>, event: BreakerEvent, policy: BreakerPolicy) -> RResult<BreakerAnswer, RString> {
+        let now = self.services.now_ms();
+        self.counters.breaker(key.as_str(), event, &policy, now).map_err(RString::from).into()
+    }
+
+    fn route_context_window(&self, route: RStr<'_>) -> ROption<u64> {
+        self.session.route_context_window(route.as_str()).into()
     }
 }
 
@@ -238,6 +276,9 @@ mod tests {
         let context = Context { session: NoSession, services: ScriptedServices::default(), counters: NoCounters };
         let added = context.as_abi().counter_add("k".into(), 1.0, 0.0, 0.0, 10.0).into_result();
         assert_eq!(added.unwrap_err().as_str(), "this call belongs to no row, so it has no counter store");
+        let policy = crate::breaker::BreakerPolicy { failures: 1, window_ms: 1.0, cooldown_ms: 1.0 };
+        let breaker = context.as_abi().breaker("k".into(), crate::breaker::BreakerEvent::Admit, policy).into_result();
+        assert_eq!(breaker.unwrap_err().as_str(), "this call belongs to no row, so it has no counter store");
     }
 
     struct NoSession;
@@ -257,6 +298,9 @@ mod tests {
         }
         fn is_cancelled(&self) -> bool {
             false
+        }
+        fn route_context_window(&self, _: &str) -> Option<u64> {
+            None
         }
     }
 }

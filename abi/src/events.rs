@@ -22,9 +22,10 @@ pub const TOOL_RESULT: &str = "tool/result";
 pub const LLM_RETRY: &str = "llm/retry";
 pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
 pub const LLM_RETRY_REFUSED: &str = "llm/retry-refused";
+pub const ROUTE_SWITCH: &str = "route/switch";
 
 /// Event types dsh reads and writes itself; the structure rules concern these.
-pub const DSH_EVENT_TYPES: [&str; 15] = [
+pub const DSH_EVENT_TYPES: [&str; 16] = [
     TURN_START,
     TURN_END,
     STEP_START,
@@ -40,6 +41,7 @@ pub const DSH_EVENT_TYPES: [&str; 15] = [
     LLM_RETRY,
     LLM_RETRY_STARTED,
     LLM_RETRY_REFUSED,
+    ROUTE_SWITCH,
 ];
 
 /// The data of one event type.
@@ -136,6 +138,21 @@ pub struct RetryRefused {
     pub reason: String,
 }
 
+/// `route/switch` (ignorable): a failover hop. The failed step goes to route `to` right away; a
+/// `request/header` naming `to` follows before the request goes out.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct RouteSwitched {
+    pub turn: u64,
+    pub step: u64,
+    pub from: String,
+    pub to: String,
+    /// The failure code on `from`.
+    pub code: String,
+    /// The row that decided the hop.
+    pub row: String,
+    pub reason: String,
+}
+
 macro_rules! event_types {
     ($($data:ty => $name:expr, $ignorable:expr;)*) => {
         $(impl EventData for $data {
@@ -154,6 +171,7 @@ event_types! {
     AssistantAttempt => ASSISTANT_ATTEMPT, true;
     RetryStarted => LLM_RETRY_STARTED, false;
     RetryRefused => LLM_RETRY_REFUSED, true;
+    RouteSwitched => ROUTE_SWITCH, true;
 }
 
 /// Call ids of the `tool-call` blocks of an assistant message (`callId`, or `id` as DeepSeek

@@ -24,7 +24,7 @@ use abi_stable::StableAbi;
 
 use crate::types::{
     Answer, Decision, DownstreamOutcome, Failure, PolicyMode, RequestErrorPayload, RetryDecision, RetryPolicy,
-    SessionStartSource, Verdict,
+    RouteSwitch, SessionStartSource, Verdict,
 };
 
 /// A listener's answer across the boundary ([`Answer`], its decision inlined).
@@ -38,6 +38,7 @@ pub enum AnswerRepr {
     Retry(RetryDecision),
     DelegateFirst,
     Refuse(RString),
+    Switch(RouteSwitch),
 }
 
 /// A final decision across the boundary ([`Decision`]).
@@ -49,6 +50,7 @@ pub enum DecisionRepr {
     NoRetry,
     Retry(RetryDecision),
     Refuse(RString),
+    Switch(RouteSwitch),
 }
 
 /// What the rest of the chain answered, across the boundary ([`DownstreamOutcome`]).
@@ -61,6 +63,7 @@ pub enum DownstreamRepr {
     Declined,
     Failed(RString),
     Cancelled,
+    Switched(RouteSwitch),
 }
 
 /// Why a session starts, across the boundary ([`SessionStartSource`]).
@@ -98,6 +101,7 @@ impl From<Answer> for AnswerRepr_NE {
             Answer::Decide(Decision::NoRetry) => AnswerRepr::NoRetry,
             Answer::Decide(Decision::Retry(retry)) => AnswerRepr::Retry(retry),
             Answer::Decide(Decision::Refuse(reason)) => AnswerRepr::Refuse(reason),
+            Answer::Decide(Decision::Switch(switch)) => AnswerRepr::Switch(switch),
             Answer::DelegateFirst => AnswerRepr::DelegateFirst,
         })
     }
@@ -113,6 +117,7 @@ impl TryFrom<AnswerRepr_NE> for Answer {
             Ok(AnswerRepr::Retry(retry)) => Ok(Answer::Decide(Decision::Retry(retry))),
             Ok(AnswerRepr::DelegateFirst) => Ok(Answer::DelegateFirst),
             Ok(AnswerRepr::Refuse(reason)) => Ok(Answer::Decide(Decision::Refuse(reason))),
+            Ok(AnswerRepr::Switch(switch)) => Ok(Answer::Decide(Decision::Switch(switch))),
             Err(unknown) => Err(unknown_variant("answer", unknown.into_inner().get_discriminant())),
         }
     }
@@ -124,6 +129,7 @@ impl From<Decision> for DecisionRepr_NE {
             Decision::NoRetry => DecisionRepr::NoRetry,
             Decision::Retry(retry) => DecisionRepr::Retry(retry),
             Decision::Refuse(reason) => DecisionRepr::Refuse(reason),
+            Decision::Switch(switch) => DecisionRepr::Switch(switch),
         })
     }
 }
@@ -136,6 +142,7 @@ impl TryFrom<DecisionRepr_NE> for Decision {
             Ok(DecisionRepr::NoRetry) => Ok(Decision::NoRetry),
             Ok(DecisionRepr::Retry(retry)) => Ok(Decision::Retry(retry)),
             Ok(DecisionRepr::Refuse(reason)) => Ok(Decision::Refuse(reason)),
+            Ok(DecisionRepr::Switch(switch)) => Ok(Decision::Switch(switch)),
             Err(unknown) => Err(unknown_variant("decision", unknown.into_inner().get_discriminant())),
         }
     }
@@ -148,6 +155,7 @@ impl From<&DownstreamOutcome> for DownstreamRepr_NE {
             DownstreamOutcome::Declined => DownstreamRepr::Declined,
             DownstreamOutcome::Failed(message) => DownstreamRepr::Failed(message.clone()),
             DownstreamOutcome::Cancelled => DownstreamRepr::Cancelled,
+            DownstreamOutcome::Switched(switch) => DownstreamRepr::Switched(switch.clone()),
         })
     }
 }
@@ -161,6 +169,7 @@ impl TryFrom<&DownstreamRepr_NE> for DownstreamOutcome {
             Ok(DownstreamRepr::Declined) => Ok(DownstreamOutcome::Declined),
             Ok(DownstreamRepr::Failed(message)) => Ok(DownstreamOutcome::Failed(message.clone())),
             Ok(DownstreamRepr::Cancelled) => Ok(DownstreamOutcome::Cancelled),
+            Ok(DownstreamRepr::Switched(switch)) => Ok(DownstreamOutcome::Switched(switch.clone())),
             Err(unknown) => Err(unknown_variant("downstream outcome", unknown.into_inner().get_discriminant())),
         }
     }
@@ -252,6 +261,9 @@ pub trait RequestError {
 
     /// The host of the route's endpoint (added after ABI version 2).
     fn endpoint_host(&self) -> RStr<'_>;
+
+    /// The host's estimate of the request's size in tokens (added after ABI version 2).
+    fn request_tokens(&self) -> u64;
 }
 
 /// The borrowed form in which the host hands a payload to a plugin call.
@@ -321,6 +333,10 @@ impl RequestError for RequestErrorPayload {
     fn endpoint_host(&self) -> RStr<'_> {
         self.endpoint_host.as_rstr()
     }
+
+    fn request_tokens(&self) -> u64 {
+        self.request_tokens
+    }
 }
 
 impl RequestErrorPayload {
@@ -341,6 +357,7 @@ impl RequestErrorPayload {
         }
         self.turn = view.turn();
         self.step = view.step();
+        self.request_tokens = view.request_tokens();
         set(&mut self.provider, view.provider());
         set(&mut self.model, view.model());
         set(&mut self.endpoint_host, view.endpoint_host());

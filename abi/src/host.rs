@@ -7,6 +7,7 @@ use abi_stable::sabi_trait;
 use abi_stable::sabi_types::RRef;
 use abi_stable::std_types::{ROption, RResult, RStr, RString, RVec};
 
+use crate::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy};
 use crate::types::{ChainKey, ChainRecord, LogLevel};
 
 #[sabi_trait]
@@ -46,6 +47,15 @@ pub trait HostContext {
     /// value. One atomic step, however many processes share the store. `Err` says why the store
     /// could not be reached. (Added after ABI version 2.)
     fn counter_add(&self, key: RStr<'_>, delta: f64, initial: f64, floor: f64, ceiling: f64) -> RResult<f64, RString>;
+
+    /// Applies `event` to the circuit breaker `key` in the store the calling row's config names
+    /// (see [`crate::breaker`]), at the host's clock, atomically across every process sharing
+    /// the store. `Err` says why the store could not be reached. (Added after ABI version 2.)
+    fn breaker(&self, key: RStr<'_>, event: BreakerEvent, policy: BreakerPolicy) -> RResult<BreakerAnswer, RString>;
+
+    /// The `contextWindow` (tokens) of the provider row serving `route`; `None` when the row
+    /// declares none or no row serves it. (Added after ABI version 2.)
+    fn route_context_window(&self, route: RStr<'_>) -> ROption<u64>;
 }
 
 /// The borrowed form in which the host hands its context to a plugin call.

@@ -6,7 +6,7 @@
 //! [`crate::ffi`]; methods added later go after the last prefix method, with a default body.
 
 use abi_stable::sabi_trait;
-use abi_stable::std_types::{RBox, ROption, RResult, RStr};
+use abi_stable::std_types::{RBox, ROption, RResult, RStr, RString};
 
 use crate::ffi::{
     AnswerRepr_NE, DecisionRepr_NE, DownstreamRepr_NE, RequestErrorRef, SessionStartRepr_NE, VerdictRepr_NE,
@@ -55,6 +55,13 @@ pub trait PluginInstance: Send + Sync {
     ) -> RResult<(), PluginError> {
         let _ = (turn, step, provider, endpoint_host, ctx);
         RResult::ROk(())
+    }
+
+    /// Asked which route turn `turn` starts on (`agent/route`); `None` leaves it to the agent
+    /// row. Added after ABI version 2: for a library built before, the default answers `None`.
+    fn choose_route(&self, turn: u64, ctx: HostContextRef<'_>) -> RResult<ROption<RString>, PluginError> {
+        let _ = (turn, ctx);
+        RResult::ROk(ROption::RNone)
     }
 }
 

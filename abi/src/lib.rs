@@ -18,6 +18,7 @@
 // `#[sabi_trait]` expands to impl blocks inside a generated constant.
 #![allow(non_local_definitions)]
 
+pub mod breaker;
 pub mod config;
 pub mod context;
 pub mod events;

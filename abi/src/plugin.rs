@@ -9,7 +9,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RVec};
+use abi_stable::std_types::{RBox, RErr, ROk, ROption, RResult, RStr, RString, RVec};
 
 use crate::config::Schema;
 use crate::ffi::{
@@ -42,6 +42,7 @@ pub trait Plugin: Send + Sync + 'static {
     ) -> Result<Decision, String> {
         Ok(match outcome {
             DownstreamOutcome::Retried(retry) => Decision::Retry(retry.clone()),
+            DownstreamOutcome::Switched(switch) => Decision::Switch(switch.clone()),
             _ => Decision::NoRetry,
         })
     }
@@ -63,6 +64,12 @@ pub trait Plugin: Send + Sync + 'static {
     /// Told of every request that was answered (hook `agent/request-success`, a dsh extension).
     fn on_request_success(&self, _success: &RequestSuccess, _ctx: &HostContextRef<'_>) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Asked which route turn `turn` starts on (hook `agent/route`, a dsh extension); `None`
+    /// leaves it to the agent row.
+    fn choose_route(&self, _turn: u64, _ctx: &HostContextRef<'_>) -> Result<Option<String>, String> {
+        Ok(None)
     }
 
     /// Release whatever the instance holds; it is dropped right after.
@@ -187,6 +194,10 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
             let success = RequestSuccess { turn, step, provider: provider.into(), endpoint_host: endpoint_host.into() };
             self.plugin.on_request_success(&success, &ctx)
         })
+    }
+
+    fn choose_route(&self, turn: u64, ctx: HostContextRef<'_>) -> RResult<ROption<RString>, PluginError> {
+        guarded(|| self.plugin.choose_route(turn, &ctx).map(|route| route.map(RString::from).into()))
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 
 use abi_stable::std_types::{ROption, RString, RVec};
 
+use crate::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
 use crate::context::{Context, Counters, ScriptedServices, Services, Session};
 use crate::host::HostContextRef;
 use crate::types::{ChainKey, ChainRecord, Failure, LogLevel, RetryDecision};
@@ -33,12 +34,14 @@ pub struct ScriptedSession {
     header: String,
     pending_input: bool,
     cancelled: bool,
+    context_windows: HashMap<String, u64>,
 }
 
-/// Counters kept in memory, or a store that cannot be reached.
+/// Counters and circuit breakers kept in memory, or a store that cannot be reached.
 #[derive(Debug, Default)]
 pub struct ScriptedCounters {
     values: Mutex<HashMap<String, f64>>,
+    breakers: Mutex<HashMap<String, BreakerState>>,
     down: Option<String>,
 }
 
@@ -58,6 +61,7 @@ impl FakeHost {
                 .to_owned(),
             pending_input: false,
             cancelled: false,
+            context_windows: HashMap::new(),
         };
         let context = Context { session, services: ScriptedServices::default(), counters: ScriptedCounters::default() };
         FakeHost { context }
@@ -67,6 +71,17 @@ impl FakeHost {
     pub fn store_down(mut self, why: &str) -> FakeHost {
         self.context.counters.down = Some(why.to_owned());
         self
+    }
+
+    /// The provider row of `route` declares this `contextWindow`.
+    pub fn with_context_window(mut self, route: &str, tokens: u64) -> FakeHost {
+        self.context.session.context_windows.insert(route.to_owned(), tokens);
+        self
+    }
+
+    /// A circuit breaker's state, if it was ever touched.
+    pub fn breaker_state(&self, key: &str) -> Option<BreakerState> {
+        self.context.counters.breakers.lock().unwrap().get(key).cloned()
     }
 
     /// A shared counter's value, if it was ever touched.
@@ -177,6 +192,10 @@ impl Session for ScriptedSession {
     fn is_cancelled(&self) -> bool {
         self.cancelled
     }
+
+    fn route_context_window(&self, route: &str) -> Option<u64> {
+        self.context_windows.get(route).copied()
+    }
 }
 
 impl Counters for ScriptedCounters {
@@ -188,6 +207,20 @@ impl Counters for ScriptedCounters {
         let value = values.entry(key.to_owned()).or_insert(initial);
         *value = (*value + delta).clamp(floor, ceiling);
         Ok(*value)
+    }
+
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String> {
+        if let Some(why) = &self.down {
+            return Err(why.clone());
+        }
+        let mut breakers = self.breakers.lock().unwrap();
+        Ok(breaker::apply(breakers.entry(key.to_owned()).or_default(), event, policy, now_ms))
     }
 }
 

@@ -29,13 +29,19 @@ impl Hooks {
     /// store its config's [`COUNTER_STORE_KEY`](crate::config::COUNTER_STORE_KEY) names. A row
     /// without it has no counters, and a `store` key in its config is its own.
     pub const COUNTERS: Hooks = Hooks(1 << 4);
+    /// `agent/route`: `choose_route`, asked which route a turn starts on; the row may answer a
+    /// request failure with [`Decision::Switch`]. Its config names provider routes under
+    /// [`ROUTES_KEY`](crate::config::ROUTES_KEY), which the host checks against its provider rows.
+    /// (Added after ABI version 2.)
+    pub const ROUTES: Hooks = Hooks(1 << 5);
 
-    const NAMES: [(Hooks, &'static str); 5] = [
+    const NAMES: [(Hooks, &'static str); 6] = [
         (Hooks::REQUEST_ERROR, "agent/request-error"),
         (Hooks::SESSION_START, "agent/session-start"),
         (Hooks::CHECKER, "session/check"),
         (Hooks::REQUEST_SUCCESS, "agent/request-success"),
         (Hooks::COUNTERS, "counters"),
+        (Hooks::ROUTES, "agent/route"),
     ];
 
     pub const fn union(self, other: Hooks) -> Hooks {
@@ -206,6 +212,9 @@ pub struct RequestErrorPayload {
     pub failure: Failure,
     /// The route's resolved policy; absent when no route could be chosen (`NO_ADAPTER`).
     pub retry_policy: ROption<RetryPolicy>,
+    /// The host's estimate of the request's size in tokens (its text's UTF-8 bytes / 4, rounded
+    /// up), to match against a route's `contextWindow`.
+    pub request_tokens: u64,
 }
 
 impl RequestErrorPayload {
@@ -225,8 +234,21 @@ impl RequestErrorPayload {
             endpoint_host: RString::new(),
             failure,
             retry_policy: retry_policy.into(),
+            request_tokens: 0,
         }
     }
+}
+
+/// Send the failed step to another route right away (a failover hop), instead of retrying the
+/// route it failed on. The host records the hop (`route/switch`) and a new `request/header`
+/// before the request goes out. (Added after ABI version 2.)
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq)]
+pub struct RouteSwitch {
+    /// The provider name of the route to send the step to.
+    pub route: RString,
+    /// Why, in a few words, for the log and the screen.
+    pub reason: RString,
 }
 
 /// A scheduled retry: wait `delay_ms`, with `record` (the `llm/retry` payload as JSON text, keys
@@ -246,6 +268,8 @@ pub enum Decision {
     /// No retry, and the host must say why: it writes the reason to the log (an ignorable
     /// `llm/retry-refused` event) and to stderr. (Added after ABI version 2.)
     Refuse(RString),
+    /// Send the step to another route now. (Added after ABI version 2.)
+    Switch(RouteSwitch),
 }
 
 /// A request that was answered, as `agent/request-success` listeners are told of it.
@@ -275,6 +299,8 @@ pub enum Answer {
 #[non_exhaustive]
 pub enum DownstreamOutcome {
     Retried(RetryDecision),
+    /// A later listener switched the step to another route. (Added after ABI version 2.)
+    Switched(RouteSwitch),
     /// Nobody retried.
     Declined,
     /// A later listener failed or panicked; the message says which and why.

@@ -52,6 +52,13 @@ pub struct CallState<'a> {
     pub history: &'a HistoryIndex,
     pub cancelled: &'a AtomicBool,
     pub pending_input: bool,
+    /// The routes whose `contextWindow` a call may ask for (none outside a running agent).
+    pub routes: Option<&'a dyn ContextWindows>,
+}
+
+/// The `contextWindow` each route's provider row declares.
+pub trait ContextWindows: Sync {
+    fn context_window(&self, route: &str) -> Option<u64>;
 }
 
 impl Session for CallState<'_> {
@@ -74,6 +81,10 @@ impl Session for CallState<'_> {
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
+
+    fn route_context_window(&self, route: &str) -> Option<u64> {
+        self.routes?.context_window(route)
+    }
 }
 
 /// Everything one plugin call may ask the host, borrowed for the duration of the call; a row's
@@ -87,7 +98,7 @@ pub fn call_context<'a>(
     pending_input: bool,
     services: &'a dyn Services,
 ) -> CallContext<'a> {
-    Context { session: CallState { history, cancelled, pending_input }, services, counters: NoCounters }
+    Context { session: CallState { history, cancelled, pending_input, routes: None }, services, counters: NoCounters }
 }
 
 /// A host over no session log, its effects scripted: `config explain`'s questions, tests, and

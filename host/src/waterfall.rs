@@ -13,7 +13,7 @@
 
 use abi_stable::std_types::RString;
 use dsh_abi::retry::{check_decision, CheckedRetry};
-use dsh_abi::{Answer, Decision, DownstreamOutcome, RequestErrorPayload, RetryDecision};
+use dsh_abi::{Answer, Decision, DownstreamOutcome, RequestErrorPayload, RetryDecision, RouteSwitch};
 
 use crate::context::{CallContext, Session};
 
@@ -43,6 +43,8 @@ pub trait Listener {
 pub enum Outcome {
     /// Retry after `retry.delay_ms`, appending `retry.record`; `row_id` produced it.
     Retry { retry: CheckedRetry, row_id: String },
+    /// Send the step to `switch.route` now; `row_id` decided it.
+    Switch { switch: RouteSwitch, row_id: String },
     /// Nobody retried. `failures` lists the listeners that failed on the way (row id, message);
     /// `refused` is the row that refused a retry and its reason, when one did.
     NoRetry { failures: Vec<(String, String)>, refused: Option<(String, String)> },
@@ -55,6 +57,10 @@ enum Branch {
     Retried {
         decision: RetryDecision,
         checked: CheckedRetry,
+        row_id: String,
+    },
+    Switched {
+        switch: RouteSwitch,
         row_id: String,
     },
     Declined,
@@ -78,6 +84,7 @@ pub fn run<L: Listener + ?Sized>(listeners: &[&L], payload: &RequestErrorPayload
     }
     match branch {
         Branch::Retried { checked, row_id, .. } => Outcome::Retry { retry: checked, row_id },
+        Branch::Switched { switch, row_id } => Outcome::Switch { switch, row_id },
         Branch::Refused { row_id, reason } => Outcome::NoRetry { failures, refused: Some((row_id, reason)) },
         Branch::Declined | Branch::Failed { .. } => Outcome::NoRetry { failures, refused: None },
     }
@@ -104,12 +111,14 @@ fn run_from<L: Listener + ?Sized>(
             Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() }
         }
         Answer::Decide(Decision::Retry(decision)) => retried(row_id, decision, failures),
+        Answer::Decide(Decision::Switch(switch)) => Branch::Switched { switch, row_id: row_id.to_owned() },
         Answer::DelegateFirst => after_delegating(*listener, rest, payload, ctx, failures),
     }
 }
 
 /// A listener that delegated first: the rest of the chain runs, then the listener decides on
-/// what it did. The downstream decision is lent to the listener, not copied.
+/// what it did. The downstream decision is lent to the listener, not copied; a decision passed
+/// through unchanged still belongs to the row that made it.
 fn after_delegating<L: Listener + ?Sized>(
     listener: &L,
     rest: &[&L],
@@ -121,8 +130,9 @@ fn after_delegating<L: Listener + ?Sized>(
     let (outcome, downstream_retry) = match run_from(rest, payload, ctx, failures) {
         _ if ctx.session.is_cancelled() => (DownstreamOutcome::Cancelled, None),
         Branch::Retried { decision, checked, row_id } => {
-            (DownstreamOutcome::Retried(decision), Some((checked, row_id)))
+            (DownstreamOutcome::Retried(decision), Some((Some(checked), row_id)))
         }
+        Branch::Switched { switch, row_id } => (DownstreamOutcome::Switched(switch), Some((None, row_id))),
         Branch::Declined | Branch::Refused { .. } => (DownstreamOutcome::Declined, None),
         Branch::Failed { row_id, message } => {
             (DownstreamOutcome::Failed(RString::from(format!("row \"{row_id}\": {message}"))), None)
@@ -134,10 +144,16 @@ fn after_delegating<L: Listener + ?Sized>(
         Ok(Decision::Refuse(reason)) => Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() },
         Ok(Decision::Retry(decision)) => match (outcome, downstream_retry) {
             // Passed through unchanged: the downstream row still owns the decision.
-            (DownstreamOutcome::Retried(passed), Some((checked, row_id))) if passed == decision => {
+            (DownstreamOutcome::Retried(passed), Some((Some(checked), row_id))) if passed == decision => {
                 Branch::Retried { decision: passed, checked, row_id }
             }
             _ => retried(row_id, decision, failures),
+        },
+        Ok(Decision::Switch(switch)) => match (outcome, downstream_retry) {
+            (DownstreamOutcome::Switched(passed), Some((_, row_id))) if passed == switch => {
+                Branch::Switched { switch: passed, row_id }
+            }
+            _ => Branch::Switched { switch, row_id: row_id.to_owned() },
         },
     }
 }

@@ -264,6 +264,7 @@ fn simulated_day() {
             policy,
             wire: Default::default(),
             endpoint_host: "relay.example".into(),
+            context_window: None,
         };
         let assembly = Assembly {
             agent: AgentConfig {
@@ -279,6 +280,7 @@ fn simulated_day() {
             listeners: vec![Arc::new(executor.instantiate("llm-retry", &serde_json::Value::Null).unwrap())],
             session_start: Vec::new(),
             request_success: Vec::new(),
+            route_rows: Vec::new(),
             checkers: vec![Arc::clone(&invariant)],
             mock_servers: Vec::new(),
             counters: dsh_host::counters::Counters::scratch(),
@@ -293,7 +295,8 @@ fn simulated_day() {
             SyncPolicy::Unsynced,
         )
         .unwrap();
-        let mut agent = Agent { log, assembly, services, cancel: Cancel::default(), view: Box::new(Silent) };
+        let mut agent =
+            Agent { log, assembly, services, cancel: Cancel::default(), view: Box::new(Silent), turn_route: None };
         let wall = Instant::now();
         let input = UserInput { id: "u".into(), text: "hi".into(), source: json!({"kind": "user"}) };
         let end = agent.run_turn(input, HeaderReason::Initial).await.unwrap();

@@ -5,6 +5,12 @@
 //! completed once it is back, and the median time those turns took. The policy is the default's
 //! shape, ten times faster (waits of 50, 100, 200, 400, 800 ms), so a turn ends within the
 //! outage when nothing holds its retries back.
+//!
+//! Then an outage with a backup: the primary fails every request for the whole run and a
+//! healthy backup answers, with `route-failover` on each store. Two waves of N concurrent turns:
+//! the requests that reach the primary in each (the first wave starts before any circuit has
+//! opened; the second shows whether the open circuit is shared), turns completed, and the
+//! second wave's median time to answer next to N turns against a healthy primary.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -94,6 +100,59 @@ fn storm(label: &str, budget: Option<&str>, sessions: usize) {
     );
 }
 
+/// A home whose profile `storm` sends to a primary on `primary` with `route-failover` (in
+/// `store`) to a backup on `backup`; `None`: no failover row.
+fn failover_home(primary: u16, backup: u16, store: Option<&str>) -> (TestHome, PathBuf) {
+    let home = TestHome::new();
+    home.write("profiles/storm/profile.yml", "bundles: [dsh-base]\n");
+    let mut patch_text = format!(
+        "- id: llm-deepseek\n  config: {{provider: deepseek-official, baseUrl: 'http://127.0.0.1:{primary}/v1', model: m, apiKeyEnv: DEEPSEEK_API_KEY, retryPolicy: {POLICY}}}\n\
+         - insert: [{{id: llm-backup, name: llm-openai, config: {{provider: backup, baseUrl: 'http://127.0.0.1:{backup}/v1', model: m, apiKeyEnv: DEEPSEEK_API_KEY, retryPolicy: {POLICY}}}}}]\n"
+    );
+    if let Some(store) = store {
+        assert_eq!(home.run(&["plugin", "--profile", "storm", "add", "route-failover"]).code, Some(0));
+        patch_text.push_str(&format!(
+            "- id: route-failover\n  config: {{routes: [deepseek-official, backup], breaker: {{failures: 3, windowMs: 60000, cooldownMs: 60000}}, store: '{store}'}}\n"
+        ));
+    }
+    let patch = home.write("storm.yml", &patch_text);
+    (home, patch)
+}
+
+/// The median time to answer of `sessions` turns against a healthy primary.
+fn healthy_median(sessions: usize) -> f64 {
+    let (primary, backup) = (dsh_e2e::free_port(), dsh_e2e::free_port());
+    let (home, patch) = failover_home(primary, backup, None);
+    let mut relay = relay(&home, primary, "- ok: fine\n", &home.path().join("healthy.jsonl"));
+    let (completed, median) = turns(&home, &patch, sessions);
+    assert_eq!(completed, sessions);
+    let _ = relay.kill();
+    let _ = relay.wait();
+    median
+}
+
+fn failover_storm(label: &str, store: &str, sessions: usize, healthy: f64) {
+    let (primary_port, backup_port) = (dsh_e2e::free_port(), dsh_e2e::free_port());
+    let (home, patch) = failover_home(primary_port, backup_port, Some(store));
+    let primary_record = home.path().join("primary.jsonl");
+    let mut primary = relay(&home, primary_port, "- status: 503\n", &primary_record);
+    let mut backup = relay(&home, backup_port, "- ok: from the backup\n", &home.path().join("backup.jsonl"));
+    let (first_completed, _) = turns(&home, &patch, sessions);
+    let first_wave = requests(&primary_record);
+    let (second_completed, median) = turns(&home, &patch, sessions);
+    let second_wave = requests(&primary_record) - first_wave;
+    for child in [&mut primary, &mut backup] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    println!(
+        "| {label} | {} of {} | {first_wave} / {second_wave} | {median:.2} s | {:.2}× |",
+        first_completed + second_completed,
+        2 * sessions,
+        median / healthy
+    );
+}
+
 fn main() {
     let sessions: usize = std::env::var("DSH_BENCH_STORM_SESSIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(50);
     println!("### A retry storm: {sessions} sessions against a relay that fails their first turn, then recovers\n");
@@ -104,5 +163,13 @@ fn main() {
     storm("`retry-budget`, `store: machine`", Some("{store: machine}"), sessions);
     let redis = RedisServer::start();
     storm("`retry-budget`, `store: redis://…`", Some(&format!("{{store: '{}'}}", redis.url)), sessions);
+    println!();
+    println!("### An outage with a backup: {sessions} sessions, two waves of turns, the primary down throughout\n");
+    let healthy = healthy_median(sessions);
+    println!("| `route-failover` store | turns completed during the outage | requests reaching the primary: first wave / second wave | median time to answer (second wave) | against a healthy primary ({healthy:.2} s) |");
+    println!("|---|---:|---:|---:|---:|");
+    failover_storm("`memory` (one circuit per process)", "memory", sessions, healthy);
+    failover_storm("`machine`", "machine", sessions, healthy);
+    failover_storm("`redis://…`", &redis.url, sessions, healthy);
     println!();
 }

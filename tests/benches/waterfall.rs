@@ -34,6 +34,7 @@ fn payload(turn: u64, policy: Option<RetryPolicy>) -> RequestErrorPayload {
         provider: "deepseek-official".into(),
         failure: Failure::new("SERVER", "HTTP 503 from http://127.0.0.1:9/v1/chat/completions: Service Unavailable"),
         retry_policy: policy.into(),
+        request_tokens: 0,
     }
 }
 

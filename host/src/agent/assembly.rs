@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dsh_abi::config::COUNTER_STORE_KEY;
+use dsh_abi::config::{COUNTER_STORE_KEY, ROUTES_KEY};
 use dsh_abi::{ConfigError, Hooks};
 use serde_json::Value;
 
@@ -60,6 +60,8 @@ pub struct Resolution {
     pub unresolved: Vec<Problem>,
     /// Invalid rows and configs of built-in services.
     pub problems: Vec<Problem>,
+    /// The route of every enabled provider row, valid or not.
+    pub route_names: Vec<String>,
 }
 
 /// A plugin row whose library is open (and, when asked, instantiated).
@@ -143,7 +145,33 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
         }
     }
     check_routes(composition, &mut resolution, agents, &routes);
+    resolution.route_names = routes.into_iter().map(|(route, _)| route).collect();
     resolution
+}
+
+/// Every route a row with the `agent/route` capability names under `routes` must be served by
+/// an enabled provider row (the plugin itself checks the list's shape).
+pub fn route_problems(loaded: &[LoadedPlugin], route_names: &[String]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for plugin in loaded.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::ROUTES)) {
+        let Some(Value::Array(named)) = plugin.row.config.get(ROUTES_KEY) else { continue };
+        for (index, route) in named.iter().enumerate() {
+            let Some(route) = route.as_str().filter(|route| !route_names.iter().any(|name| name == route)) else {
+                continue;
+            };
+            let mut known: Vec<&str> = route_names.iter().map(String::as_str).collect();
+            known.sort();
+            let error = ConfigError::new(
+                format!("{ROUTES_KEY}[{index}]"),
+                format!(
+                    "no enabled provider row serves route \"{route}\" (routes: {})",
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                ),
+            );
+            problems.push(Problem::config(Some(&plugin.row.config_layer), &plugin.row.row_id, &error));
+        }
+    }
+    problems
 }
 
 /// Cross-row rules: one agent row, whose route is served by exactly one provider row. `routes`
@@ -361,6 +389,7 @@ async fn open_routes(
             client: Box::new(adapter),
             policy: provider.retry_policy,
             wire: provider.wire,
+            context_window: provider.context_window,
         };
         routes.insert(provider.provider, route);
     }
@@ -377,6 +406,8 @@ pub struct Assembly {
     pub session_start: Vec<Arc<RowInstance>>,
     /// `agent/request-success` listeners, in row order.
     pub request_success: Vec<Arc<RowInstance>>,
+    /// `agent/route` rows, in row order: the first that names a route chooses where a turn starts.
+    pub route_rows: Vec<Arc<RowInstance>>,
     /// Rows with a session checker.
     pub checkers: Vec<Arc<RowInstance>>,
     /// In-process mock servers serving `llm-mock` routes.
@@ -435,12 +466,15 @@ impl Assembly {
         verbose_mock: bool,
         counters: &Counters,
     ) -> Result<Assembly, Vec<Problem>> {
-        let Resolution { agent, providers, servers, plugins, unresolved, problems } = resolve(profile, composition);
+        let Resolution { agent, providers, servers, plugins, unresolved, problems, route_names } =
+            resolve(profile, composition);
         // An unreachable counter store is `config check`'s problem; in a turn the row that uses
         // the store says what it does without it, once, when it matters.
         let Loaded { plugins: loaded, problems: load_problems, store_problems: _ } =
             load_plugins(&plugins, true, counters);
-        let mut problems: Vec<Problem> = unresolved.into_iter().chain(problems).chain(load_problems).collect();
+        let named_routes = route_problems(&loaded, &route_names);
+        let mut problems: Vec<Problem> =
+            unresolved.into_iter().chain(problems).chain(load_problems).chain(named_routes).collect();
         let Some(agent) = agent else {
             problems
                 .push(Problem::general("no enabled agent row: the base bundle dsh-base inserts one (id \"agent\")"));
@@ -460,6 +494,7 @@ impl Assembly {
             listeners: Vec::new(),
             session_start: Vec::new(),
             request_success: Vec::new(),
+            route_rows: Vec::new(),
             checkers: Vec::new(),
             mock_servers,
             tools: Arc::new(tools),
@@ -487,6 +522,9 @@ impl Assembly {
         }
         if hooks.contains(Hooks::REQUEST_SUCCESS) {
             self.request_success.push(Arc::clone(&instance));
+        }
+        if hooks.contains(Hooks::ROUTES) {
+            self.route_rows.push(Arc::clone(&instance));
         }
         if hooks.contains(Hooks::CHECKER) {
             self.checkers.push(instance);

@@ -44,6 +44,16 @@ pub struct CodeHandling {
     pub action: Action,
     /// Listeners that failed on the way (row, message).
     pub failures: Vec<(String, String)>,
+    /// The route a failover row sends the step to first, and that row; `action` is then what
+    /// the rows below it do (on the last route, or when no other route can take the step).
+    pub failover: Option<Failover>,
+}
+
+/// A failover hop `config explain` found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failover {
+    pub row: String,
+    pub route: String,
 }
 
 /// One provider route.
@@ -99,7 +109,8 @@ pub fn explain(assembly: &Assembly, scratch: &MemoryStore) -> Vec<RouteHandling>
                 .iter()
                 .map(|(code, status)| {
                     scratch.clear();
-                    handle(&assembly.listeners, route, code, *status)
+                    let rows: Vec<&RowInstance> = assembly.listeners.iter().map(Arc::as_ref).collect();
+                    handle(&rows, route, code, *status, None)
                 })
                 .collect(),
         })
@@ -108,7 +119,15 @@ pub fn explain(assembly: &Assembly, scratch: &MemoryStore) -> Vec<RouteHandling>
     routes
 }
 
-fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, status: Option<u32>) -> CodeHandling {
+/// How `code` on `route` is handled; a row that switches routes is noted as the failover and
+/// the question asked again without it, for the retry action next to it.
+fn handle(
+    listeners: &[&RowInstance],
+    route: &Route,
+    code: &'static str,
+    status: Option<u32>,
+    failover: Option<Failover>,
+) -> CodeHandling {
     let mut failure = Failure::new(code, format!("a {code} failure (dsh config explain)"));
     failure.status = status.into();
     let mut payload = RequestErrorPayload::new(1, 1, &route.provider, failure, Some(route.policy.clone()));
@@ -126,6 +145,15 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
         acted.borrow_mut().clear();
         let outcome = waterfall::run(&traced, &payload, &host.context());
         match outcome {
+            Outcome::Switch { switch, row_id } if failover.is_none() && delays.is_empty() => {
+                let rest: Vec<&RowInstance> = listeners.iter().copied().filter(|row| row.row_id() != row_id).collect();
+                let failover = Failover { row: row_id, route: switch.route.into_string() };
+                return handle(&rest, route, code, status, Some(failover));
+            }
+            Outcome::Switch { .. } => {
+                let action = Action::Retries { delays_ms: delays, unbounded: false };
+                return CodeHandling { code, row, action, failures, failover };
+            }
             Outcome::Retry { retry, row_id } => {
                 row.get_or_insert(row_id);
                 delays.push(retry.delay_ms);
@@ -135,6 +163,7 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
                         row,
                         action: Action::Retries { delays_ms: delays, unbounded: true },
                         failures,
+                        failover,
                     };
                 }
                 let line = format!(r#"{{"type":"llm/retry","seq":0,"time":0,"data":{}}}"#, retry.record);
@@ -153,9 +182,9 @@ fn handle(listeners: &[Arc<RowInstance>], route: &Route, code: &'static str, sta
                     }
                     _ => Action::Retries { delays_ms: delays, unbounded: false },
                 };
-                return CodeHandling { code, row, action, failures };
+                return CodeHandling { code, row, action, failures, failover };
             }
-            Outcome::Cancelled => return CodeHandling { code, row, action: Action::NoRetry, failures },
+            Outcome::Cancelled => return CodeHandling { code, row, action: Action::NoRetry, failures, failover },
         }
     }
 }
@@ -210,7 +239,8 @@ pub fn describe_policy(policy: &RetryPolicy) -> String {
 }
 
 impl RouteHandling {
-    /// The `--json` shape: `{provider, model, policy, codes: {CODE: {row, action, delaysMs?, unbounded?}}}`.
+    /// The `--json` shape: `{provider, model, policy, codes: {CODE: {row, action, delaysMs?,
+    /// unbounded?, failover?: {row, route}}}}`.
     pub fn to_json(&self) -> serde_json::Value {
         let policy = &self.policy;
         let mut codes = serde_json::Map::new();
@@ -227,6 +257,9 @@ impl RouteHandling {
                     entry["delaysMs"] = delays_ms.iter().map(|delay| serde_json::Value::from(*delay)).collect();
                     entry["unbounded"] = (*unbounded).into();
                 }
+            }
+            if let Some(failover) = &handling.failover {
+                entry["failover"] = serde_json::json!({"row": failover.row, "route": failover.route});
             }
             if !handling.failures.is_empty() {
                 entry["failures"] = handling

@@ -69,6 +69,8 @@ pub struct RecordedAttempt {
     pub sent_ms: f64,
     pub ended_ms: f64,
     pub failure: Option<Failure>,
+    /// The route it went to (a failover hop moves a step's later attempts to another).
+    pub provider: String,
 }
 
 /// The attempts of one step.
@@ -97,6 +99,10 @@ pub struct TurnResult {
     pub waits_ms: Vec<f64>,
     pub outcome: TurnOutcome,
     pub answer_after_ms: Option<f64>,
+    /// Requests a failover sent to a route the log never sent to, assumed answered at once.
+    pub assumed_answers: usize,
+    /// Failover hops.
+    pub hops: usize,
 }
 
 impl RecordedTurn {
@@ -118,6 +124,8 @@ impl RecordedTurn {
                 (TurnOutcome::Completed, Some(first), Some(answer)) => Some(answer.ended_ms - first),
                 _ => None,
             },
+            assumed_answers: 0,
+            hops: 0,
         }
     }
 }
@@ -130,6 +138,11 @@ pub struct Totals {
     pub completed: usize,
     pub lost: usize,
     pub saved: usize,
+    /// Turns the recording did not complete (failed, or gave up).
+    pub failed: usize,
+    /// Requests a failover sent to a route the log never sent to, assumed answered.
+    pub assumed_answers: usize,
+    pub hops: usize,
 }
 
 impl Totals {
@@ -143,6 +156,9 @@ impl Totals {
         self.completed += usize::from(completed);
         self.lost += usize::from(recorded_completed && !completed);
         self.saved += usize::from(!recorded_completed && completed);
+        self.failed += usize::from(!recorded_completed);
+        self.assumed_answers += result.assumed_answers;
+        self.hops += result.hops;
     }
 }
 
@@ -212,8 +228,8 @@ pub struct RecordedSession {
 impl RecordedSession {
     fn new(turns: Vec<RecordedTurn>) -> RecordedSession {
         let mut timelines: HashMap<String, Vec<RecordedAttempt>> = HashMap::new();
-        for step in turns.iter().flat_map(|turn| &turn.steps) {
-            timelines.entry(step.provider.clone()).or_default().extend(step.attempts.iter().cloned());
+        for attempt in turns.iter().flat_map(|turn| &turn.steps).flat_map(|step| &step.attempts) {
+            timelines.entry(attempt.provider.clone()).or_default().push(attempt.clone());
         }
         for timeline in timelines.values_mut() {
             timeline.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
@@ -234,51 +250,86 @@ fn replay_turn(
     candidate: &Candidate,
     scratch: &mut Scratch,
 ) -> TurnResult {
-    let mut result =
-        TurnResult { attempts: 0, waits_ms: Vec::new(), outcome: TurnOutcome::Completed, answer_after_ms: None };
+    let mut result = TurnResult {
+        attempts: 0,
+        waits_ms: Vec::new(),
+        outcome: TurnOutcome::Completed,
+        answer_after_ms: None,
+        assumed_answers: 0,
+        hops: 0,
+    };
     let first_send = turn.steps.first().and_then(|step| step.attempts.first()).map(|attempt| attempt.sent_ms);
     let listeners: Vec<&RowInstance> = candidate.listeners.iter().map(Arc::as_ref).collect();
-    let cancelled = AtomicBool::new(false);
     for step in turn.steps.iter().filter(|step| !step.attempts.is_empty()) {
-        let policy = candidate.policies.get(&step.provider).or(candidate.fallback.as_ref()).cloned();
-        let timeline = timelines.get(&step.provider).map_or(&step.attempts[..], Vec::as_slice);
+        let replayed = ReplayedStep { turn, step, timelines, candidate, listeners: &listeners, first_send };
+        if let Some(outcome) = replayed.run(&mut result, scratch) {
+            result.outcome = outcome;
+            return result;
+        }
+    }
+    result
+}
+
+/// One step of a turn being replayed.
+struct ReplayedStep<'a> {
+    turn: &'a RecordedTurn,
+    step: &'a RecordedStep,
+    timelines: &'a HashMap<String, Vec<RecordedAttempt>>,
+    candidate: &'a Candidate,
+    listeners: &'a [&'a RowInstance],
+    first_send: Option<f64>,
+}
+
+impl ReplayedStep<'_> {
+    /// Sends the step until it is answered (`None`) or the turn ends otherwise. A failover hop
+    /// moves it to the route's recorded answers; a route the log never sent to is assumed to
+    /// answer at once (counted in `assumed_answers`).
+    fn run(&self, result: &mut TurnResult, scratch: &mut Scratch) -> Option<TurnOutcome> {
+        let (turn, step, candidate) = (self.turn, self.step, self.candidate);
+        let mut provider = step.provider.clone();
+        let mut timeline = Some(self.timelines.get(&provider).map_or(&step.attempts[..], Vec::as_slice));
         let mut sent = step.attempts[0].sent_ms;
+        let cancelled = AtomicBool::new(false);
         loop {
             if turn.outcome == TurnOutcome::Aborted && sent > turn.ended_ms {
-                result.outcome = TurnOutcome::Aborted;
-                return result;
+                return Some(TurnOutcome::Aborted);
             }
             if result.attempts >= MAX_ATTEMPTS {
-                result.outcome = TurnOutcome::StillRetrying;
-                return result;
+                return Some(TurnOutcome::StillRetrying);
             }
-            let answer = answer_at(timeline, sent);
-            let ended = sent + (answer.ended_ms - answer.sent_ms).max(0.0);
             result.attempts += 1;
-            let Some(failure) = &answer.failure else {
-                result.answer_after_ms = first_send.map(|first| ended - first);
-                break;
+            let Some(attempts) = timeline else {
+                result.assumed_answers += 1;
+                result.answer_after_ms = self.first_send.map(|first| sent - first);
+                return None;
             };
-            let payload =
-                RequestErrorPayload::new(turn.turn, step.step, &step.provider, failure.clone(), policy.clone());
+            let answer = answer_at(attempts, sent);
+            let ended = sent + (answer.ended_ms - answer.sent_ms).max(0.0);
+            let Some(failure) = &answer.failure else {
+                result.answer_after_ms = self.first_send.map(|first| ended - first);
+                return None;
+            };
+            let policy = candidate.policies.get(&provider).or(candidate.fallback.as_ref()).cloned();
+            let payload = RequestErrorPayload::new(turn.turn, step.step, &provider, failure.clone(), policy);
             scratch.services.set_now(ended);
             let context = call_context(&scratch.history, &cancelled, false, &scratch.services);
-            let outcome = waterfall::run(&listeners, &payload, &context);
-            match outcome {
+            match waterfall::run(self.listeners, &payload, &context) {
                 WaterfallOutcome::Retry { retry, .. } => {
                     let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{}}}"#, retry.record);
                     scratch.history.observe(events::LLM_RETRY, &line, &retry.record);
                     result.waits_ms.push(retry.delay_ms);
                     sent = ended + retry.delay_ms;
                 }
-                WaterfallOutcome::NoRetry { .. } | WaterfallOutcome::Cancelled => {
-                    result.outcome = TurnOutcome::GaveUp;
-                    return result;
+                WaterfallOutcome::Switch { switch, .. } => {
+                    result.hops += 1;
+                    provider = switch.route.into_string();
+                    timeline = self.timelines.get(&provider).map(Vec::as_slice);
+                    sent = ended;
                 }
+                WaterfallOutcome::NoRetry { .. } | WaterfallOutcome::Cancelled => return Some(TurnOutcome::GaveUp),
             }
         }
     }
-    result
 }
 
 /// A turn being read.
@@ -305,7 +356,8 @@ impl OpenTurn {
 
     fn attempt(&mut self, step: u64, provider: &str, ended: f64, failure: Option<Failure>) {
         let sent = self.pending_send.take().unwrap_or(ended);
-        self.step(step, provider).attempts.push(RecordedAttempt { sent_ms: sent, ended_ms: ended, failure });
+        let attempt = RecordedAttempt { sent_ms: sent, ended_ms: ended, failure, provider: provider.to_owned() };
+        self.step(step, provider).attempts.push(attempt);
     }
 }
 
@@ -449,7 +501,7 @@ mod tests {
     use super::*;
 
     fn attempt(sent_ms: f64, ended_ms: f64, code: Option<&str>) -> RecordedAttempt {
-        RecordedAttempt { sent_ms, ended_ms, failure: code.map(|code| Failure::new(code, "m")) }
+        RecordedAttempt { sent_ms, ended_ms, failure: code.map(|code| Failure::new(code, "m")), provider: "p".into() }
     }
 
     #[test]

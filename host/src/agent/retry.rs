@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! waterfall (agent/request-error) → cancelled? stop
+//!   → switch: the turn loop records the hop and sends the step to the other route at once
 //!   → no retry: the turn ends with the failure (a row that refused the retry, such as a retry
 //!     budget, first gets its reason written: `llm/retry-refused`, ignorable, and shown)
 //!   → retry (checked: delay in range and equal to the record's delayMs, record one JSON object)
@@ -19,12 +20,12 @@ use std::time::Duration;
 
 use dsh_abi::events::{self, RetryRefused, RetryStarted};
 use dsh_abi::retry::CheckedRetry;
-use dsh_abi::{Failure, RequestErrorPayload};
+use dsh_abi::{Failure, RequestErrorPayload, RouteSwitch};
 use serde_json::Value;
 
 use super::cancel::Cancel;
 use super::view::{RetryNotice, TurnView};
-use crate::context::{call_context, Services};
+use crate::context::{call_context, ContextWindows, Services};
 use crate::plugin::RowInstance;
 use crate::session::log::{AppendError, NewEvent, SessionLog};
 use crate::waterfall::{self, Outcome};
@@ -38,6 +39,8 @@ pub enum RetryStep {
     Again,
     /// Nobody retried, or the record was refused: the turn ends with this failure.
     GiveUp(Failure),
+    /// Row `row_id` sends the step to another route now.
+    Switch { switch: RouteSwitch, row_id: String },
     /// The turn was cancelled (during the waterfall or the wait).
     Cancelled,
 }
@@ -45,6 +48,8 @@ pub enum RetryStep {
 /// Everything the step reads and writes.
 pub struct RetryParts<'a> {
     pub log: &'a mut SessionLog,
+    /// The routes whose `contextWindow` a listener may ask for.
+    pub routes: &'a dyn ContextWindows,
     pub listeners: &'a [Arc<RowInstance>],
     /// Whether a listener may wait on a counter store's I/O.
     pub may_wait: bool,
@@ -55,9 +60,10 @@ pub struct RetryParts<'a> {
 
 /// Offers the failure of `payload` to the waterfall and carries out its decision.
 pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) -> Result<RetryStep, AppendError> {
-    let RetryParts { log, listeners, may_wait, services, cancel, view } = parts;
+    let RetryParts { log, routes, listeners, may_wait, services, cancel, view } = parts;
     let outcome = {
-        let context = call_context(log.index(), cancel.flag(), false, services);
+        let mut context = call_context(log.index(), cancel.flag(), false, services);
+        context.session.routes = Some(routes);
         let listeners: Vec<&RowInstance> = listeners.iter().map(Arc::as_ref).collect();
         crate::counters::may_block(may_wait, || waterfall::run(&listeners, payload, &context))
     };
@@ -72,6 +78,7 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
         }
         Outcome::NoRetry { refused: None, .. } => return Ok(RetryStep::GiveUp(payload.failure.clone())),
         Outcome::Retry { retry, row_id } => (retry, row_id),
+        Outcome::Switch { switch, row_id } => return Ok(RetryStep::Switch { switch, row_id }),
     };
     let now = services.now_ms() as u64;
     let record = NewEvent::raw(events::LLM_RETRY, retry.record.clone());

@@ -15,4 +15,12 @@ pub struct Route {
     pub wire: WireOptions,
     /// The host of its endpoint (`api.deepseek.com`), for rows that key things by relay.
     pub endpoint_host: String,
+    /// The row's `contextWindow` (tokens), when it declares one.
+    pub context_window: Option<u64>,
+}
+
+impl crate::context::ContextWindows for std::collections::HashMap<String, Route> {
+    fn context_window(&self, route: &str) -> Option<u64> {
+        self.get(route)?.context_window
+    }
 }

@@ -100,7 +100,11 @@ pub async fn start(
             (log, Some(repair))
         }
     };
-    Ok(Started { agent: Agent { log, assembly, services, cancel: Cancel::default(), view }, repair, notes })
+    Ok(Started {
+        agent: Agent { log, assembly, services, cancel: Cancel::default(), view, turn_route: None },
+        repair,
+        notes,
+    })
 }
 
 /// Sends a continued session's turns to the provider and model it recorded when `keep` and the

@@ -6,8 +6,12 @@
 //! loop: commit, send the request built from surface history, stream the text
 //!   success → assistant/message → step/end → turn/end completed
 //!   failure → assistant/attempt → retry step: again on the SAME step, or
+//!           → switch: route/switch → request/header (the new route) → the SAME step, now
 //!           → no retry: step/end → turn/end error
 //! ```
+//!
+//! A turn starts on the route the first `agent/route` row names (else the agent row's); a
+//! resumed turn on the route the log's last `request/header` names.
 //!
 //! Cancellation beats any decision: during streaming, the waterfall or a wait, the turn ends
 //! `aborted/user`.
@@ -16,9 +20,10 @@ use std::sync::Arc;
 
 use abi_stable::std_types::ROption;
 use dsh_abi::events::{
-    self, AbortedBy, AssistantAttempt, EndReason, EventData, RequestHeader, StepEnd, StepStart, TurnStart,
+    self, AbortedBy, AssistantAttempt, EndReason, EventData, RequestHeader, RouteSwitched, StepEnd, StepStart,
+    TurnStart,
 };
-use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, RequestSuccess, SessionStartSource};
+use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, RequestSuccess, RouteSwitch, SessionStartSource};
 use serde_json::{json, Map, Value};
 
 use super::assembly::Assembly;
@@ -86,6 +91,8 @@ pub struct Agent {
     pub services: Arc<dyn Services>,
     pub cancel: Cancel,
     pub view: Box<dyn TurnView>,
+    /// The route the running turn is on, when it is not the agent row's.
+    pub turn_route: Option<String>,
 }
 
 /// The result of a call that had not finished when the turn was cancelled.
@@ -117,16 +124,48 @@ impl Agent {
     }
 
     fn route(&self) -> &Route {
-        &self.assembly.routes[&self.assembly.agent.provider]
+        &self.assembly.routes[self.route_name()]
+    }
+
+    fn route_name(&self) -> &str {
+        self.turn_route.as_deref().unwrap_or(&self.assembly.agent.provider)
     }
 
     fn agent(&self) -> &AgentConfig {
         &self.assembly.agent
     }
 
-    /// The agent's model, or else its route's.
+    /// The agent's model, or else its route's; on another route than the agent row's, that
+    /// route's.
     fn model(&self) -> &str {
-        self.assembly.model()
+        match &self.turn_route {
+            Some(route) if *route != self.assembly.agent.provider => &self.assembly.routes[route].model,
+            _ => self.assembly.model(),
+        }
+    }
+
+    /// The route a turn starts on: for a resume, the one the log's last header names; else the
+    /// first an `agent/route` row chooses (a row that fails, or names no known route, is passed).
+    fn starting_route(&self, turn: u64, reason: HeaderReason) -> Option<String> {
+        let known = |route: &String| self.assembly.routes.contains_key(route);
+        if reason == HeaderReason::Resume {
+            let header: Option<Value> = self.log.last_request_header().and_then(|last| serde_json::from_str(last).ok());
+            let logged = header.as_ref().and_then(|header| header["header"]["config"]["provider"].as_str());
+            if let Some(route) = logged.map(str::to_owned).filter(known) {
+                return Some(route);
+            }
+        }
+        let mut context = call_context(self.log.index(), self.cancel.flag(), false, self.services.as_ref());
+        context.session.routes = Some(&self.assembly.routes);
+        crate::counters::may_block(self.assembly.may_wait, || {
+            self.assembly.route_rows.iter().find_map(|row| match row.choose_route(turn, &context) {
+                Ok(route) => route.filter(known),
+                Err(err) => {
+                    tracing::warn!("row \"{}\": {}", row.row_id(), err.message);
+                    None
+                }
+            })
+        })
     }
 
     /// Raises `agent/session-start` and returns the continuations listeners ask for, each with
@@ -193,6 +232,7 @@ impl Agent {
     async fn run_steps(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
         let turn = self.log.rules().last_turn() + 1;
         let message = input.message_data()?;
+        self.turn_route = self.starting_route(turn, reason);
         self.append_typed(&TurnStart { turn })?;
         self.append_typed(&StepStart { turn, step: 1 })?;
         let now = self.now_ms();
@@ -239,8 +279,9 @@ impl Agent {
                 return self.abort(turn, step, None).map(StepOutcome::TurnEnded);
             }
             let request = self.request();
-            let route = &self.assembly.routes[&self.assembly.agent.provider];
-            self.view.attempt_started(&format!("{} ({})", route.provider, self.assembly.model()));
+            let shown = format!("{} ({})", self.route_name(), self.model());
+            self.view.attempt_started(&shown);
+            let route = &self.assembly.routes[self.turn_route.as_deref().unwrap_or(&self.assembly.agent.provider)];
             let view = &mut self.view;
             let mut on_text = |delta: &str| view.text(delta);
             let attempt = tokio::select! {
@@ -257,8 +298,14 @@ impl Agent {
             };
             let failure = attempt_failure.failure;
             self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
-            match self.decide_retry(turn, step, failure).await? {
+            let code = failure.code.to_string();
+            match self.decide_retry(turn, step, failure.clone()).await? {
                 RetryStep::Again => {}
+                RetryStep::Switch { switch, row_id } => {
+                    if let Err(failure) = self.switch_route(turn, step, &code, switch, &row_id)? {
+                        return self.fail(turn, step, failure).map(StepOutcome::TurnEnded);
+                    }
+                }
                 RetryStep::GiveUp(failure) => return self.fail(turn, step, failure).map(StepOutcome::TurnEnded),
                 RetryStep::Cancelled => return self.abort(turn, step, None).map(StepOutcome::TurnEnded),
             }
@@ -275,9 +322,11 @@ impl Agent {
             provider: self.route().provider.as_str().into(),
             failure,
             retry_policy: ROption::RSome(self.route().policy.clone()),
+            request_tokens: request_tokens(&self.request()),
         };
         let parts = RetryParts {
             log: &mut self.log,
+            routes: &self.assembly.routes,
             listeners: &self.assembly.listeners,
             may_wait: self.assembly.may_wait,
             services: self.services.as_ref(),
@@ -285,6 +334,41 @@ impl Agent {
             view: self.view.as_mut(),
         };
         retry_step(parts, &payload).await
+    }
+
+    /// Carries out row `row_id`'s failover hop: `route/switch`, then the new route's
+    /// `request/header`; the step then goes out again at once. A hop to a route no provider row
+    /// serves, or to the route the step is on, ends the turn with the failure (`Ok(Err)`).
+    fn switch_route(
+        &mut self,
+        turn: u64,
+        step: u64,
+        code: &str,
+        switch: RouteSwitch,
+        row_id: &str,
+    ) -> Result<Result<(), Failure>, AppendError> {
+        let from = self.route_name().to_owned();
+        let to = switch.route.into_string();
+        if to == from || !self.assembly.routes.contains_key(&to) {
+            let why = if to == from { "the route the step is on" } else { "a route no provider row serves" };
+            let message = format!("row \"{row_id}\" switched the step to {to:?}, {why}");
+            tracing::warn!("{message}");
+            return Ok(Err(Failure::new(code, message)));
+        }
+        let hop = RouteSwitched {
+            turn,
+            step,
+            from,
+            to,
+            code: code.to_owned(),
+            row: row_id.to_owned(),
+            reason: switch.reason.into_string(),
+        };
+        self.append_typed(&hop)?;
+        self.turn_route = Some(hop.to.clone());
+        self.append_header(HeaderReason::Change)?;
+        self.view.route_switched(&hop.from, &hop.to, code);
+        Ok(Ok(()))
     }
 
     /// Appends `request/header` when the header changed since the last one, or on a resume.
@@ -430,7 +514,8 @@ impl Agent {
             provider: route.provider.as_str().into(),
             endpoint_host: route.endpoint_host.as_str().into(),
         };
-        let context = call_context(self.log.index(), self.cancel.flag(), false, self.services.as_ref());
+        let mut context = call_context(self.log.index(), self.cancel.flag(), false, self.services.as_ref());
+        context.session.routes = Some(&self.assembly.routes);
         crate::counters::may_block(self.assembly.may_wait, || {
             for row in &self.assembly.request_success {
                 if let Err(err) = row.on_request_success(&success, &context) {
@@ -474,4 +559,16 @@ impl Agent {
         self.log.commit()?;
         Ok(TurnEnd::Aborted)
     }
+}
+
+/// The host's estimate of a request's size in tokens: the UTF-8 bytes of its text, tool calls
+/// and tool definitions over 4, rounded up (about 4 bytes a token in English; a route's
+/// `contextWindow` is matched against it).
+fn request_tokens(request: &ChatRequest) -> u64 {
+    let calls = |message: &ChatMessage| -> usize {
+        message.tool_calls.iter().map(|call| call.name.len() + call.arguments.len()).sum()
+    };
+    let text: usize = request.messages.iter().map(|message| message.content.len() + calls(message)).sum();
+    let tools: usize = request.tools.iter().map(|tool| tool.to_string().len()).sum();
+    (text + tools).div_ceil(4) as u64
 }

@@ -42,6 +42,9 @@ pub trait TurnView: Send {
     }
     /// Row `row` refused the retry another row decided, for `reason`; the turn ends.
     fn retry_refused(&mut self, _row: &str, _reason: &str) {}
+    /// The step goes to route `to` right away after failing on `from` with `code` (a failover
+    /// hop); the failed attempt's text is discarded as for a retry.
+    fn route_switched(&mut self, _from: &str, _to: &str, _code: &str) {}
     /// A tool call of the step is about to run.
     fn tool_started(&mut self, _call: &ToolCall) {}
     /// A tool call ended with `outcome`.

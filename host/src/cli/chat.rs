@@ -177,6 +177,7 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                 }
             }
         }
+        agent.assembly.tools.close().await;
         eprintln!("session {}", agent.log.id());
         if input.refused_a_line() && !TERMINATED.load(Ordering::SeqCst) {
             code = Err(Exit::reported(EXIT_FAILED));

@@ -155,6 +155,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
         rows::load_plugins(&resolution.plugins, true, &Counters::at(home.root()));
+    let named_routes = rows::route_problems(&loaded, &resolution.route_names);
     // A profile without MCP servers builds no runtime: `check` stays a quick, synchronous command.
     let server_problems = match resolution.servers.is_empty() {
         true => Vec::new(),
@@ -165,6 +166,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
         .iter()
         .chain(&resolution.problems)
         .chain(&load_problems)
+        .chain(&named_routes)
         .chain(&store_problems)
         .chain(&server_problems)
         .collect();
@@ -267,9 +269,14 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
             crate::agent::explain::describe_policy(&route.policy)
         )?;
         for handling in &route.codes {
+            if let Some(failover) = &handling.failover {
+                out!("  {:24} {:20} switches to {} right away", handling.code, failover.row, failover.route)?;
+            }
+            let code = if handling.failover.is_some() { "" } else { handling.code };
+            let then = if handling.failover.is_some() { "otherwise: " } else { "" };
             out!(
-                "  {:24} {:20} {}",
-                handling.code,
+                "  {:24} {:20} {then}{}",
+                code,
                 handling.row.as_deref().unwrap_or("-"),
                 crate::agent::explain::describe(&handling.action)
             )?;

@@ -116,6 +116,8 @@ fn result_json(result: &TurnResult) -> Value {
         "waitsMs": result.waits_ms,
         "outcome": result.outcome.as_str(),
         "answerAfterMs": result.answer_after_ms,
+        "assumedAnswers": result.assumed_answers,
+        "hops": result.hops,
     })
 }
 
@@ -298,6 +300,9 @@ impl Comparison<'_> {
         for (name, totals) in self.names.iter().zip(&self.candidates) {
             println_out(&totals_row(name, totals, true))?;
         }
+        for (name, totals) in self.names.iter().zip(&self.candidates).filter(|(_, totals)| totals.hops > 0) {
+            println_out(&failover_line(name, totals))?;
+        }
         Ok(())
     }
 }
@@ -305,8 +310,22 @@ impl Comparison<'_> {
 fn totals_json(totals: &Totals, name: &str) -> Value {
     json!({
         "name": name, "turns": totals.turns, "requests": totals.requests, "waitingMs": totals.waiting_ms,
-        "completed": totals.completed, "lost": totals.lost, "saved": totals.saved,
+        "completed": totals.completed, "lost": totals.lost, "saved": totals.saved, "failedRecorded": totals.failed,
+        "assumedAnswers": totals.assumed_answers, "hops": totals.hops,
     })
+}
+
+/// What a candidate's failover came to, and what it assumed: `with this failover, 3 of the 4
+/// failed turns would have completed …`.
+fn failover_line(name: &str, totals: &Totals) -> String {
+    format!(
+        "candidate {name}: with this failover, {} of the {} failed turns would have completed ({} request{} went to \
+         a route this log never sent to, assumed to answer; a route the log recorded failing answers as recorded)",
+        totals.saved,
+        totals.failed,
+        totals.assumed_answers,
+        if totals.assumed_answers == 1 { "" } else { "s" }
+    )
 }
 
 /// One row of the totals table; the recorded run compares with nothing (`-`).

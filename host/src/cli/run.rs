@@ -50,6 +50,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> Outcome {
         agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
         let input = UserInput { id: agent.services.new_id(), text: prompt, source: json!({"kind": "user"}) };
         let end = agent.run_turn(input, HeaderReason::Initial).await?;
+        agent.assembly.tools.close().await;
         finish(&agent, &end)
     })
 }

@@ -133,7 +133,9 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
             ResumeEvent::Continuing { plugin, summary } => eprintln!("dsh: {summary} ({plugin})"),
             ResumeEvent::Ended(_) => {}
         };
-        match agent_session::resume(&mut agent, &mut report).await? {
+        let resumed = agent_session::resume(&mut agent, &mut report).await?;
+        agent.assembly.tools.close().await;
+        match resumed {
             Some(end) => finish(&agent, &end),
             None => {
                 if !json {

@@ -224,6 +224,12 @@ impl TurnView for TerminalView {
         eprintln!("dsh: retry refused by row \"{row}\": {}", neutralised(reason));
     }
 
+    fn route_switched(&mut self, from: &str, to: &str, code: &str) {
+        self.end_text_line();
+        self.retried.push(code.to_owned());
+        eprintln!("{}", switch_line(from, to, code));
+    }
+
     fn tool_started(&mut self, _call: &ToolCall) {
         self.stop_waiting();
         self.end_text_line();
@@ -232,6 +238,11 @@ impl TurnView for TerminalView {
     fn tool_ended(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
         eprintln!("{}", tool_line(call, outcome));
     }
+}
+
+/// The live line of a failover hop: `switching to backup (deepseek-official: SERVER)`.
+pub(crate) fn switch_line(from: &str, to: &str, code: &str) -> String {
+    format!("switching to {} ({}: {code})", neutralised(to), neutralised(from))
 }
 
 /// One line per tool call: `tool lookup {"q":1} → 42 bytes: first words…`, or the error.

@@ -1,9 +1,11 @@
-//! Counters of every dsh process of the machine: `$DSH_HOME/stores/counters.json`.
+//! Counters and circuit breakers of every dsh process of the machine:
+//! `$DSH_HOME/stores/counters.json` (a breaker is an object under its key, a counter a number).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use dsh_abi::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
 use serde_json::{Map, Value};
 
 use super::{clamped, CounterStore};
@@ -63,6 +65,26 @@ impl CounterStore for MachineStore {
             let value = clamped(value, delta, floor, ceiling);
             counters.insert(key.to_owned(), Value::from(value));
             (value, true)
+        })
+    }
+
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String> {
+        self.locked(|entries| {
+            let mut state: BreakerState =
+                entries.get(key).and_then(|value| serde_json::from_value(value.clone()).ok()).unwrap_or_default();
+            let answer = breaker::apply(&mut state, event, policy, now_ms);
+            let state = serde_json::to_value(&state).expect("a breaker state is JSON");
+            let changed = entries.get(key) != Some(&state);
+            if changed {
+                entries.insert(key.to_owned(), state);
+            }
+            (answer, changed)
         })
     }
 

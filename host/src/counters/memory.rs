@@ -3,12 +3,15 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use dsh_abi::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
+
 use super::{clamped, CounterStore};
 
-/// Counters of one process.
+/// Counters and circuit breakers of one process.
 #[derive(Default)]
 pub struct MemoryStore {
     counters: Mutex<HashMap<String, f64>>,
+    breakers: Mutex<HashMap<String, BreakerState>>,
 }
 
 impl MemoryStore {
@@ -16,6 +19,9 @@ impl MemoryStore {
     pub fn clear(&self) {
         if let Ok(mut counters) = self.counters.lock() {
             counters.clear();
+        }
+        if let Ok(mut breakers) = self.breakers.lock() {
+            breakers.clear();
         }
     }
 }
@@ -26,6 +32,17 @@ impl CounterStore for MemoryStore {
         let value = counters.entry(key.to_owned()).or_insert(initial);
         *value = clamped(*value, delta, floor, ceiling);
         Ok(*value)
+    }
+
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String> {
+        let mut breakers = self.breakers.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
+        Ok(breaker::apply(breakers.entry(key.to_owned()).or_default(), event, policy, now_ms))
     }
 
     fn list(&self) -> Result<Vec<(String, f64)>, String> {

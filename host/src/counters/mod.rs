@@ -5,6 +5,10 @@
 //! step: add, clamp to `[floor, ceiling]`, return the new value; a counter never touched starts at
 //! its `initial` value. A store that cannot answer within its deadline fails the update, and the
 //! row's `onStoreError` decides.
+//!
+//! The same stores keep circuit breakers (`breaker`): each event is applied to a circuit's state
+//! in one atomic step, with [`dsh_abi::breaker::apply`]'s maths (in Redis, a script that follows
+//! it), so every process sharing a store sees one circuit.
 
 pub mod machine;
 pub mod memory;
@@ -14,6 +18,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy};
 use dsh_abi::config::Kind;
 use serde_json::Value;
 
@@ -26,6 +31,14 @@ pub trait CounterStore: Send + Sync {
     /// Adds `delta` to `key` (starting from `initial`), clamps to `[floor, ceiling]`, returns the
     /// new value; `Err` says why the store could not be reached.
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String>;
+    /// Applies `event` at `now_ms` to the circuit breaker `key`, atomically.
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String>;
     /// Every counter of the store and its value, sorted by key.
     fn list(&self) -> Result<Vec<(String, f64)>, String>;
     /// Forgets `keys`, so each starts again from its row's initial value at its next update;
@@ -153,6 +166,10 @@ struct Unreachable(String);
 
 impl CounterStore for Unreachable {
     fn add(&self, _: &str, _: f64, _: f64, _: f64, _: f64) -> Result<f64, String> {
+        Err(self.0.clone())
+    }
+
+    fn breaker(&self, _: &str, _: BreakerEvent, _: &BreakerPolicy, _: f64) -> Result<BreakerAnswer, String> {
         Err(self.0.clone())
     }
 

@@ -12,6 +12,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, Phase};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 use super::CounterStore;
@@ -31,6 +32,50 @@ if value > ceiling then value = ceiling end
 redis.call('SET', KEYS[1], tostring(value))
 return tostring(value)
 ";
+
+/// [`dsh_abi::breaker::apply`] as one script over a hash (`openUntil`, `probeUntil`, `failures`
+/// as comma-separated times); answers `{phase, admitted, probe, openUntil}`. A unit test runs
+/// both over the same events against a real server.
+const BREAKER_SCRIPT: &str = r"
+local state = redis.call('HMGET', KEYS[1], 'openUntil', 'probeUntil', 'failures')
+local open_until, probe_until = tonumber(state[1]) or 0, tonumber(state[2]) or 0
+local failures = {}
+for at in string.gmatch(state[3] or '', '[^,]+') do failures[#failures + 1] = tonumber(at) end
+local event, now = ARGV[1], tonumber(ARGV[2])
+local limit, window, cooldown = math.max(tonumber(ARGV[3]), 1), tonumber(ARGV[4]), tonumber(ARGV[5])
+local function phase()
+  if open_until == 0 then return 'closed' elseif now < open_until then return 'open' else return 'half-open' end
+end
+local function open()
+  open_until = math.max(open_until, now + cooldown); probe_until = 0; failures = {}
+end
+local admitted, probe, current = 0, 0, phase()
+if event == 'admit' then
+  if current == 'closed' then admitted = 1
+  elseif current == 'half-open' and not (probe_until > now) then probe_until = now + cooldown; admitted = 1; probe = 1 end
+elseif event == 'failure' then
+  if current == 'closed' then
+    local kept = {}
+    for _, at in ipairs(failures) do if at > now - window then kept[#kept + 1] = at end end
+    kept[#kept + 1] = now
+    while #kept > limit do table.remove(kept, 1) end
+    failures = kept
+    if #kept >= limit then open() end
+  else open() end
+elseif event == 'success' and current == 'half-open' then
+  open_until, probe_until, failures = 0, 0, {}
+end
+local shown = {}
+for i, at in ipairs(failures) do shown[i] = string.format('%.17g', at) end
+redis.call('HSET', KEYS[1], 'openUntil', string.format('%.17g', open_until),
+  'probeUntil', string.format('%.17g', probe_until), 'failures', table.concat(shown, ','))
+local after = phase()
+if after == 'closed' then open_until = 0 end
+return {after, admitted, probe, string.format('%.17g', open_until)}
+";
+
+/// The prefix of every circuit breaker's Redis key.
+const BREAKER_PREFIX: &str = "dsh:breaker:";
 
 pub struct RedisStore {
     /// The URL with its credentials redacted, for messages.
@@ -201,6 +246,34 @@ impl CounterStore for RedisStore {
         let mut update = redis::cmd("EVAL");
         update.arg(ADD_SCRIPT).arg(1).arg(format!("{KEY_PREFIX}{key}")).arg(delta).arg(initial).arg(floor).arg(ceiling);
         self.number(&self.request(&update)?)
+    }
+
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String> {
+        let mut update = redis::cmd("EVAL");
+        update.arg(BREAKER_SCRIPT).arg(1).arg(format!("{BREAKER_PREFIX}{key}")).arg(event.as_str());
+        update.arg(now_ms).arg(policy.failures).arg(policy.window_ms).arg(policy.cooldown_ms);
+        let reply = self.request(&update)?;
+        let unexpected = || format!("{} answered {reply:?} to a breaker update", self.shown);
+        let redis::Value::Array(fields) = &reply else { return Err(unexpected()) };
+        let [redis::Value::BulkString(phase), redis::Value::Int(admitted), redis::Value::Int(probe), until] =
+            &fields[..]
+        else {
+            return Err(unexpected());
+        };
+        let phase = match &phase[..] {
+            b"closed" => Phase::Closed,
+            b"open" => Phase::Open,
+            b"half-open" => Phase::HalfOpen,
+            _ => return Err(unexpected()),
+        };
+        let open_until_ms = self.number(until)?;
+        Ok(BreakerAnswer { phase, admitted: *admitted == 1, probe: *probe == 1, open_until_ms })
     }
 
     fn list(&self) -> Result<Vec<(String, f64)>, String> {

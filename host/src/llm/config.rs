@@ -41,6 +41,8 @@ pub struct ProviderConfig {
     pub retry_policy: RetryPolicy,
     /// Thinking, effort, output limit and usage reporting (see [`wire`]).
     pub wire: WireOptions,
+    /// The most tokens a request to this route may hold, when the row says.
+    pub context_window: Option<u64>,
 }
 
 const TIMEOUT: Kind = Kind::integer(1, MAX_DELAY_MS_INTEGER);
@@ -58,6 +60,14 @@ const IDLE_TIMEOUT: Key =
 const REQUEST_TIMEOUT: Key =
     Key::new("requestTimeoutMs", TIMEOUT, "1800000", "the deadline of a whole attempt, in ms").refused_as(TIMEOUT_RULE);
 const RETRY_POLICY: Key = Key::new("retryPolicy", Kind::Any, "", "the route's retry policy (see llm-retry)");
+/// What a failover row matches a request's size against.
+const CONTEXT_WINDOW: Key = Key::new(
+    "contextWindow",
+    Kind::integer(1, dsh_abi::config::MAX_SAFE_INTEGER),
+    "",
+    "the most tokens a request to the route may hold (route-failover never sends a step to a smaller route)",
+)
+.refused_as("must be a positive whole number of tokens");
 
 /// The keys of a provider row: its own, then those every route takes.
 macro_rules! route_keys {
@@ -70,6 +80,7 @@ macro_rules! route_keys {
             IDLE_TIMEOUT,
             REQUEST_TIMEOUT,
             RETRY_POLICY,
+            CONTEXT_WINDOW,
             wire::THINKING,
             wire::REASONING_EFFORT,
             wire::MAX_TOKENS,
@@ -120,6 +131,7 @@ fn common(row_id: &str, row: &mut Row<'_>, endpoint: Endpoint) -> ProviderConfig
         policy::default_policy()
     });
     let wire = wire::parse(&provider, row);
+    let context_window = row.value("contextWindow").and_then(|tokens| dsh_abi::js::as_safe_u64(&tokens));
     ProviderConfig {
         row_id: row_id.to_owned(),
         provider,
@@ -132,6 +144,7 @@ fn common(row_id: &str, row: &mut Row<'_>, endpoint: Endpoint) -> ProviderConfig
         request_timeout,
         retry_policy,
         wire,
+        context_window,
     }
 }
 
@@ -242,6 +255,19 @@ mod tests {
                 "apiKeyEnv: must name an environment variable (letters, digits, _), got \"1BAD\"",
             ]
         );
+    }
+
+    #[test]
+    fn a_context_window_is_a_positive_whole_number_of_tokens() {
+        let row = |window: Value| {
+            let config =
+                serde_json::json!({"provider": "p", "model": "m", "script": [{"ok": "x"}], "contextWindow": window});
+            parse_mock("r", &config).map(|provider| provider.context_window).map_err(shown)
+        };
+        assert_eq!(row(Value::from(128_000)), Ok(Some(128_000)));
+        for bad in [Value::from(0), Value::from(-1), Value::from(1.5), Value::from("big")] {
+            assert_eq!(row(bad), Err(vec!["contextWindow: must be a positive whole number of tokens".to_owned()]));
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ use dsh_abi::{
 use crate::context::CallContext;
 use crate::counters::CounterStore;
 use crate::waterfall::{Listener, ListenerError};
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy};
 use dsh_abi::context::Counters;
 
 pub struct RowInstance {
@@ -41,13 +42,25 @@ struct RowCounters<'r> {
 
 impl Counters for RowCounters<'_> {
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
-        let Some(store) = self.store else {
-            return Err(format!(
-                "row \"{}\" has no counters: its manifest does not ask for them (counters)",
-                self.row_id
-            ));
-        };
-        store.add(key, delta, initial, floor, ceiling)
+        self.store()?.add(key, delta, initial, floor, ceiling)
+    }
+
+    fn breaker(
+        &self,
+        key: &str,
+        event: BreakerEvent,
+        policy: &BreakerPolicy,
+        now_ms: f64,
+    ) -> Result<BreakerAnswer, String> {
+        self.store()?.breaker(key, event, policy, now_ms)
+    }
+}
+
+impl<'r> RowCounters<'r> {
+    fn store(&self) -> Result<&'r dyn CounterStore, String> {
+        self.store.ok_or_else(|| {
+            format!("row \"{}\" has no counters: its manifest does not ask for them (counters)", self.row_id)
+        })
     }
 }
 
@@ -93,6 +106,12 @@ impl RowInstance {
                 )
             })
         })
+    }
+
+    /// Asks the row which route turn `turn` starts on (`agent/route`).
+    pub fn choose_route(&self, turn: u64, ctx: &CallContext<'_>) -> Result<Option<String>, ListenerError> {
+        self.call("agent/route", || self.in_context(ctx, |ctx| self.object.choose_route(turn, ctx)))
+            .map(|route| route.into_option().map(|route| route.into_string()))
     }
 
     pub fn row_id(&self) -> &str {

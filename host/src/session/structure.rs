@@ -17,7 +17,10 @@
 //!   `step/end` closes the open step;
 //! - chunks, attempts, assistant messages, tool calls and tool results name the open turn and
 //!   step; a `tool/result` answers a pending tool call of the step;
-//! - `request/header` and `request/context` only inside an open turn.
+//! - `request/header` and `request/context` only inside an open turn;
+//! - a `route/switch` (a failover hop) names the open turn and step and another route than the
+//!   one it leaves; the step's next request goes out only after a `request/header` naming that
+//!   route.
 //!
 //! Only the events these rules concern are parsed, and only the fields they need.
 
@@ -78,6 +81,16 @@ pub struct StructureRules {
     last_step: f64,
     open_step: Option<f64>,
     pending_calls: HashSet<String>,
+    /// The route a `route/switch` of the open step moved to, until a `request/header` names it.
+    pending_switch: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Hop {
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -191,10 +204,37 @@ impl StructureRules {
             | events::ASSISTANT_MESSAGE
             | events::TOOL_CALL
             | events::TOOL_RESULT => self.in_step(event_type, data, violations),
+            events::ROUTE_SWITCH => self.route_switch(data, violations),
             events::REQUEST_HEADER | events::REQUEST_CONTEXT if self.open_turn.is_none() => {
                 violations(format!("{event_type} outside an open turn"));
             }
+            events::REQUEST_HEADER => self.request_header(data, violations),
             _ => {}
+        }
+    }
+
+    fn route_switch(&mut self, data: &str, violations: &mut dyn FnMut(String)) {
+        self.in_step(events::ROUTE_SWITCH, data, violations);
+        let Hop { from, to } = serde_json::from_str(data).unwrap_or(Hop { from: None, to: None });
+        match (from, to) {
+            (Some(from), Some(to)) if from != to && !to.is_empty() => self.pending_switch = Some(to),
+            (_, to) => violations(format!(
+                "route/switch must name the route it leaves (from) and another it moves to (to), got to {}",
+                to.map_or_else(|| "undefined".to_owned(), |to| js::to_string(&to))
+            )),
+        }
+    }
+
+    fn request_header(&mut self, data: &str, violations: &mut dyn FnMut(String)) {
+        let Some(to) = self.pending_switch.take() else { return };
+        let header: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+        let provider = header.pointer("/header/config/provider").and_then(Value::as_str);
+        if provider != Some(to.as_str()) {
+            violations(format!(
+                "request/header after a route/switch to {} names provider {}",
+                js::to_string(&to),
+                provider.map_or_else(|| "undefined".to_owned(), js::to_string)
+            ));
         }
     }
 
@@ -273,6 +313,7 @@ impl StructureRules {
         }
         self.open_step = None;
         self.pending_calls.clear();
+        self.pending_switch = None;
     }
 
     fn in_step(&mut self, event_type: &str, data: &str, violations: &mut dyn FnMut(String)) {
@@ -317,6 +358,13 @@ impl StructureRules {
             }
             _ => {}
         }
+        if let Some(to) = self.pending_switch.as_ref().filter(|_| event_type != events::ROUTE_SWITCH) {
+            violations(format!(
+                "{event_type} after a route/switch to {} with no request/header naming it",
+                js::to_string(to)
+            ));
+            self.pending_switch = None;
+        }
     }
 }
 
@@ -350,6 +398,40 @@ mod tests {
             ("turn/start", r#"{"turn":2}"#),
         ])
         .is_empty());
+    }
+
+    #[test]
+    fn a_failover_hop_is_followed_by_a_header_naming_its_route() {
+        let hop =
+            r#"{"turn":1,"step":1,"from":"p","to":"b","code":"SERVER","row":"route-failover","reason":"p: SERVER"}"#;
+        let opening = [
+            ("turn/start", r#"{"turn":1}"#),
+            ("step/start", r#"{"turn":1,"step":1}"#),
+            ("assistant/attempt", r#"{"turn":1,"step":1,"failure":{"code":"SERVER"}}"#),
+            ("route/switch", hop),
+        ];
+        let named =
+            |provider: &str| format!(r#"{{"header":{{"config":{{"provider":"{provider}"}}}},"reason":"change"}}"#);
+        let good = named("b");
+        let mut events = opening.to_vec();
+        events.extend([("request/header", good.as_str()), ("step/end", r#"{"turn":1,"step":1}"#)]);
+        assert_eq!(check(&events), []);
+        let wrong = named("p");
+        let mut events = opening.to_vec();
+        events.push(("request/header", wrong.as_str()));
+        assert_eq!(check(&events), [(4, "request/header after a route/switch to \"b\" names provider \"p\"".into())]);
+        let mut events = opening.to_vec();
+        events.push(("assistant/attempt", r#"{"turn":1,"step":1,"failure":{"code":"SERVER"}}"#));
+        assert_eq!(
+            check(&events),
+            [(4, "assistant/attempt after a route/switch to \"b\" with no request/header naming it".into())]
+        );
+        let mut events = opening.to_vec();
+        events.extend([
+            ("step/end", r#"{"turn":1,"step":1}"#),
+            ("turn/end", r#"{"turn":1,"reason":{"kind":"interrupted"}}"#),
+        ]);
+        assert_eq!(check(&events), [], "a crash between the hop and its header is repaired like any other");
     }
 
     #[test]

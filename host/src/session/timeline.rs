@@ -180,6 +180,12 @@ impl Timeline {
                 preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
             ),
             events::LLM_RETRY_STARTED => self.started_line(time, data),
+            events::ROUTE_SWITCH => format!(
+                "    switched to {} · {} · {}",
+                js::display(data.get("to")),
+                js::display(data.get("row")),
+                preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
+            ),
             events::ASSISTANT_MESSAGE => assistant_line(data.get("message").unwrap_or(&Value::Null)),
             events::TOOL_CALL => {
                 let arguments = preview(data.get("arguments").and_then(Value::as_str).unwrap_or_default());

@@ -91,6 +91,12 @@ impl Tools {
         (tools, problems)
     }
 
+    /// Closes every server's connection in order: at exit, so no transport is cut off by the
+    /// runtime shutting down (rmcp reports that as an error).
+    pub async fn close(&self) {
+        futures_util::future::join_all(self.servers.iter().map(Server::close)).await;
+    }
+
     pub fn offered(&self) -> &[OfferedTool] {
         &self.offered
     }

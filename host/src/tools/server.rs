@@ -58,7 +58,18 @@ pub struct Server {
     stderr_tail: Arc<Mutex<String>>,
 }
 
+/// How long closing a connection may take at exit before it is dropped as it is.
+const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Server {
+    /// Ends the connection in order (the transport closed before the runtime goes), within
+    /// [`CLOSE_TIMEOUT`]; a later call starts the server again.
+    pub async fn close(&self) {
+        if let Some(connection) = self.connection.lock().await.take() {
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, connection.session.cancel()).await;
+        }
+    }
+
     /// Starts the server and lists its tools, within the row's start timeout.
     pub async fn start(config: &McpConfig) -> Result<(Server, Vec<Tool>), String> {
         let stderr_tail = Arc::new(Mutex::new(String::new()));

@@ -52,8 +52,10 @@ impl Plugin for DshRetry {
         ctx: &HostContextRef<'_>,
         outcome: &DownstreamOutcome,
     ) -> Result<Decision, String> {
-        if let DownstreamOutcome::Retried(retry) = outcome {
-            return Ok(Decision::Retry(retry.clone()));
+        match outcome {
+            DownstreamOutcome::Retried(retry) => return Ok(Decision::Retry(retry.clone())),
+            DownstreamOutcome::Switched(switch) => return Ok(Decision::Switch(switch.clone())),
+            _ => {}
         }
         if ctx.is_cancelled() || recovery::owned_by_policy(payload) {
             return Ok(Decision::NoRetry);

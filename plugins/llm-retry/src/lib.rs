@@ -108,6 +108,7 @@ impl Plugin for LlmRetry {
         }
         match outcome {
             DownstreamOutcome::Retried(retry) => return Ok(Decision::Retry(retry.clone())),
+            DownstreamOutcome::Switched(switch) => return Ok(Decision::Switch(switch.clone())),
             DownstreamOutcome::Failed(message) => ctx.log(
                 LogLevel::Warn,
                 format!(

@@ -128,7 +128,12 @@ impl Plugin for RetryBudget {
     ) -> Result<Decision, String> {
         let key = self.key(payload.provider.as_str(), payload.endpoint_host.as_str());
         let tokens = self.add(ctx, &key, Budget::FAILURE);
-        let DownstreamOutcome::Retried(retry) = outcome else { return Ok(Decision::NoRetry) };
+        let retry = match outcome {
+            DownstreamOutcome::Retried(retry) => retry,
+            // A failover hop is not a retry of this route: the budget does not hold it back.
+            DownstreamOutcome::Switched(switch) => return Ok(Decision::Switch(switch.clone())),
+            _ => return Ok(Decision::NoRetry),
+        };
         match tokens {
             Ok(tokens) if self.budget.allows(tokens) => Ok(Decision::Retry(retry.clone())),
             Ok(tokens) => Ok(Decision::Refuse(
@@ -236,6 +241,17 @@ mod tests {
             panic!("closed refuses")
         };
         assert!(reason.contains("onStoreError: closed"), "{reason}");
+    }
+
+    #[test]
+    fn a_failover_hop_below_goes_through_and_still_counts_the_failure() {
+        let budget = RetryBudget::new(NAME, &Value::Null).unwrap();
+        let host = FakeHost::new();
+        let switch = dsh_abi::RouteSwitch { route: "backup".into(), reason: "relay: SERVER".into() };
+        let decided =
+            budget.after_downstream(&payload(), &host.context(), &DownstreamOutcome::Switched(switch.clone()));
+        assert_eq!(decided, Ok(Decision::Switch(switch)));
+        assert_eq!(host.counter("retry-budget:route:relay"), Some(9.0));
     }
 
     #[test]
