@@ -272,3 +272,25 @@ fn a_resumed_turn_continues_on_the_route_the_log_says() {
     assert_eq!((primary.request_bodies().len(), backup.request_bodies().len()), (1, 2));
     home.run(&["session", "verify", &id]).expect_code(0);
 }
+
+/// `config counters` shows an open circuit and `--reset` closes it: the next turn tries the
+/// primary again.
+#[test]
+fn an_open_circuit_is_listed_and_reset_from_the_command_line() {
+    let home = TestHome::new();
+    let (primary, backup) = (MockProcess::start(&home, "- status: 503\n"), MockProcess::start(&home, "- ok: fine\n"));
+    let patch = failover_home(&home, &primary, &backup, "machine");
+    for turn in ["one", "two"] {
+        run_turn_in(&home, "f", &patch, turn).run.expect_code(0);
+    }
+    let counters = |extra: &[&str]| {
+        Run::of(home.dsh().args(["config", "--profile", "f", "--patch"]).arg(&patch).arg("counters").args(extra))
+    };
+    counters(&[]).expect_code(0).expect_stdout("  route-failover:deepseek-official  open until 20");
+    let listed: Value = serde_json::from_str(&counters(&["--json"]).stdout).unwrap();
+    assert_eq!(listed[0]["circuits"]["route-failover:deepseek-official"]["phase"], "open");
+    counters(&["--reset", "route-failover:deepseek"]).expect_code(0).expect_stdout("reset 1 counter");
+    counters(&[]).expect_code(0).expect_stdout("no counters");
+    run_turn_in(&home, "f", &patch, "three").run.expect_code(0);
+    assert_eq!(primary.request_bodies().len(), 3, "the closed circuit let the turn try the primary again");
+}

@@ -1,10 +1,12 @@
-//! `dsh config counters`: the shared counters of the stores a profile's rows keep them in (a
-//! retry budget's tokens), listed or reset. The keys belong to the rows that write them; the host
-//! shows and matches them as they are, by prefix, without reading meaning into them.
+//! `dsh config counters`: the shared counters and circuits of the stores a profile's rows keep
+//! them in (a retry budget's tokens, a failover row's circuit breakers), listed or reset. The keys
+//! belong to the rows that write them; the host shows and matches them as they are, by prefix,
+//! without reading meaning into them.
 
 use std::path::PathBuf;
 
 use clap::Args;
+use dsh_abi::breaker::{BreakerState, Phase};
 use dsh_abi::config::COUNTER_STORE_KEY;
 use dsh_abi::Hooks;
 use serde_json::{json, Value};
@@ -19,12 +21,13 @@ pub struct CountersArgs {
     /// Only the counters whose key starts with one of these (e.g. `retry-budget:route:relay`).
     #[arg(value_name = "KEY_PREFIX")]
     prefixes: Vec<String>,
-    /// Forget the counters shown, in every store the profile's rows name, so each starts again
-    /// from its row's initial value (a full budget). Without a prefix: every counter of those
-    /// stores, including other profiles' counters in a shared machine or Redis store.
+    /// Forget the counters and circuits shown, in every store the profile's rows name, so each
+    /// starts again from its row's initial value (a full budget, a closed circuit). Without a
+    /// prefix: all of those stores', including other profiles' in a shared machine or Redis store.
     #[arg(long)]
     reset: bool,
-    /// Print a JSON array of stores `{store, rows, counters: {KEY: value}, reset, error}`.
+    /// Print a JSON array of stores `{store, rows, counters: {KEY: value}, circuits: {KEY:
+    /// {phase, openUntil, probeUntil, failures}}, reset, error}`.
     #[arg(long)]
     json: bool,
 }
@@ -42,6 +45,7 @@ struct StoreReport {
     in_process: bool,
     rows: Vec<String>,
     counters: Vec<(String, f64)>,
+    circuits: Vec<(String, BreakerState)>,
     reset: Option<usize>,
     error: Option<String>,
 }
@@ -55,7 +59,7 @@ pub fn run(home: &Home, profile: &str, patches: &[PathBuf], args: &CountersArgs)
         let stores: Vec<Value> = reports.iter().map(StoreReport::to_json).collect();
         out!("{}", dsh_abi::js::to_string_pretty(&stores))?;
     } else if reports.is_empty() {
-        out!("profile {profile}: no enabled row keeps shared counters (retry-budget does)")?;
+        out!("profile {profile}: no enabled row keeps shared counters (retry-budget and route-failover do)")?;
     } else {
         for report in &reports {
             report.print()?;
@@ -89,25 +93,65 @@ fn report(counters: &Counters, used: &StoreUse, args: &CountersArgs) -> StoreRep
         Err((store, why)) => return StoreReport::failed(store.describe(), used, why),
     };
     let matches = |key: &str| args.prefixes.is_empty() || args.prefixes.iter().any(|prefix| key.starts_with(prefix));
-    let listed = match store.list() {
-        Ok(listed) => listed.into_iter().filter(|(key, _)| matches(key)).collect::<Vec<_>>(),
+    let listed = store.list().and_then(|listed| Ok((listed, store.breakers()?)));
+    let (listed, circuits) = match listed {
+        Ok((listed, circuits)) => (
+            listed.into_iter().filter(|(key, _)| matches(key)).collect::<Vec<_>>(),
+            circuits.into_iter().filter(|(key, _)| matches(key)).collect::<Vec<_>>(),
+        ),
         Err(why) => return StoreReport::failed(store.describe(), used, why),
     };
     let reset = match args.reset {
         false => None,
-        true => match store.remove(&listed.iter().map(|(key, _)| key.clone()).collect::<Vec<_>>()) {
+        true => match store
+            .remove(&keys(&listed))
+            .and_then(|counted| Ok(counted + store.remove_breakers(&keys(&circuits))?))
+        {
             Ok(removed) => Some(removed),
             Err(why) => return StoreReport::failed(store.describe(), used, why),
         },
     };
     let in_process = used.spec == StoreSpec::Memory;
-    StoreReport { store: store.describe(), in_process, rows: used.rows.clone(), counters: listed, reset, error: None }
+    let rows = used.rows.clone();
+    StoreReport { store: store.describe(), in_process, rows, counters: listed, circuits, reset, error: None }
+}
+
+fn keys<T>(found: &[(String, T)]) -> Vec<String> {
+    found.iter().map(|(key, _)| key.clone()).collect()
+}
+
+/// A circuit as a user reads it: `open until 2026-12-02T00:12:30Z`, `closed (1 failure in the
+/// window)`, `half-open (probe taken until …)`.
+fn circuit_text(state: &BreakerState, now_ms: f64) -> String {
+    let at = |ms: f64| {
+        jiff::Timestamp::from_second((ms / 1000.0).ceil() as i64).map_or_else(|_| ms.to_string(), |at| at.to_string())
+    };
+    match state.phase(now_ms) {
+        Phase::Closed => {
+            format!("closed ({} failure{} in the window)", state.failures.len(), plural(state.failures.len()))
+        }
+        Phase::Open => format!("open until {}", at(state.open_until)),
+        Phase::HalfOpen if state.probe_until > now_ms => {
+            format!("half-open (probe taken until {})", at(state.probe_until))
+        }
+        Phase::HalfOpen => "half-open (the next request is the probe)".to_owned(),
+    }
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Closed => "closed",
+        Phase::Open => "open",
+        Phase::HalfOpen => "half-open",
+    }
 }
 
 impl StoreReport {
     fn failed(store: String, used: &StoreUse, why: String) -> StoreReport {
         let in_process = used.spec == StoreSpec::Memory;
-        StoreReport { store, in_process, rows: used.rows.clone(), counters: Vec::new(), reset: None, error: Some(why) }
+        let rows = used.rows.clone();
+        let (counters, circuits) = (Vec::new(), Vec::new());
+        StoreReport { store, in_process, rows, counters, circuits, reset: None, error: Some(why) }
     }
 
     fn print(&self) -> Outcome {
@@ -120,15 +164,23 @@ impl StoreReport {
             out!("  each dsh process keeps its own memory counters, and they end with it")?;
             return Ok(());
         }
-        if self.counters.is_empty() {
+        if self.counters.is_empty() && self.circuits.is_empty() {
             out!("  no counters{}", if self.reset.is_some() { "; nothing to reset" } else { "" })?;
         }
-        let width = self.counters.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
+        let keys = self.counters.iter().map(|(key, _)| key).chain(self.circuits.iter().map(|(key, _)| key));
+        let width = keys.map(String::len).max().unwrap_or(0);
         for (key, value) in &self.counters {
             out!("  {key:<width$}  {}", dsh_abi::js::number(*value))?;
         }
-        if let Some(removed) = self.reset.filter(|_| !self.counters.is_empty()) {
-            out!("  reset {removed} counter{}: each starts again from its row's initial value", plural(removed))?;
+        let now = crate::context::epoch_ms() as f64;
+        for (key, state) in &self.circuits {
+            out!("  {key:<width$}  {}", circuit_text(state, now))?;
+        }
+        if let Some(removed) = self.reset.filter(|_| !self.counters.is_empty() || !self.circuits.is_empty()) {
+            out!(
+                "  reset {removed} counter{}: each starts again from its row's initial value (a circuit closed)",
+                plural(removed)
+            )?;
         }
         Ok(())
     }
@@ -136,10 +188,21 @@ impl StoreReport {
     fn to_json(&self) -> Value {
         let counters: serde_json::Map<String, Value> =
             self.counters.iter().map(|(key, value)| (key.clone(), json!(value))).collect();
+        let now = crate::context::epoch_ms() as f64;
+        let circuits: serde_json::Map<String, Value> = self
+            .circuits
+            .iter()
+            .map(|(key, state)| {
+                let phase = phase_name(state.phase(now));
+                let circuit = json!({"phase": phase, "openUntil": state.open_until, "probeUntil": state.probe_until, "failures": state.failures});
+                (key.clone(), circuit)
+            })
+            .collect();
         json!({
             "store": self.store,
             "rows": self.rows,
             "counters": counters,
+            "circuits": circuits,
             "reset": self.reset,
             "error": self.error,
         })

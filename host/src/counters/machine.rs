@@ -79,12 +79,39 @@ impl CounterStore for MachineStore {
             let mut state: BreakerState =
                 entries.get(key).and_then(|value| serde_json::from_value(value.clone()).ok()).unwrap_or_default();
             let answer = breaker::apply(&mut state, event, policy, now_ms);
-            let state = serde_json::to_value(&state).expect("a breaker state is JSON");
-            let changed = entries.get(key) != Some(&state);
-            if changed {
-                entries.insert(key.to_owned(), state);
-            }
+            // A closed circuit with no failures is no entry at all: the file keeps only news.
+            let state = (state != BreakerState::default()).then(|| serde_json::to_value(&state).expect("JSON"));
+            let changed = entries.get(key) != state.as_ref();
+            match state {
+                Some(state) if changed => entries.insert(key.to_owned(), state),
+                None if changed => entries.remove(key),
+                _ => None,
+            };
             (answer, changed)
+        })
+    }
+
+    fn breakers(&self) -> Result<Vec<(String, BreakerState)>, String> {
+        self.locked(|entries| {
+            let mut listed: Vec<(String, BreakerState)> = entries
+                .iter()
+                .filter(|(_, value)| value.is_object())
+                .filter_map(|(key, value)| Some((key.clone(), serde_json::from_value(value.clone()).ok()?)))
+                .collect();
+            listed.sort_by(|a, b| a.0.cmp(&b.0));
+            (listed, false)
+        })
+    }
+
+    fn remove_breakers(&self, keys: &[String]) -> Result<usize, String> {
+        self.locked(|entries| {
+            let removed = keys
+                .iter()
+                .filter(|key| {
+                    entries.get(key.as_str()).is_some_and(Value::is_object) && entries.remove(key.as_str()).is_some()
+                })
+                .count();
+            (removed, removed > 0)
         })
     }
 
@@ -99,7 +126,9 @@ impl CounterStore for MachineStore {
 
     fn remove(&self, keys: &[String]) -> Result<usize, String> {
         self.locked(|counters| {
-            let removed = keys.iter().filter(|key| counters.remove(key.as_str()).is_some()).count();
+            let numbers: Vec<&String> =
+                keys.iter().filter(|key| counters.get(key.as_str()).is_some_and(Value::is_number)).collect();
+            let removed = numbers.iter().filter(|key| counters.remove(key.as_str()).is_some()).count();
             (removed, removed > 0)
         })
     }

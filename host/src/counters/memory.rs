@@ -42,7 +42,25 @@ impl CounterStore for MemoryStore {
         now_ms: f64,
     ) -> Result<BreakerAnswer, String> {
         let mut breakers = self.breakers.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
-        Ok(breaker::apply(breakers.entry(key.to_owned()).or_default(), event, policy, now_ms))
+        let state = breakers.entry(key.to_owned()).or_default();
+        let answer = breaker::apply(state, event, policy, now_ms);
+        if *state == BreakerState::default() {
+            breakers.remove(key);
+        }
+        Ok(answer)
+    }
+
+    fn breakers(&self) -> Result<Vec<(String, BreakerState)>, String> {
+        let breakers = self.breakers.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
+        let mut listed: Vec<(String, BreakerState)> =
+            breakers.iter().map(|(key, state)| (key.clone(), state.clone())).collect();
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(listed)
+    }
+
+    fn remove_breakers(&self, keys: &[String]) -> Result<usize, String> {
+        let mut breakers = self.breakers.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
+        Ok(keys.iter().filter(|key| breakers.remove(key.as_str()).is_some()).count())
     }
 
     fn list(&self) -> Result<Vec<(String, f64)>, String> {

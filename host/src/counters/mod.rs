@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy};
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
 use dsh_abi::config::Kind;
 use serde_json::Value;
 
@@ -39,6 +39,10 @@ pub trait CounterStore: Send + Sync {
         policy: &BreakerPolicy,
         now_ms: f64,
     ) -> Result<BreakerAnswer, String>;
+    /// Every circuit breaker of the store and its state, sorted by key.
+    fn breakers(&self) -> Result<Vec<(String, BreakerState)>, String>;
+    /// Forgets the circuits `keys` (each is closed again); returns how many existed.
+    fn remove_breakers(&self, keys: &[String]) -> Result<usize, String>;
     /// Every counter of the store and its value, sorted by key.
     fn list(&self) -> Result<Vec<(String, f64)>, String>;
     /// Forgets `keys`, so each starts again from its row's initial value at its next update;
@@ -170,6 +174,14 @@ impl CounterStore for Unreachable {
     }
 
     fn breaker(&self, _: &str, _: BreakerEvent, _: &BreakerPolicy, _: f64) -> Result<BreakerAnswer, String> {
+        Err(self.0.clone())
+    }
+
+    fn breakers(&self) -> Result<Vec<(String, BreakerState)>, String> {
+        Err(self.0.clone())
+    }
+
+    fn remove_breakers(&self, _: &[String]) -> Result<usize, String> {
         Err(self.0.clone())
     }
 

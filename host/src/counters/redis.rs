@@ -1,5 +1,6 @@
 //! Counters of a fleet, in Redis (`dsh:counter:<key>`), each update one server-side script;
-//! listed with `SCAN` and `MGET`, reset with `DEL`.
+//! listed with `SCAN` and `MGET`, reset with `DEL`. Circuit breakers likewise, as hashes
+//! (`dsh:breaker:<key>`), listed with `SCAN` and `HMGET`.
 //!
 //! The `redis` crate encodes the commands and parses the replies; this file owns the socket, so
 //! that every exchange — connecting, authenticating, each update — ends within [`REDIS_TIMEOUT`]
@@ -12,7 +13,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, Phase};
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState, Phase};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
 use super::CounterStore;
@@ -34,7 +35,8 @@ return tostring(value)
 ";
 
 /// [`dsh_abi::breaker::apply`] as one script over a hash (`openUntil`, `probeUntil`, `failures`
-/// as comma-separated times); answers `{phase, admitted, probe, openUntil}`. A unit test runs
+/// as comma-separated times; no key for a closed circuit without failures); answers `{phase,
+/// admitted, probe, openUntil}`. A unit test runs
 /// both over the same events against a real server.
 const BREAKER_SCRIPT: &str = r"
 local state = redis.call('HMGET', KEYS[1], 'openUntil', 'probeUntil', 'failures')
@@ -67,8 +69,12 @@ elseif event == 'success' and current == 'half-open' then
 end
 local shown = {}
 for i, at in ipairs(failures) do shown[i] = string.format('%.17g', at) end
-redis.call('HSET', KEYS[1], 'openUntil', string.format('%.17g', open_until),
-  'probeUntil', string.format('%.17g', probe_until), 'failures', table.concat(shown, ','))
+if open_until == 0 and probe_until == 0 and #failures == 0 then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('HSET', KEYS[1], 'openUntil', string.format('%.17g', open_until),
+    'probeUntil', string.format('%.17g', probe_until), 'failures', table.concat(shown, ','))
+end
 local after = phase()
 if after == 'closed' then open_until = 0 end
 return {after, admitted, probe, string.format('%.17g', open_until)}
@@ -204,10 +210,10 @@ impl RedisStore {
         text.parse().map_err(|_| format!("{} answered {text:?}, not a number", self.shown))
     }
 
-    /// One `SCAN` step: the next cursor and the counters' keys it found (without the prefix).
-    fn scan(&self, cursor: &str) -> Result<(String, Vec<String>), String> {
+    /// One `SCAN` step: the next cursor and the keys under `prefix` it found (without it).
+    fn scan(&self, prefix: &str, cursor: &str) -> Result<(String, Vec<String>), String> {
         let mut scan = redis::cmd("SCAN");
-        scan.arg(cursor).arg("MATCH").arg(format!("{KEY_PREFIX}*")).arg("COUNT").arg(SCAN_BATCH);
+        scan.arg(cursor).arg("MATCH").arg(format!("{prefix}*")).arg("COUNT").arg(SCAN_BATCH);
         let unexpected = |what: &dyn std::fmt::Debug| format!("{} answered {what:?} to SCAN", self.shown);
         let redis::Value::Array(reply) = self.request(&scan)? else { return Err(unexpected(&"not an array")) };
         let [redis::Value::BulkString(next), redis::Value::Array(found)] = &reply[..] else {
@@ -217,12 +223,45 @@ impl RedisStore {
             .iter()
             .filter_map(|key| match key {
                 redis::Value::BulkString(bytes) => {
-                    String::from_utf8_lossy(bytes).strip_prefix(KEY_PREFIX).map(str::to_owned)
+                    String::from_utf8_lossy(bytes).strip_prefix(prefix).map(str::to_owned)
                 }
                 _ => None,
             })
             .collect();
         Ok((String::from_utf8_lossy(next).into_owned(), keys))
+    }
+
+    /// Every key under `prefix` (without it), sorted, each once.
+    fn keys(&self, prefix: &str) -> Result<Vec<String>, String> {
+        let mut keys = Vec::new();
+        let mut cursor = "0".to_owned();
+        loop {
+            let (next, found) = self.scan(prefix, &cursor)?;
+            keys.extend(found);
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// Deletes `keys` under `prefix`; how many existed.
+    fn delete(&self, prefix: &str, keys: &[String]) -> Result<usize, String> {
+        let mut removed = 0;
+        for batch in keys.chunks(SCAN_BATCH) {
+            let mut delete = redis::cmd("DEL");
+            batch.iter().for_each(|key| {
+                delete.arg(format!("{prefix}{key}"));
+            });
+            match self.request(&delete)? {
+                redis::Value::Int(count) => removed += usize::try_from(count).unwrap_or(0),
+                other => return Err(format!("{} answered {other:?} to DEL", self.shown)),
+            }
+        }
+        Ok(removed)
     }
 
     /// The values of `keys` (`None` for a key removed since it was found).
@@ -276,38 +315,39 @@ impl CounterStore for RedisStore {
         Ok(BreakerAnswer { phase, admitted: *admitted == 1, probe: *probe == 1, open_until_ms })
     }
 
-    fn list(&self) -> Result<Vec<(String, f64)>, String> {
+    fn breakers(&self) -> Result<Vec<(String, BreakerState)>, String> {
         let mut listed = Vec::new();
-        let mut cursor = "0".to_owned();
-        loop {
-            let (next, keys) = self.scan(&cursor)?;
-            if !keys.is_empty() {
-                let values = self.values(&keys)?;
-                listed.extend(keys.into_iter().zip(values).filter_map(|(key, value)| Some((key, value?))));
-            }
-            if next == "0" {
-                break;
-            }
-            cursor = next;
+        for key in self.keys(BREAKER_PREFIX)? {
+            let mut get = redis::cmd("HMGET");
+            get.arg(format!("{BREAKER_PREFIX}{key}")).arg("openUntil").arg("probeUntil").arg("failures");
+            let redis::Value::Array(fields) = self.request(&get)? else { continue };
+            let text = |index: usize| match fields.get(index) {
+                Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            };
+            let number = |index: usize| text(index).parse().unwrap_or(0.0);
+            let failures = text(2).split(',').filter_map(|at| at.parse().ok()).collect();
+            listed.push((key, BreakerState { open_until: number(0), probe_until: number(1), failures }));
         }
-        listed.sort_by(|a, b| a.0.cmp(&b.0));
-        listed.dedup_by(|a, b| a.0 == b.0);
+        Ok(listed)
+    }
+
+    fn remove_breakers(&self, keys: &[String]) -> Result<usize, String> {
+        self.delete(BREAKER_PREFIX, keys)
+    }
+
+    fn list(&self) -> Result<Vec<(String, f64)>, String> {
+        let keys = self.keys(KEY_PREFIX)?;
+        let mut listed = Vec::new();
+        for batch in keys.chunks(SCAN_BATCH) {
+            let values = self.values(batch)?;
+            listed.extend(batch.iter().cloned().zip(values).filter_map(|(key, value)| Some((key, value?))));
+        }
         Ok(listed)
     }
 
     fn remove(&self, keys: &[String]) -> Result<usize, String> {
-        let mut removed = 0;
-        for batch in keys.chunks(SCAN_BATCH) {
-            let mut delete = redis::cmd("DEL");
-            batch.iter().for_each(|key| {
-                delete.arg(format!("{KEY_PREFIX}{key}"));
-            });
-            match self.request(&delete)? {
-                redis::Value::Int(count) => removed += usize::try_from(count).unwrap_or(0),
-                other => return Err(format!("{} answered {other:?} to DEL", self.shown)),
-            }
-        }
-        Ok(removed)
+        self.delete(KEY_PREFIX, keys)
     }
 
     fn describe(&self) -> String {
