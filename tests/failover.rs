@@ -294,3 +294,19 @@ fn an_open_circuit_is_listed_and_reset_from_the_command_line() {
     run_turn_in(&home, "f", &patch, "three").run.expect_code(0);
     assert_eq!(primary.request_bodies().len(), 3, "the closed circuit let the turn try the primary again");
 }
+
+/// A store that cannot be reached is a `check` problem; a run fails over as if every circuit were
+/// closed (`onStoreError: open`), with one warning for the turn.
+#[test]
+fn an_unreachable_circuit_store_fails_over_with_one_warning() {
+    let home = TestHome::new();
+    let (primary, backup) = (MockProcess::start(&home, "- status: 503\n"), MockProcess::start(&home, "- ok: fine\n"));
+    let patch = failover_home(&home, &primary, &backup, "redis://127.0.0.1:1");
+    let check = Run::of(home.dsh().args(["config", "--profile", "f", "--patch"]).arg(&patch).arg("check"));
+    check.expect_code(4).expect_stderr("row \"route-failover\": config.store: the counter store cannot be reached");
+    let turn = run_turn_in(&home, "f", &patch, "hi");
+    turn.run.expect_code(0).expect_stdout("fine");
+    let warnings = turn.run.stderr.matches("route-failover: the circuit store cannot be reached").count();
+    assert_eq!(warnings, 1, "{}", turn.run.stderr);
+    assert_eq!(hop_of(&turn), [("deepseek-official".to_owned(), "backup".to_owned())]);
+}
