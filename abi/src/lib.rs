@@ -41,7 +41,7 @@ pub use instance::{
     CheckerObject, PluginInstance, PluginInstanceObject, PluginInstance_TO, SessionChecker, SessionChecker_TO,
 };
 pub use module::{PluginModule, PluginModuleRef};
-pub use plugin::{Checker, Plugin};
+pub use plugin::{Checker, OncePerTurn, Plugin};
 pub use record::{PolicyKey, RetryRecord};
 pub use types::*;
 

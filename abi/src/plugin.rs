@@ -76,6 +76,27 @@ pub trait Plugin: Send + Sync + 'static {
     fn dispose(&mut self) {}
 }
 
+/// Lets a row warn once per turn about one cause (a store that cannot be reached, say), however
+/// many of the turn's calls meet it: [`OncePerTurn::first`] is true for the first call of each
+/// turn of each session.
+#[derive(Debug, Default)]
+pub struct OncePerTurn {
+    last: std::sync::Mutex<Option<(String, u64)>>,
+}
+
+impl OncePerTurn {
+    /// Whether this is the first time in `turn` of the session `ctx` serves.
+    pub fn first(&self, ctx: &HostContextRef<'_>, turn: u64) -> bool {
+        let session = ctx.session_header().into_string();
+        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if last.as_ref().is_some_and(|(seen, seen_turn)| *seen == session && *seen_turn == turn) {
+            return false;
+        }
+        *last = Some((session, turn));
+        true
+    }
+}
+
 /// A per-session streaming checker.
 pub trait Checker: Send + 'static {
     fn check_event(&mut self, event: &EventRef<'_>) -> Verdict;

@@ -7,12 +7,10 @@
 //! store the row's config names (`store`), which the host opens; this plugin only does the maths
 //! ([`Budget`]).
 
-use std::sync::Mutex;
-
 use dsh_abi::config::COUNTER_STORE_KEY;
 use dsh_abi::{
-    Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, Plugin,
-    RString, RequestErrorPayload, RequestSuccess, Schema,
+    Answer, ConfigError, Decision, DownstreamOutcome, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest,
+    OncePerTurn, Plugin, RString, RequestErrorPayload, RequestSuccess, Schema,
 };
 use serde_json::Value;
 
@@ -72,8 +70,8 @@ pub struct RetryBudget {
     budget: Budget,
     key_by: KeyBy,
     fail_open: bool,
-    /// The (session, turn) the last store warning was given for: one warning per turn.
-    warned: Mutex<Option<(String, u64)>>,
+    /// One store warning per turn.
+    warned: OncePerTurn,
 }
 
 impl RetryBudget {
@@ -83,7 +81,7 @@ impl RetryBudget {
         let key_by = if row.text("key").as_deref() == Some("host") { KeyBy::Host } else { KeyBy::Route };
         row.value(COUNTER_STORE_KEY);
         let fail_open = row.text("onStoreError").as_deref() != Some("closed");
-        row.finish(RetryBudget { budget, key_by, fail_open, warned: Mutex::new(None) })
+        row.finish(RetryBudget { budget, key_by, fail_open, warned: OncePerTurn::default() })
     }
 
     fn key(&self, provider: &str, endpoint_host: &str) -> String {
@@ -101,12 +99,9 @@ impl RetryBudget {
 
     /// The store could not be reached: warn once per turn.
     fn warn_store(&self, ctx: &HostContextRef<'_>, turn: u64, why: &str) {
-        let session: String = ctx.session_header().as_str().to_owned();
-        let mut warned = self.warned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if warned.as_ref() == Some(&(session.clone(), turn)) {
+        if !self.warned.first(ctx, turn) {
             return;
         }
-        *warned = Some((session, turn));
         let policy = if self.fail_open { "retries go ahead unbudgeted" } else { "retries are held back" };
         ctx.log(
             LogLevel::Warn,

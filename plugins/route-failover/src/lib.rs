@@ -9,13 +9,11 @@
 //! circuit admits it. The circuits live in the store the row names (`store`); this plugin only
 //! decides ([`dsh_abi::breaker`] holds the maths, the host applies it where the state is kept).
 
-use std::sync::Mutex;
-
 use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, Phase};
 use dsh_abi::config::{COUNTER_STORE_KEY, ROUTES_KEY};
 use dsh_abi::retry::MAX_DELAY_MS_INTEGER;
 use dsh_abi::{
-    Answer, ConfigError, Decision, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, Plugin, RString,
+    Answer, ConfigError, Decision, Hooks, HostContextRef, Key, Kind, LogLevel, Manifest, OncePerTurn, Plugin, RString,
     RequestErrorPayload, RequestSuccess, RouteSwitch, Schema,
 };
 use serde_json::Value;
@@ -73,8 +71,8 @@ pub struct RouteFailover {
     codes: Vec<String>,
     policy: BreakerPolicy,
     fail_open: bool,
-    /// The (session, turn) the last store warning was given for: one warning per turn.
-    warned: Mutex<Option<(String, u64)>>,
+    /// One store warning per turn.
+    warned: OncePerTurn,
 }
 
 /// The distinct non-empty names of a list key; a blank or repeated item is refused by index.
@@ -123,7 +121,7 @@ impl RouteFailover {
         };
         row.value(COUNTER_STORE_KEY);
         let fail_open = row.text("onStoreError").as_deref() != Some("closed");
-        row.finish(RouteFailover { routes, codes, policy, fail_open, warned: Mutex::new(None) })
+        row.finish(RouteFailover { routes, codes, policy, fail_open, warned: OncePerTurn::default() })
     }
 
     fn breaker(&self, ctx: &HostContextRef<'_>, route: &str, event: BreakerEvent) -> Result<BreakerAnswer, RString> {
@@ -140,12 +138,9 @@ impl RouteFailover {
 
     /// The store could not be reached: warn once per turn.
     fn warn_store(&self, ctx: &HostContextRef<'_>, turn: u64, why: &str) {
-        let session: String = ctx.session_header().as_str().to_owned();
-        let mut warned = self.warned.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if warned.as_ref() == Some(&(session.clone(), turn)) {
+        if !self.warned.first(ctx, turn) {
             return;
         }
-        *warned = Some((session, turn));
         let policy = if self.fail_open { "failing over as if every circuit were closed" } else { "not failing over" };
         ctx.log(
             LogLevel::Warn,
