@@ -58,6 +58,22 @@ pub enum Phase {
     HalfOpen,
 }
 
+impl Phase {
+    /// The phase's name, as `config counters` shows it and the Redis script answers it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Closed => "closed",
+            Phase::Open => "open",
+            Phase::HalfOpen => "half-open",
+        }
+    }
+
+    /// The phase named `name`.
+    pub fn parse(name: &[u8]) -> Option<Phase> {
+        [Phase::Closed, Phase::Open, Phase::HalfOpen].into_iter().find(|phase| phase.as_str().as_bytes() == name)
+    }
+}
+
 /// The answer to one event.
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, PartialEq)]

@@ -128,7 +128,7 @@ impl Agent {
     }
 
     fn route_name(&self) -> &str {
-        self.turn_route.as_deref().unwrap_or(&self.assembly.agent.provider)
+        route_name(&self.assembly, &self.turn_route)
     }
 
     fn agent(&self) -> &AgentConfig {
@@ -281,7 +281,7 @@ impl Agent {
             let request = self.request();
             let shown = format!("{} ({})", self.route_name(), self.model());
             self.view.attempt_started(&shown);
-            let route = &self.assembly.routes[self.turn_route.as_deref().unwrap_or(&self.assembly.agent.provider)];
+            let route = &self.assembly.routes[route_name(&self.assembly, &self.turn_route)];
             let view = &mut self.view;
             let mut on_text = |delta: &str| view.text(delta);
             let attempt = tokio::select! {
@@ -299,7 +299,7 @@ impl Agent {
             let failure = attempt_failure.failure;
             self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
             let code = failure.code.to_string();
-            match self.decide_retry(turn, step, failure.clone()).await? {
+            match self.decide_retry(turn, step, failure, request_tokens(&request)).await? {
                 RetryStep::Again => {}
                 RetryStep::Switch { switch, row_id } => {
                     if let Err(failure) = self.switch_route(turn, step, &code, switch, &row_id)? {
@@ -313,7 +313,13 @@ impl Agent {
     }
 
     /// Runs the waterfall for a failed request of `turn`/`step`.
-    async fn decide_retry(&mut self, turn: u64, step: u64, failure: Failure) -> Result<RetryStep, AppendError> {
+    async fn decide_retry(
+        &mut self,
+        turn: u64,
+        step: u64,
+        failure: Failure,
+        request_tokens: u64,
+    ) -> Result<RetryStep, AppendError> {
         let payload = RequestErrorPayload {
             model: self.model().into(),
             endpoint_host: self.route().endpoint_host.as_str().into(),
@@ -322,7 +328,7 @@ impl Agent {
             provider: self.route().provider.as_str().into(),
             failure,
             retry_policy: ROption::RSome(self.route().policy.clone()),
-            request_tokens: request_tokens(&self.request()),
+            request_tokens,
         };
         let parts = RetryParts {
             log: &mut self.log,
@@ -559,6 +565,12 @@ impl Agent {
         self.log.commit()?;
         Ok(TurnEnd::Aborted)
     }
+}
+
+/// The route a turn is on: the one it moved to, else the agent row's. (A function of the two
+/// fields, so the turn loop can hold the route while it lends the view out.)
+fn route_name<'a>(assembly: &'a Assembly, turn_route: &'a Option<String>) -> &'a str {
+    turn_route.as_deref().unwrap_or(&assembly.agent.provider)
 }
 
 /// The host's estimate of a request's size in tokens: the UTF-8 bytes of its text, tool calls

@@ -138,14 +138,6 @@ fn circuit_text(state: &BreakerState, now_ms: f64) -> String {
     }
 }
 
-fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Closed => "closed",
-        Phase::Open => "open",
-        Phase::HalfOpen => "half-open",
-    }
-}
-
 impl StoreReport {
     fn failed(store: String, used: &StoreUse, why: String) -> StoreReport {
         let in_process = used.spec == StoreSpec::Memory;
@@ -193,7 +185,7 @@ impl StoreReport {
             .circuits
             .iter()
             .map(|(key, state)| {
-                let phase = phase_name(state.phase(now));
+                let phase = state.phase(now).as_str();
                 let circuit = json!({"phase": phase, "openUntil": state.open_until, "probeUntil": state.probe_until, "failures": state.failures});
                 (key.clone(), circuit)
             })

@@ -305,12 +305,7 @@ impl CounterStore for RedisStore {
         else {
             return Err(unexpected());
         };
-        let phase = match &phase[..] {
-            b"closed" => Phase::Closed,
-            b"open" => Phase::Open,
-            b"half-open" => Phase::HalfOpen,
-            _ => return Err(unexpected()),
-        };
+        let Some(phase) = Phase::parse(phase) else { return Err(unexpected()) };
         let open_until_ms = self.number(until)?;
         Ok(BreakerAnswer { phase, admitted: *admitted == 1, probe: *probe == 1, open_until_ms })
     }

@@ -148,8 +148,8 @@ impl RouteFailover {
         );
     }
 
-    /// The first route after `position` that fits and whose circuit admits the step; `Err` when
-    /// the store failed and the row fails closed.
+    /// The first route after `position` that fits and whose circuit admits the step. When the
+    /// store cannot be reached: the first that fits if the row fails open, else none.
     fn next_route(&self, payload: &RequestErrorPayload, ctx: &HostContextRef<'_>, position: usize) -> Option<&str> {
         let current = ctx.route_context_window(payload.provider.as_rstr()).into_option();
         for route in &self.routes[position + 1..] {
