@@ -104,15 +104,7 @@ impl CounterStore for MachineStore {
     }
 
     fn remove_breakers(&self, keys: &[String]) -> Result<usize, String> {
-        self.locked(|entries| {
-            let removed = keys
-                .iter()
-                .filter(|key| {
-                    entries.get(key.as_str()).is_some_and(Value::is_object) && entries.remove(key.as_str()).is_some()
-                })
-                .count();
-            (removed, removed > 0)
-        })
+        self.locked(|entries| remove_where(entries, keys, Value::is_object))
     }
 
     fn list(&self) -> Result<Vec<(String, f64)>, String> {
@@ -125,17 +117,22 @@ impl CounterStore for MachineStore {
     }
 
     fn remove(&self, keys: &[String]) -> Result<usize, String> {
-        self.locked(|counters| {
-            let numbers: Vec<&String> =
-                keys.iter().filter(|key| counters.get(key.as_str()).is_some_and(Value::is_number)).collect();
-            let removed = numbers.iter().filter(|key| counters.remove(key.as_str()).is_some()).count();
-            (removed, removed > 0)
-        })
+        self.locked(|counters| remove_where(counters, keys, Value::is_number))
     }
 
     fn describe(&self) -> String {
         format!("machine ({})", self.path.display())
     }
+}
+
+/// Removes those of `keys` whose value is of the kind `is_kind` tells (a counter, or a circuit);
+/// how many, and whether the file changed.
+fn remove_where(entries: &mut Map<String, Value>, keys: &[String], is_kind: fn(&Value) -> bool) -> (usize, bool) {
+    let removed = keys
+        .iter()
+        .filter(|key| entries.get(key.as_str()).is_some_and(is_kind) && entries.remove(key.as_str()).is_some())
+        .count();
+    (removed, removed > 0)
 }
 
 #[cfg(test)]
