@@ -3,7 +3,8 @@
 # "Performance" section of README.md, between its performance:begin/end markers. Runs the Rust
 # benchmarks of dsh-e2e and benches/verify.sh (which installs the reference TypeScript invariant
 # from the npm registry for the side-by-side timing), and the retry-storm table (`storm`, which
-# needs redis-server). Takes about fifteen minutes on 2 cores.
+# needs redis-server) and the session stores side by side (`stores`, which starts PostgreSQL).
+# Takes about forty minutes on 2 cores.
 # The raw outputs stay in target/bench-report/; `--compose-only` rewrites the README from them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ out=target/bench-report
 mkdir -p "$out"
 
 if [ "${1:-}" != "--compose-only" ]; then
-  for bench in waterfall plugin_load commands runtime storm; do
+  for bench in waterfall plugin_load commands runtime storm stores; do
     echo "== cargo bench --bench $bench" >&2
     cargo bench -q -p dsh-e2e --bench "$bench" > "$out/$bench.txt"
   done
@@ -37,10 +38,12 @@ for bench in ["waterfall", "plugin_load", "commands", "runtime", "verify"]:
             extra = [l for l in lines[start:end]]
             while extra and not extra[-1].strip():
                 extra.pop()
-storm = [l for l in open(f"{out}/storm.txt").read().splitlines() if l.startswith("### ") or l.startswith("|") or not l.strip()]
-while storm and not storm[-1].strip():
-    storm.pop()
-extra = extra + [""] + storm
+def section_of(bench):
+    kept = [l for l in open(f"{out}/{bench}.txt").read().splitlines() if l.startswith("### ") or l.startswith("|") or not l.strip()]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return kept
+extra = extra + [""] + section_of("storm") + [""] + section_of("stores")
 section = "\n".join(
     [f"<!-- performance:begin (written by benches/report.sh on {day}, {cores} cores) -->",
      "| what | target | measured (median) |", "|---|---|---|"] + rows + [""] + extra + ["<!-- performance:end -->"])

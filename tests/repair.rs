@@ -93,7 +93,8 @@ fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
     use dsh_host::session::writer::SyncPolicy;
     use serde_json::json;
     let header = json!({"type": "session", "version": 0, "id": "cut", "createdAt": 1, "delegationDepth": 0});
-    let mut log = SessionLog::create(dir, "cut", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
+    let store = dsh_host::session::store::SessionStore::Files(dir.to_owned());
+    let mut log = SessionLog::create(&store, "cut", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
     let events = [
         ("turn/start", json!({"turn": 1})),
         ("step/start", json!({"turn": 1, "step": 1})),
@@ -119,6 +120,7 @@ fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
 #[test]
 fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix() {
     use dsh_host::session::log::SessionLog;
+    use dsh_host::session::store::LogRef;
     use dsh_host::session::verify::verify_log;
     use dsh_host::session::writer::SyncPolicy;
     let scratch = tempfile::tempdir().unwrap();
@@ -129,8 +131,9 @@ fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix()
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("session.jsonl");
         std::fs::write(&path, &full[..cut]).unwrap();
-        let lock = SessionLog::lock(&path).unwrap();
-        let (_, repair) = SessionLog::open(&path, lock, |_| Vec::new(), SyncPolicy::Durable, 5000, true).unwrap();
+        let log = LogRef::File(path.clone());
+        let lock = log.lock(scratch.path()).unwrap();
+        let (_, repair) = SessionLog::open(&log, lock, |_| Vec::new(), SyncPolicy::Durable, 5000, true).unwrap();
         let repaired = std::fs::read(&path).unwrap();
         assert!(repaired.starts_with(&full[..last_start]), "cut at {cut}: the committed prefix changed");
         match &repair.torn {
@@ -145,7 +148,7 @@ fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix()
             }
         }
         assert_eq!(repair.closers, ["turn/end"], "cut at {cut}");
-        let report = verify_log(&path, |_| Vec::new()).unwrap();
+        let report = verify_log(&log, |_| Vec::new()).unwrap();
         assert!(report.violations.is_empty() && report.notes.is_empty(), "cut at {cut}: {report:?}");
     }
 }

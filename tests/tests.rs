@@ -20,6 +20,7 @@ mod inspect;
 mod interop;
 mod move_over;
 mod plugin_packages;
+mod postgres;
 mod profiles;
 mod relay;
 mod repair;

@@ -4,17 +4,19 @@
 //! acknowledged (it prints a line only once it is durable) is in the log byte for byte, and
 //! resuming never enqueues a continuation twice.
 //!
+//! The same rounds run on a PostgreSQL store shared by two homes: each run is killed on one home
+//! and repaired, verified and resumed from the other.
+//!
 //! CI runs a bounded number of rounds; `DSH_TORTURE_ROUNDS=1000` (benches/torture.sh) runs more.
 
 use std::collections::HashSet;
 use std::io::BufRead;
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, SECRET};
-use dsh_e2e::{session_dirs, wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::{session_dirs, wait_until, MockProcess, PostgresServer, Run, TestHome};
 use serde_json::Value;
 
 const CI_ROUNDS: usize = 12;
@@ -72,25 +74,66 @@ fn run_and_kill(home: &TestHome, args: &[&str], ready: impl FnMut() -> bool, aft
     lines
 }
 
-/// Repair and verify succeed, and the log still holds every acknowledged event, in order.
-fn check_log(home: &TestHome, log: &Path, acknowledged: &[String], round: usize) {
-    let repair = home.run(&["session", "repair", log.to_str().unwrap()]);
-    repair.expect_code(0);
-    let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
-    verify.expect_code(0);
-    let text = std::fs::read_to_string(log).unwrap();
+/// Where the rounds' sessions live: files in one home, or a PostgreSQL database two homes share
+/// (each round runs on one home and is repaired and resumed from the other).
+struct Place {
+    homes: Vec<TestHome>,
+    server: Option<PostgresServer>,
+}
+
+impl Place {
+    fn files() -> Place {
+        Place { homes: vec![TestHome::new()], server: None }
+    }
+
+    fn postgres() -> Place {
+        let server = PostgresServer::start();
+        let homes: Vec<TestHome> = (0..2).map(|_| TestHome::new()).collect();
+        for home in &homes {
+            server.use_in(home, &server.url("postgres"));
+        }
+        homes[0].run(&["session", "list"]).expect_code(0);
+        Place { homes, server: Some(server) }
+    }
+
+    /// The ids of the sessions there now.
+    fn sessions(&self) -> HashSet<String> {
+        match &self.server {
+            Some(server) => server.sql("postgres", "SELECT id FROM dsh_sessions").lines().map(str::to_owned).collect(),
+            None => session_dirs(&self.homes[0])
+                .iter()
+                .filter(|dir| dir.join("session.jsonl").exists())
+                .map(|dir| dir.file_name().unwrap().to_str().unwrap().to_owned())
+                .collect(),
+        }
+    }
+
+    /// The session's log as written, read through `home` (`session export`).
+    fn text(&self, home: &TestHome, id: &str) -> String {
+        let export = home.run(&["session", "export", id]);
+        export.expect_code(0);
+        export.stdout.clone()
+    }
+}
+
+/// Repair and verify succeed from `home`, and the log still holds every acknowledged event, in
+/// order.
+fn check_log(place: &Place, home: &TestHome, id: &str, acknowledged: &[String], round: usize) -> String {
+    home.run(&["session", "repair", id]).expect_code(0);
+    home.run(&["session", "verify", id]).expect_code(0);
+    let text = place.text(home, id);
     let lines: Vec<&str> = text.lines().skip(1).collect();
     assert!(lines.len() >= acknowledged.len(), "round {round}: acknowledged events were lost");
     for (index, line) in acknowledged.iter().enumerate() {
         assert_eq!(lines[index], line, "round {round}: acknowledged event {index} differs");
     }
+    text
 }
 
 /// Every continuation id is in the log at most once, and there are no more continuations than
 /// interrupted turns.
-fn check_continuations(log: &Path, round: usize) {
-    let events: Vec<Value> =
-        std::fs::read_to_string(log).unwrap().lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect();
+fn check_continuations(text: &str, round: usize) {
+    let events: Vec<Value> = text.lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect();
     let continuations: Vec<&str> = events
         .iter()
         .filter(|event| event["type"] == "user/message" && event["data"]["source"]["kind"] == "plugin")
@@ -125,44 +168,50 @@ fn script() -> String {
     round.repeat(400)
 }
 
-#[test]
-fn kill_9_at_random_moments_loses_no_committed_event() {
-    let rounds = std::env::var("DSH_TORTURE_ROUNDS").ok().and_then(|rounds| rounds.parse().ok()).unwrap_or(CI_ROUNDS);
-    let home = TestHome::new();
-    home.run(&["plugin", "--profile", "t", "add", "dsh-retry"]).expect_code(0);
-    home.write(
-        "profiles/t/cordis.patch.yml",
-        "- {id: model-error-retry, name: dsh-retry, config: {initialDelayMs: 20, overloadInitialDelayMs: 20, maxDelayMs: 60, jitterRatio: 0, maxRetries: 3}}\n",
-    );
-    let mock = MockProcess::start(&home, &script());
-    let patch = route_patch(
-        &home,
-        &mock,
-        "{mode: normal, maxRetries: 3, backoff: {initialDelayMs: 20, maxDelayMs: 60, jitterRatio: 0}}",
-        "",
-    );
-    let patch = patch.to_str().unwrap().to_owned();
+/// The rounds to run: `DSH_TORTURE_ROUNDS`, else `ci`.
+fn rounds(ci: usize) -> usize {
+    std::env::var("DSH_TORTURE_ROUNDS").ok().and_then(|rounds| rounds.parse().ok()).unwrap_or(ci)
+}
+
+/// Sets up profile `t` (the `dsh-retry` bundle, short waits) in every home; returns the patch
+/// pointing the route at a failing mock.
+fn prepare(place: &Place, mock: &MockProcess) -> String {
+    for home in &place.homes {
+        home.run(&["plugin", "--profile", "t", "add", "dsh-retry"]).expect_code(0);
+        home.write(
+            "profiles/t/cordis.patch.yml",
+            "- {id: model-error-retry, name: dsh-retry, config: {initialDelayMs: 20, overloadInitialDelayMs: 20, maxDelayMs: 60, jitterRatio: 0, maxRetries: 3}}\n",
+        );
+    }
+    let policy = "{mode: normal, maxRetries: 3, backoff: {initialDelayMs: 20, maxDelayMs: 60, jitterRatio: 0}}";
+    route_patch(&place.homes[0], mock, policy, "").to_str().unwrap().to_owned()
+}
+
+/// Runs `rounds` rounds: a run killed at a random moment on one home, then a resume (killed or
+/// finished) from the next home, with the checks after each.
+fn torture(place: &Place, rounds: usize) {
+    let mock = MockProcess::start(&place.homes[0], &script());
+    let patch = prepare(place, &mock);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for round in 0..rounds {
-        let before = session_dirs(&home);
-        let new_log = || session_dirs(&home).difference(&before).next().map(|dir| dir.join("session.jsonl"));
+        let (home, other) = (&place.homes[round % place.homes.len()], &place.homes[(round + 1) % place.homes.len()]);
+        let before = place.sessions();
+        let new_session = || place.sessions().difference(&before).next().cloned();
         let prompt = format!("task {round}");
         let kill_after = Duration::from_millis(rng.below(400));
         let acknowledged = run_and_kill(
-            &home,
+            home,
             &["run", "--json", "--profile", "t", "--patch", &patch, &prompt],
-            || new_log().is_some_and(|log| log.exists()),
+            || new_session().is_some(),
             kill_after,
         );
-        let log = new_log().expect("the run created its session");
-        let dir = log.parent().unwrap().to_owned();
-        check_log(&home, &log, &acknowledged, round);
-        let id = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        let id = new_session().expect("the run created its session");
+        check_log(place, other, &id, &acknowledged, round);
         let resume = ["session", "resume", id.as_str(), "--profile", "t", "--patch", patch.as_str()];
         if rng.below(2) == 0 {
-            run_and_kill(&home, &resume, || true, Duration::from_millis(rng.below(400)));
+            run_and_kill(other, &resume, || true, Duration::from_millis(rng.below(400)));
         } else {
-            let finished = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(resume));
+            let finished = Run::of(other.dsh().env("DEEPSEEK_API_KEY", SECRET).args(resume));
             assert!(
                 matches!(finished.code, Some(0 | 1)),
                 "round {round}: resume exited with {:?}: {}",
@@ -170,7 +219,17 @@ fn kill_9_at_random_moments_loses_no_committed_event() {
                 finished.stderr
             );
         }
-        check_log(&home, &log, &acknowledged, round);
-        check_continuations(&log, round);
+        let text = check_log(place, home, &id, &acknowledged, round);
+        check_continuations(&text, round);
     }
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_no_committed_event() {
+    torture(&Place::files(), rounds(CI_ROUNDS));
+}
+
+#[test]
+fn kill_9_across_two_homes_on_postgres_loses_no_committed_event_and_sends_no_continuation_twice() {
+    torture(&Place::postgres(), rounds(CI_ROUNDS));
 }

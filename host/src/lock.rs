@@ -11,17 +11,20 @@ use std::time::{Duration, Instant};
 
 /// Another process holds the lock: exit code 6.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what} is busy: {} is writing it; try again when it is done", holder_text(*.holder))]
+#[error("{what} is busy: {} is writing it; try again when it is done", holder_text(*.holder, .host.as_deref()))]
 pub struct Busy {
     /// What is locked, as the user names it (`session 3f2a…`, `profile web`).
     pub what: String,
     pub holder: Option<u32>,
+    /// The machine the holder runs on, when it can be on another (a session in a database).
+    pub host: Option<String>,
 }
 
-fn holder_text(holder: Option<u32>) -> String {
-    match holder {
-        Some(pid) => format!("process {pid}"),
-        None => "another dsh process".to_owned(),
+fn holder_text(holder: Option<u32>, host: Option<&str>) -> String {
+    match (holder, host) {
+        (Some(pid), Some(host)) => format!("process {pid} on {host}"),
+        (Some(pid), None) => format!("process {pid}"),
+        (None, _) => "another dsh process".to_owned(),
     }
 }
 
@@ -31,6 +34,9 @@ pub enum LockError {
     Busy(#[from] Busy),
     #[error("cannot lock {}: {reason}", path.display())]
     Io { path: PathBuf, reason: io::Error },
+    /// The place that holds the lock (a database) cannot be reached.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// A held lock; released when dropped (or when the process ends).
@@ -61,7 +67,7 @@ impl WriterLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Busy { what: what.to_owned(), holder: read_holder(&mut file) }.into())
+                return Err(Busy { what: what.to_owned(), holder: read_holder(&mut file), host: None }.into())
             }
             Err(std::fs::TryLockError::Error(err)) => return Err(io_error(err)),
         }

@@ -30,6 +30,7 @@ use dsh_host::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion
 use dsh_host::llm::{ModelClient, StreamFuture};
 use dsh_host::plugin::PluginLibrary;
 use dsh_host::session::log::{NewEvent, SessionLog};
+use dsh_host::session::store::SessionStore;
 use dsh_host::session::writer::SyncPolicy;
 use serde_json::json;
 
@@ -131,7 +132,14 @@ async fn first_token_and_throughput() {
 fn durable_appends() {
     let dir = tempfile::tempdir().unwrap();
     let header = json!({"type": "session", "version": 0, "id": "bench", "createdAt": 1, "delegationDepth": 0});
-    let mut log = SessionLog::create(dir.path(), "batched", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
+    let mut log = SessionLog::create(
+        &SessionStore::Files(dir.path().to_owned()),
+        "batched",
+        &header,
+        |_| Vec::new(),
+        SyncPolicy::Durable,
+    )
+    .unwrap();
     log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 1).unwrap();
     log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 1).unwrap();
     const EVENTS: u64 = 100_000;
@@ -142,7 +150,14 @@ fn durable_appends() {
     }
     log.commit().unwrap();
     let batched = EVENTS as f64 / started.elapsed().as_secs_f64();
-    let mut single = SessionLog::create(dir.path(), "single", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
+    let mut single = SessionLog::create(
+        &SessionStore::Files(dir.path().to_owned()),
+        "single",
+        &header,
+        |_| Vec::new(),
+        SyncPolicy::Durable,
+    )
+    .unwrap();
     single.append(NewEvent::new("turn/start", &json!({"turn": 1})), 1).unwrap();
     single.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 1).unwrap();
     let started = Instant::now();
@@ -288,7 +303,7 @@ fn simulated_day() {
         };
         let header = json!({"type": "session", "version": 0, "id": "day", "createdAt": 1.8e12, "delegationDepth": 0});
         let log = SessionLog::create(
-            dir.path(),
+            &SessionStore::Files(dir.path().to_owned()),
             "day",
             &header,
             |header| assembly.open_checkers(header),

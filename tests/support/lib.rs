@@ -254,6 +254,8 @@ impl TestHome {
             .env_remove("DEEPSEEK_API_KEY")
             .env_remove("DSH_PLUGIN_PATH")
             .env_remove("DSH_LOG")
+            .env_remove("DSH_SESSIONS")
+            .env("PGPASSWORD", PG_PASSWORD)
             .current_dir(self.path());
     }
 }
@@ -407,6 +409,142 @@ impl Drop for RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A real PostgreSQL server in a temporary folder (`initdb`, then `pg_ctl start` on a free port
+/// of 127.0.0.1, password authentication), stopped and removed when dropped. `.ci/run` installs
+/// the server from the system's package manager when it is missing. As root, the server runs as
+/// the `postgres` user, which PostgreSQL requires.
+pub struct PostgresServer {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    pub port: u16,
+}
+
+/// The password of the test server's `dsh` user.
+pub const PG_PASSWORD: &str = "pg-test-Secret-93b1";
+
+impl PostgresServer {
+    pub fn start() -> PostgresServer {
+        let bin = postgres_bin();
+        let dir = tempfile::tempdir().expect("a folder for the database");
+        std::fs::write(dir.path().join("pw"), PG_PASSWORD).unwrap();
+        give_to_postgres(dir.path());
+        let server = PostgresServer { dir, bin, port: free_port() };
+        let data = server.dir.path().join("data");
+        let pw = server.dir.path().join("pw");
+        let init = server
+            .as_owner("initdb")
+            .args(["-U", "dsh", "--auth=scram-sha-256", "-N", "-E", "UTF8", "--locale=C", "-D"])
+            .arg(&data)
+            .arg(format!("--pwfile={}", pw.display()))
+            .output()
+            .expect("run initdb");
+        assert!(init.status.success(), "initdb failed: {}", String::from_utf8_lossy(&init.stderr));
+        server.start_again();
+        server
+    }
+
+    /// `pg_ctl start`, waiting until it accepts connections.
+    pub fn start_again(&self) {
+        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1", self.port, self.dir.path().display());
+        let started = self
+            .as_owner("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .args(["-o", &options, "-w", "start"])
+            .output()
+            .expect("run pg_ctl start");
+        assert!(started.status.success(), "pg_ctl start failed: {}", String::from_utf8_lossy(&started.stderr));
+    }
+
+    /// `pg_ctl stop -m immediate`: every connection is cut at once, as in a crash.
+    pub fn stop_immediately(&self) {
+        let _ = self
+            .as_owner("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+    }
+
+    /// `postgres://dsh@127.0.0.1:PORT/DB` (the password goes through `PGPASSWORD`).
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://dsh@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// Creates database `name` and returns its URL.
+    pub fn database(&self, name: &str) -> String {
+        self.sql("postgres", &format!("CREATE DATABASE {name}"));
+        self.url(name)
+    }
+
+    /// Runs `sql` in `database` with `psql` and returns what it printed (unaligned, tuples only).
+    pub fn sql(&self, database: &str, sql: &str) -> String {
+        let output = Command::new(self.bin.join("psql"))
+            .env("PGPASSWORD", PG_PASSWORD)
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "dsh", "-d", database, "-At", "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(output.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Points `home` at database `url` through its `sessions.toml`.
+    pub fn use_in(&self, home: &TestHome, url: &str) {
+        home.write("sessions.toml", &format!("store = \"{url}\"\n"));
+    }
+
+    fn as_owner(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        }
+    }
+}
+
+impl Drop for PostgresServer {
+    fn drop(&mut self) {
+        self.stop_immediately();
+    }
+}
+
+/// The folder of `initdb` and `pg_ctl`: on PATH, else the newest `/usr/lib/postgresql/*/bin`.
+fn postgres_bin() -> PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file());
+    let installed = || {
+        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .flatten()
+            .map(|entry| entry.path().join("bin"))
+            .filter(|bin| bin.join("initdb").is_file())
+            .collect();
+        found.sort_by_key(|bin| bin.parent().and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok()));
+        found.pop()
+    };
+    let bin = on_path
+        .map(|dir| std::fs::canonicalize(dir.join("initdb")).map_or(dir, |real| real.parent().unwrap().to_owned()));
+    bin.or_else(installed).expect("PostgreSQL's initdb (apt-get install postgresql; .ci/run does)")
+}
+
+/// Makes `dir` the `postgres` user's when running as root (the server refuses to run as root).
+fn give_to_postgres(dir: &Path) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let status = Command::new("chown").args(["-R", "postgres"]).arg(dir).status().expect("run chown");
+    assert!(status.success(), "chown {} to postgres", dir.display());
 }
 
 /// Every file below `dir`, sorted.

@@ -19,7 +19,6 @@
 
 use dsh_abi::events;
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -376,13 +375,12 @@ fn number(data: &Value, key: &str) -> Option<u64> {
     data.get(key).and_then(Value::as_u64)
 }
 
-/// Every turn of the log at `path` that reached a request, in order.
-pub fn read_session(path: &Path) -> Result<RecordedSession, ReadError> {
-    read_turns(path).map(RecordedSession::new)
+/// Every turn of the log `reader` reads that reached a request, in order.
+pub fn read_session(reader: LogReader) -> Result<RecordedSession, ReadError> {
+    read_turns(reader).map(RecordedSession::new)
 }
 
-fn read_turns(path: &Path) -> Result<Vec<RecordedTurn>, ReadError> {
-    let mut reader = LogReader::open(path)?;
+fn read_turns(mut reader: LogReader) -> Result<Vec<RecordedTurn>, ReadError> {
     let header: Value = serde_json::from_str(reader.header()).unwrap_or(Value::Null);
     let session = header.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
     let mut turns = TurnCollector { session, ..TurnCollector::default() };

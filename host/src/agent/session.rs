@@ -2,7 +2,7 @@
 //! (repaired on open), `agent/session-start` raised, and — for a cold resume — the continuation
 //! turns listeners enqueue, each run once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_abi::{Continuation, SessionStartSource};
@@ -14,25 +14,25 @@ use super::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use super::view::TurnView;
 use crate::context::{epoch_ms, Services, SystemServices};
 use crate::counters::Counters;
-use crate::lock::WriterLock;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
 use crate::session::log::{AppendError, OpenError, SessionLog};
 use crate::session::meta::SessionMeta;
 use crate::session::repair::Repair;
+use crate::session::store::{LogRef, SessionLock, SessionStore};
 use crate::session::writer::SyncPolicy;
 
 /// Which log the agent runs over.
 #[derive(Debug)]
 pub enum Opening<'a> {
-    /// A new session under this `sessions/` directory, created with these `--patch` layers
-    /// (kept with the session).
-    New { sessions: &'a Path, patches: &'a [PathBuf] },
+    /// A new session in this store, created with these `--patch` layers (kept with the
+    /// session).
+    New { store: &'a SessionStore, patches: &'a [PathBuf] },
     /// An existing log, under its writer lock, repaired on open (a turn left open is closed as
     /// interrupted). With `keep_route`, its turns go to the provider and model the session
     /// recorded (when the profile has that route), else where the profile says.
-    Existing { log: &'a Path, lock: WriterLock, keep_route: bool },
+    Existing { log: &'a LogRef, lock: SessionLock, keep_route: bool },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,35 +68,34 @@ pub async fn start(
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let mut notes = Vec::new();
     let (log, repair) = match opening {
-        Opening::New { sessions, patches } => {
+        Opening::New { store, patches } => {
             let id = services.new_id();
             let header = json!({
                 "type": "session", "version": 0, "id": id, "createdAt": epoch_ms(),
                 "cwd": std::env::current_dir().map(|dir| dir.display().to_string()).unwrap_or_default(),
                 "delegationDepth": 0,
             });
-            let cannot_create = |source| StartError::Create { id: id.clone(), dir: home.display(sessions), source };
-            let log = SessionLog::create(
-                sessions,
-                &id,
-                &header,
-                |header| assembly.open_checkers(header),
-                SyncPolicy::Durable,
-            )
-            .map_err(cannot_create)?;
+            let dir = match store {
+                SessionStore::Files(sessions) => home.display(sessions),
+                SessionStore::Postgres(_) => store.describe(),
+            };
+            let cannot_create = |source| StartError::Create { id: id.clone(), dir: dir.clone(), source };
+            let log =
+                SessionLog::create(store, &id, &header, |header| assembly.open_checkers(header), SyncPolicy::Durable)
+                    .map_err(cannot_create)?;
             let mut meta = SessionMeta {
                 profile: Some(profile.name.clone()),
                 provider: Some(assembly.agent.provider.clone()),
                 model: Some(assembly.model().to_owned()),
                 ..SessionMeta::default()
             };
-            meta.keep_patches(log.path(), patches).and_then(|()| meta.write(log.path())).map_err(cannot_create)?;
+            log.location().keep_meta(&mut meta, patches).map_err(cannot_create)?;
             (log, None)
         }
         Opening::Existing { log, lock, keep_route } => {
             let open_checkers = |header: &str| assembly.open_checkers(header);
             let (log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
-            notes = recorded_route(&mut assembly, &SessionMeta::read(log.path()), keep_route);
+            notes = recorded_route(&mut assembly, &log.location().meta(), keep_route);
             (log, Some(repair))
         }
     };

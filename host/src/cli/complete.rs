@@ -5,7 +5,7 @@ use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
 use clap_complete::env::Shells;
 
 use crate::profile::{Home, Profile};
-use crate::session::locate::session_ids;
+use crate::session::store::SessionStore;
 
 /// The variable the shell sets when it asks `dsh` for completions.
 const COMPLETE_ENV: &str = "COMPLETE";
@@ -39,7 +39,8 @@ pub fn profiles() -> ArgValueCandidates {
 pub fn sessions() -> ArgValueCandidates {
     ArgValueCandidates::new(|| {
         let Ok(home) = Home::resolve(None) else { return Vec::new() };
-        let mut ids = session_ids(&home.sessions_dir());
+        let Ok(store) = SessionStore::for_home(home.root()) else { return Vec::new() };
+        let mut ids = store.ids();
         ids.sort();
         ids.into_iter().map(CompletionCandidate::new).collect()
     })

@@ -4,7 +4,11 @@
 use std::process::ExitCode;
 
 use crate::lock::{Busy, LockError};
-use crate::session::log::OpenError;
+use crate::session::log::{AppendError, OpenError};
+use crate::session::reader::ReadError;
+use crate::session::store::postgres::StoreError;
+use crate::session::store::StoreSettingError;
+use crate::session::writer::WriteFailed;
 use crate::NotFound;
 
 /// The operation ran and failed (a turn ended in error, a library was refused).
@@ -19,13 +23,16 @@ pub const EXIT_CONFIG: u8 = 4;
 pub const EXIT_DAMAGED: u8 = 5;
 /// Another process writes the session or profile.
 pub const EXIT_BUSY: u8 = 6;
+/// The session store (PostgreSQL) cannot be reached, refused the credentials, holds a newer
+/// schema, or went away during the command.
+pub const EXIT_STORE: u8 = 7;
 /// Stopped by Ctrl-C (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
 /// Stopped by SIGTERM (128 + 15).
 pub const EXIT_TERMINATED: u8 = 143;
 
 /// Every exit code and what it means, for `dsh man` (EXIT STATUS).
-pub const EXIT_STATUSES: [(u8, &str); 9] = [
+pub const EXIT_STATUSES: [(u8, &str); 10] = [
     (0, "success"),
     (EXIT_FAILED, "the operation ran and failed: a turn ended in error, a library was refused"),
     (EXIT_USAGE, "usage error"),
@@ -33,6 +40,10 @@ pub const EXIT_STATUSES: [(u8, &str); 9] = [
     (EXIT_CONFIG, "a configuration problem (config check, or a run refused for its configuration)"),
     (EXIT_DAMAGED, "log violations (session verify) or damage session repair must not touch"),
     (EXIT_BUSY, "another process writes the session or the profile"),
+    (
+        EXIT_STORE,
+        "the session store (PostgreSQL) cannot be reached, refused the credentials, holds a newer schema, or went away",
+    ),
     (EXIT_INTERRUPTED, "interrupted by Ctrl-C (a second Ctrl-C during a turn)"),
     (EXIT_TERMINATED, "stopped by SIGTERM"),
 ];
@@ -95,9 +106,28 @@ pub fn exit_code_of(err: &anyhow::Error) -> u8 {
         EXIT_BUSY
     } else if matches!(err.downcast_ref::<OpenError>(), Some(OpenError::Corrupt { .. } | OpenError::Violation { .. })) {
         EXIT_DAMAGED
+    } else if matches!(
+        err.downcast_ref::<StoreSettingError>(),
+        Some(StoreSettingError::File { .. } | StoreSettingError::Value { .. })
+    ) {
+        EXIT_CONFIG
+    } else if store_unavailable(err) {
+        EXIT_STORE
     } else {
         EXIT_FAILED
     }
+}
+
+/// Whether the session store could not be used (a bad setting is a configuration problem).
+fn store_unavailable(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.is::<StoreError>()
+            || matches!(cause.downcast_ref::<StoreSettingError>(), Some(StoreSettingError::Store(_)))
+            || matches!(cause.downcast_ref::<LockError>(), Some(LockError::Unavailable(_)))
+            || matches!(cause.downcast_ref::<ReadError>(), Some(ReadError::Store(_)))
+            || matches!(cause.downcast_ref::<WriteFailed>(), Some(WriteFailed { store: true, .. }))
+            || matches!(cause.downcast_ref::<AppendError>(), Some(AppendError::Fatal(WriteFailed { store: true, .. })))
+    })
 }
 
 /// Whether the error is a write to a stdout whose reader went away.

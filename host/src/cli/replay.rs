@@ -3,7 +3,7 @@
 
 use super::exit::{Exit, Outcome};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -14,8 +14,7 @@ use crate::agent::explain::seconds;
 use crate::agent::replay::{self, Candidate, RecordedTurn, Scratch, Totals, TurnResult};
 use crate::agent::Assembly;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::locate::{find_log, session_log};
-use crate::session::meta::SessionMeta;
+use crate::session::store::{LogRef, SessionStore};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -84,30 +83,19 @@ fn day_start_ms(day: &str) -> anyhow::Result<f64> {
     Ok(start.timestamp().as_millisecond() as f64)
 }
 
-/// The logs to replay: those named, or every session under the home (created since `since`).
-fn logs(home: &Home, args: &ReplayArgs) -> anyhow::Result<Vec<PathBuf>> {
+/// The logs to replay: those named, or every session in the home's store (created since
+/// `since`), oldest first.
+fn logs(home: &Home, args: &ReplayArgs) -> anyhow::Result<Vec<LogRef>> {
+    let store = SessionStore::for_home(home.root())?;
     if !args.all {
         if args.logs.is_empty() {
             bail!("name sessions or logs to replay, or give --all");
         }
-        return args.logs.iter().map(|name| Ok(session_log(&home.sessions_dir(), name)?)).collect();
+        return args.logs.iter().map(|name| Ok(store.session_log(name)?)).collect();
     }
     let since = args.since.as_deref().map(day_start_ms).transpose()?;
-    let mut found: Vec<(f64, PathBuf)> = Vec::new();
-    let Ok(entries) = std::fs::read_dir(home.sessions_dir()) else { return Ok(Vec::new()) };
-    for dir in entries.flatten() {
-        let Some(log) = find_log(&dir.path()) else { continue };
-        let created = crate::session::reader::LogReader::open(&log)
-            .ok()
-            .and_then(|reader| serde_json::from_str::<Value>(reader.header()).ok())
-            .and_then(|header| header.get("createdAt").and_then(Value::as_f64))
-            .unwrap_or(0.0);
-        if since.is_none_or(|since| created >= since) {
-            found.push((created, log));
-        }
-    }
-    found.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Ok(found.into_iter().map(|(_, log)| log).collect())
+    let found = store.sessions()?.into_iter().filter(|(created, _)| since.is_none_or(|since| *created >= since));
+    Ok(found.map(|(_, log)| log).collect())
 }
 
 fn result_json(result: &TurnResult) -> Value {
@@ -139,12 +127,12 @@ fn result_text(result: &TurnResult) -> String {
 
 /// Says when a log breaks a rule `dsh session verify` checks: its replay shows what it holds, which
 /// may not be what happened.
-fn warn_if_unsound(log: &std::path::Path) {
+fn warn_if_unsound(log: &LogRef) {
     let Ok(report) = crate::session::verify::verify_log(log, |_| Vec::new()) else { return };
     if let Some(first) = report.violations.first() {
         eprintln!(
             "dsh: {} fails dsh session verify ({} violation{}, the first: {}); replaying what it holds",
-            log.display(),
+            log.name(),
             report.violations.len(),
             if report.violations.len() == 1 { "" } else { "s" },
             super::turns::neutralised(&first.message)
@@ -205,17 +193,17 @@ pub fn run(globals: &Globals, args: ReplayArgs) -> Outcome {
 impl Comparison<'_> {
     /// Replays every turn of the log at `log` through each candidate; a log that cannot be read
     /// is counted and skipped.
-    fn replay_log(&mut self, runtime: &tokio::runtime::Runtime, log: &Path) -> Outcome {
-        let session = match replay::read_session(log) {
+    fn replay_log(&mut self, runtime: &tokio::runtime::Runtime, log: &LogRef) -> Outcome {
+        let session = match log.reader().and_then(replay::read_session) {
             Ok(session) => session,
             Err(err) => {
-                eprintln!("dsh: {}: cannot be replayed ({err:#}); going on with the others", log.display());
+                eprintln!("dsh: {}: cannot be replayed ({err:#}); going on with the others", log.name());
                 self.unreadable += 1;
                 return Ok(());
             }
         };
         warn_if_unsound(log);
-        let own = SessionMeta::read(log).profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
+        let own = log.meta().profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
         let keys: Vec<(String, Vec<PathBuf>)> = self
             .specs
             .iter()
@@ -227,7 +215,7 @@ impl Comparison<'_> {
                 self.built.insert(key.clone(), built);
             }
         }
-        let mut scratches: Vec<Scratch> = keys.iter().map(|_| Scratch::new(&log.display().to_string())).collect();
+        let mut scratches: Vec<Scratch> = keys.iter().map(|_| Scratch::new(&log.name())).collect();
         for turn in &session.turns {
             let recorded = turn.recorded();
             self.recorded.add(&recorded, &recorded);

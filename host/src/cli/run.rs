@@ -43,7 +43,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> Outcome {
         if args.json {
             out!(
                 "{}",
-                json!({"session": agent.log.id(), "profile": target.profile, "log": agent.log.path().display().to_string()})
+                json!({"session": agent.log.id(), "profile": target.profile, "log": agent.log.location().name()})
             )?;
         }
         handle_interrupts(agent.cancel.clone())?;

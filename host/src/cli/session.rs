@@ -2,22 +2,24 @@
 //! and the retry-record invariant, repair a crashed log, import a DeepSeek Harness log.
 
 use super::exit::{Exit, Outcome};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::turns::{finish, handle_interrupts, lock_log, neutralised, print_repair, resolve_for, start};
+use super::turns::{finish, handle_interrupts, neutralised, print_repair, resolve_for, start};
 use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::{PluginLibrary, RowInstance};
-use crate::session::locate::{find_log, resolve_log, session_log};
+use crate::session::locate::find_log;
 use crate::session::log::{OpenError, SessionLog};
-use crate::session::reader::{Damage, LogReader};
+use crate::session::reader::Damage;
+use crate::session::store::{LogRef, SessionStore};
 use crate::session::summary;
 use crate::session::timeline;
 use crate::session::verify::{self, Report};
@@ -86,6 +88,16 @@ enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write a session's log as its exact JSONL lines (a file DeepSeek Harness loads), from
+    /// either store.
+    Export {
+        /// A session id (or a unique prefix), or the path of a log or session directory.
+        #[arg(value_name = "ID", add = super::complete::sessions())]
+        session: String,
+        /// The file to create (never overwritten); stdout when left out.
+        #[arg(value_name = "PATH")]
+        path: Option<PathBuf>,
+    },
     /// Check whole logs (ours, and DeepSeek Harness session.jsonl / session.jsonl.zstd files)
     /// against the session structure rules and the llm-retry invariant; every violation is
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
@@ -106,6 +118,7 @@ pub fn run(globals: &Globals, args: SessionArgs) -> Outcome {
         SessionCommand::Import { path, json } => import(globals, &path, json),
         SessionCommand::Replay(args) => super::replay::run(globals, args),
         SessionCommand::Show { log, json } => show(globals, &log, json),
+        SessionCommand::Export { session, path } => export(globals, &session, path.as_deref()),
         SessionCommand::Repair { log, json } => repair(globals, &log, json),
         SessionCommand::Resume { session, profile, patches, json } => {
             resume(globals, &session, profile.as_deref(), &patches, json)
@@ -115,14 +128,15 @@ pub fn run(globals: &Globals, args: SessionArgs) -> Outcome {
 
 fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[PathBuf], json: bool) -> Outcome {
     let home = globals.home()?;
-    let log = session_log(&home.sessions_dir(), session)?;
-    let target = resolve_for(Some(log.clone()), profile, patches);
+    let store = SessionStore::for_home(home.root())?;
+    let log = store.session_log(session)?;
+    let target = resolve_for(store, Some(log), profile, patches);
     runtime()?.block_on(async {
         let mut agent = start(globals, &home, &target, json).await?.agent;
         if json {
             out!(
                 "{}",
-                json!({"session": agent.log.id(), "profile": target.profile, "log": agent.log.path().display().to_string()})
+                json!({"session": agent.log.id(), "profile": target.profile, "log": agent.log.location().name()})
             )?;
         }
         handle_interrupts(agent.cancel.clone())?;
@@ -164,8 +178,8 @@ fn damage_json(damage: &Damage) -> serde_json::Value {
 }
 
 fn list(globals: &Globals, json: bool) -> Outcome {
-    let sessions = globals.home()?.sessions_dir();
-    let summaries = summary::newest_first(&sessions, |log, err| eprintln!("dsh: {}: {err:#}", log.display()))?;
+    let store = SessionStore::for_home(globals.home()?.root())?;
+    let summaries = summary::newest_first(&store, |log, err| eprintln!("dsh: {}: {err:#}", log.name()))?;
     if json {
         let value: Vec<_> = summaries
             .iter()
@@ -216,9 +230,9 @@ fn list_line(summary: &summary::Summary) -> String {
 }
 
 fn show(globals: &Globals, name: &str, json: bool) -> Outcome {
-    let path = resolve_log(&globals.home()?.sessions_dir(), name)?;
+    let log = SessionStore::for_home(globals.home()?.root())?.resolve(name)?;
     if json {
-        let mut reader = LogReader::open(&path)?;
+        let mut reader = log.reader()?;
         while let Some(next) = reader.next_event() {
             if let Ok(event) = next? {
                 out!("{}", event.line)?;
@@ -226,26 +240,27 @@ fn show(globals: &Globals, name: &str, json: bool) -> Outcome {
         }
         return Ok(());
     }
-    for line in timeline::render(&path)? {
+    for line in timeline::render(&log)? {
         out!("{}", neutralised(&line))?;
     }
     Ok(())
 }
 
 fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
-    let home = globals.home()?;
-    let path = resolve_log(&home.sessions_dir(), name)?;
-    let lock = lock_log(&home, &path)?;
+    let store = SessionStore::for_home(globals.home()?.root())?;
+    let log = store.resolve(name)?;
+    let lock = log.lock(store.local_folder())?;
     let invariant = bundled_invariant()?;
     let open_checkers = |header: &str| open_checkers(&invariant, header);
-    match SessionLog::open(&path, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {
+    let path = log.name();
+    match SessionLog::open(&log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {
         Ok((_, report)) => {
             let repaired = report.torn.is_some() || !report.closers.is_empty();
             if json {
                 out!(
                     "{}",
                     json!({
-                        "path": path.display().to_string(),
+                        "path": path,
                         "torn": report.torn.as_ref().map(|(at, len, kept)| json!({"line": at.line, "offset": at.offset, "bytes": len, "keptIn": kept.display().to_string()})),
                         "closers": report.closers,
                         "warnings": report.warnings,
@@ -258,7 +273,7 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
             if !report.warnings.is_empty() {
                 out!(
                     "{}: {}the log still breaks {} rule{} that repair does not change (see dsh session verify)",
-                    path.display(),
+                    path,
                     if repaired { "repaired the crash damage, but " } else { "no crash damage to repair, but " },
                     report.warnings.len(),
                     if report.warnings.len() == 1 { "" } else { "s" }
@@ -266,15 +281,15 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
                 return Err(Exit::reported(EXIT_DAMAGED));
             }
             if repaired {
-                out!("{}: repaired", path.display())?;
+                out!("{path}: repaired")?;
             } else {
-                out!("{}: the log is sound; nothing to repair", path.display())?;
+                out!("{path}: the log is sound; nothing to repair")?;
             }
             Ok(())
         }
         Err(err @ (OpenError::Corrupt { .. } | OpenError::Violation { .. })) => {
             if json {
-                out!("{}", json!({"path": path.display().to_string(), "refused": err.to_string()}))?;
+                out!("{}", json!({"path": path, "refused": err.to_string()}))?;
             }
             eprintln!("dsh: {err}");
             eprintln!(
@@ -307,7 +322,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
         false => return Err(NotFound(format!("{}: no such file", path.display())).into()),
     };
     let checkers = bundled_invariant()?;
-    let report = verify::verify_log(&source, |header| open_checkers(&checkers, header))?;
+    let report = verify::verify_log(&LogRef::File(source.clone()), |header| open_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
         if json {
             out!("{}", dsh_abi::js::to_string_pretty(&report_json(&report)))?;
@@ -322,25 +337,53 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
         );
         return Err(Exit::reported(EXIT_DAMAGED));
     }
-    let imported = crate::session::import::import(&source, &home.sessions_dir())?;
+    let store = SessionStore::for_home(home.root())?;
+    let imported = match &store {
+        SessionStore::Files(sessions) => crate::session::import::import(&source, sessions)?,
+        SessionStore::Postgres(stored) => crate::session::import::import_stored(&source, stored)?,
+    };
+    let into = match &imported.log {
+        LogRef::File(log) => home.display(log),
+        LogRef::Stored { .. } => store.describe(),
+    };
     if json {
         out!(
             "{}",
-            json!({"session": imported.session_id, "log": imported.log.display().to_string(), "events": imported.events, "tornLine": imported.torn})
+            json!({"session": imported.session_id, "log": imported.log.name(), "events": imported.events, "tornLine": imported.torn})
         )?;
         return Ok(());
     }
     if let Some(torn) = &imported.torn {
         eprintln!("dsh: left out the torn last line at {torn} (a crash artefact); {} is unchanged", source.display());
     }
-    out!(
-        "imported {} as session {} ({} events) into {}",
-        source.display(),
-        imported.session_id,
-        imported.events,
-        home.display(&imported.log)
-    )?;
+    out!("imported {} as session {} ({} events) into {into}", source.display(), imported.session_id, imported.events)?;
     out!("continue it with: dsh run --session {} \"…\"", imported.session_id)?;
+    Ok(())
+}
+
+/// `session export`: the log's exact lines, to `path` (created, never overwritten; synced before
+/// it is named) or to stdout.
+fn export(globals: &Globals, name: &str, path: Option<&Path>) -> Outcome {
+    let log = SessionStore::for_home(globals.home()?.root())?.resolve(name)?;
+    let mut lines = log.lines()?;
+    let Some(path) = path else {
+        let mut out = std::io::stdout().lock();
+        std::io::copy(&mut lines, &mut out)?;
+        return Ok(out.flush()?);
+    };
+    let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let staged = crate::fsutil::temp_file_in(folder, ".dsh-export-")?;
+    let mut out = std::io::BufWriter::new(staged.as_file());
+    let bytes = std::io::copy(&mut lines, &mut out)?;
+    out.flush()?;
+    drop(out);
+    staged.as_file().sync_all()?;
+    staged.persist_noclobber(path).map_err(|err| match err.error.kind() {
+        std::io::ErrorKind::AlreadyExists => anyhow::anyhow!("{} exists; not overwritten", path.display()),
+        _ => anyhow::Error::new(err.error).context(format!("cannot write {}", path.display())),
+    })?;
+    crate::fsutil::sync_dir(folder)?;
+    eprintln!("dsh: exported session {} ({bytes} bytes) to {}", log.name(), path.display());
     Ok(())
 }
 
@@ -348,11 +391,9 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
 fn print_violations(report: &Report) -> std::io::Result<()> {
     for finding in &report.violations {
         match (finding.seq, finding.at) {
-            (Some(seq), _) => out!("{}:{seq}: {}", report.path.display(), finding.message)?,
-            (None, Some(at)) => {
-                out!("{}:line {} (byte {}): {}", report.path.display(), at.line, at.offset, finding.message)?
-            }
-            (None, None) => out!("{}: {}", report.path.display(), finding.message)?,
+            (Some(seq), _) => out!("{}:{seq}: {}", report.path, finding.message)?,
+            (None, Some(at)) => out!("{}:line {} (byte {}): {}", report.path, at.line, at.offset, finding.message)?,
+            (None, None) => out!("{}: {}", report.path, finding.message)?,
         }
     }
     Ok(())
@@ -360,16 +401,16 @@ fn print_violations(report: &Report) -> std::io::Result<()> {
 
 fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     let checkers = bundled_invariant()?;
-    let sessions = globals.home()?.sessions_dir();
+    let store = SessionStore::for_home(globals.home()?.root())?;
     let mut reports = Vec::new();
     let mut unreadable = false;
     for name in logs {
-        let path = resolve_log(&sessions, name)?;
-        match verify::verify_log(&path, |header| open_checkers(&checkers, header)) {
+        let log = store.resolve(name)?;
+        match verify::verify_log(&log, |header| open_checkers(&checkers, header)) {
             Ok(report) => reports.push(report),
             Err(err) => {
                 unreadable = true;
-                eprintln!("{}: {err}", path.display());
+                eprintln!("{}: {err}", log.name());
             }
         }
     }
@@ -379,7 +420,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     } else {
         for report in &reports {
             for note in &report.notes {
-                eprintln!("{}: note: {note}", report.path.display());
+                eprintln!("{}: note: {note}", report.path);
             }
             print_violations(report)?;
         }
@@ -399,7 +440,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
 
 fn report_json(report: &Report) -> serde_json::Value {
     json!({
-        "path": report.path.display().to_string(),
+        "path": report.path,
         "events": report.events,
         "violations": report.violations.iter().map(|finding| json!({
             "seq": finding.seq,

@@ -17,9 +17,8 @@ use crate::agent::Cancel;
 use crate::llm::openai::ToolCall;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::log::SessionLog;
-use crate::session::meta::SessionMeta;
 use crate::session::repair::Repair;
+use crate::session::store::{LogRef, SessionStore};
 use crate::tools::ToolOutcome;
 
 /// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
@@ -339,7 +338,9 @@ pub(crate) struct SessionTarget {
 /// The session a command continues (when it names one), the profile that runs it and the extra
 /// layers it runs with.
 pub(crate) struct Resolved {
-    pub existing: Option<PathBuf>,
+    /// Where the home keeps its sessions.
+    pub store: SessionStore,
+    pub existing: Option<LogRef>,
     pub profile: String,
     pub patches: Vec<PathBuf>,
     /// Neither `--profile` nor `--patch` was given: a continued session keeps its recorded route.
@@ -349,27 +350,25 @@ pub(crate) struct Resolved {
 impl SessionTarget {
     /// The log to continue (when `--session` names one), the profile and the layers that run it.
     pub fn resolve(&self, home: &Home) -> anyhow::Result<Resolved> {
-        let existing = self
-            .session
-            .as_deref()
-            .map(|name| crate::session::locate::session_log(&home.sessions_dir(), name))
-            .transpose()?;
-        Ok(resolve_for(existing, self.profile.as_deref(), &self.patches))
+        let store = SessionStore::for_home(home.root())?;
+        let existing = self.session.as_deref().map(|name| store.session_log(name)).transpose()?;
+        Ok(resolve_for(store, existing, self.profile.as_deref(), &self.patches))
     }
 }
 
 /// What a session runs with: `--profile` and `--patch` when given (said when the session was
 /// created with others), else what the session recorded, else profile `web` and no layers.
 pub(crate) fn resolve_for(
-    existing: Option<PathBuf>,
+    store: SessionStore,
+    existing: Option<LogRef>,
     explicit_profile: Option<&str>,
     explicit_patches: &[PathBuf],
 ) -> Resolved {
-    let meta = existing.as_deref().map(SessionMeta::read).unwrap_or_default();
+    let meta = existing.as_ref().map(LogRef::meta).unwrap_or_default();
     let profile = profile_for(explicit_profile, meta.profile.clone());
     let patches = match &existing {
         Some(log) => {
-            let (patches, notes) = meta.patches_for(log, explicit_patches);
+            let (patches, notes) = meta.patches_for(&log.meta_anchor(), explicit_patches);
             for note in notes {
                 eprintln!("dsh: {note}");
             }
@@ -378,7 +377,7 @@ pub(crate) fn resolve_for(
         None => explicit_patches.to_vec(),
     };
     let as_recorded = explicit_profile.is_none() && explicit_patches.is_empty();
-    Resolved { existing, profile, patches, as_recorded }
+    Resolved { store, existing, profile, patches, as_recorded }
 }
 
 fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
@@ -410,14 +409,12 @@ pub(crate) struct Ready {
 /// run (its problems are printed).
 pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Ready, Exit> {
     let new_home = !home.root().exists();
-    let Resolved { existing, profile, patches, as_recorded } = target;
-    let existing = existing.as_deref();
-    let lock = existing.map(|log| lock_log(home, log)).transpose()?;
+    let Resolved { store, existing, profile, patches, as_recorded } = target;
+    let lock = existing.as_ref().map(|log| log.lock(store.local_folder())).transpose()?;
     let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
-    let sessions = home.sessions_dir();
     let opening = match (existing, lock) {
         (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: *as_recorded },
-        _ => Opening::New { sessions: &sessions, patches },
+        _ => Opening::New { store, patches },
     };
     let view = Box::new(TerminalView::new(json));
     let started = match session::start(home, &profile, &composition, opening, view, globals.verbose()).await {
@@ -453,16 +450,6 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         }));
     }
     Ok(Ready { agent, profile, composition })
-}
-
-/// Takes the writer lock of the log at `log`; a log outside the home's sessions keeps no lock
-/// file beside it once the lock is released.
-pub(crate) fn lock_log(home: &Home, log: &std::path::Path) -> Result<crate::lock::WriterLock, crate::lock::LockError> {
-    let mut lock = SessionLog::lock(log)?;
-    if !log.starts_with(home.sessions_dir()) {
-        lock.remove_when_released();
-    }
-    Ok(lock)
 }
 
 /// Prints how the turn ended and returns the exit code.

@@ -13,13 +13,15 @@ use std::path::{Path, PathBuf};
 use super::locate::LOG_FILE;
 use super::meta::SessionMeta;
 use super::reader::{Damage, LogReader, ReadError};
+use super::store::postgres::{StoreError, StoredLine};
+use super::store::{LogRef, Stored, StoredWriter};
 use crate::fsutil;
 
 /// What an import wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Imported {
     pub session_id: String,
-    pub log: PathBuf,
+    pub log: LogRef,
     pub events: u64,
     /// The torn last line left out, as `line N (byte B)`.
     pub torn: Option<String>,
@@ -35,8 +37,12 @@ pub enum ImportError {
     NotAFile(PathBuf),
     #[error("{} is not a folder; move it away to keep sessions there", .0.display())]
     SessionsNotAFolder(PathBuf),
-    #[error("a session {id} is already in the home ({}); it was not overwritten", .log.display())]
-    Exists { id: String, log: PathBuf },
+    #[error("a session {id} is already in the home ({log}); it was not overwritten")]
+    Exists { id: String, log: String },
+    #[error(transparent)]
+    Busy(#[from] crate::lock::LockError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error("{0}: the log is damaged there; nothing was imported")]
     Corrupt(String),
     #[error("cannot write the imported log")]
@@ -66,7 +72,7 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     let session_id = session_id(reader.header())?;
     let dir = sessions.join(&session_id);
     if dir.exists() {
-        return Err(ImportError::Exists { log: dir.join(LOG_FILE), id: session_id });
+        return Err(ImportError::Exists { log: dir.join(LOG_FILE).display().to_string(), id: session_id });
     }
     std::fs::create_dir_all(sessions)?;
     let staged = fsutil::temp_file_in(sessions, ".dsh-import-")?;
@@ -94,7 +100,7 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     staged.as_file().sync_all()?;
     match std::fs::create_dir(&dir) {
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(ImportError::Exists { log: dir.join(LOG_FILE), id: session_id })
+            return Err(ImportError::Exists { log: dir.join(LOG_FILE).display().to_string(), id: session_id })
         }
         other => other?,
     }
@@ -103,6 +109,51 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     route.write(&log)?;
     fsutil::sync_dir(&dir)?;
     fsutil::sync_dir(sessions)?;
+    Ok(Imported { session_id, log: LogRef::File(log), events, torn })
+}
+
+/// How many lines an import into a database sends per statement.
+const IMPORT_BATCH: usize = 5_000;
+
+/// Copies the log at `source` into the database as a new session, in one transaction: a crash
+/// or a failure leaves the database as it was. The session's writer lock is held meanwhile.
+pub fn import_stored(source: &Path, stored: &Stored) -> Result<Imported, ImportError> {
+    if !std::fs::metadata(source).is_ok_and(|meta| meta.is_file()) {
+        return Err(ImportError::NotAFile(source.to_owned()));
+    }
+    let mut reader = LogReader::open(source)?;
+    let session_id = session_id(reader.header())?;
+    let writer = StoredWriter::lock(stored, &session_id)?;
+    if stored.header(&writer.connection, &session_id)?.is_some() {
+        return Err(ImportError::Exists { log: stored.database().shown().to_owned(), id: session_id });
+    }
+    writer.connection.execute("import", "BEGIN")?;
+    writer.create(reader.header())?;
+    let (mut batch, mut next_line, mut events, mut torn) = (Vec::new(), 1, 0, None);
+    let mut route = SessionMeta::default();
+    while let Some(next) = reader.next_event() {
+        match next? {
+            Ok(event) => {
+                if event.event_type == events::REQUEST_HEADER {
+                    note_route(&mut route, event.data);
+                }
+                let seq = event.seq.filter(|seq| dsh_abi::js::is_safe_integer(*seq)).map(|seq| seq as i64);
+                let line = StoredLine { seq, event_type: event.event_type.to_owned(), body: event.line.to_owned() };
+                batch.push(line);
+                events += 1;
+            }
+            Err(damage @ Damage::Torn { .. }) => torn = Some(damage.position()),
+            Err(damage @ Damage::Corrupt { .. }) => return Err(ImportError::Corrupt(damage.to_string())),
+        }
+        if batch.len() == IMPORT_BATCH {
+            writer.connection.insert_lines(&session_id, next_line, std::mem::take(&mut batch))?;
+            next_line += IMPORT_BATCH as i64;
+        }
+    }
+    writer.connection.insert_lines(&session_id, next_line, batch)?;
+    writer.connection.execute("import", "COMMIT")?;
+    let log = stored.log(&session_id);
+    log.keep_meta(&mut route, &[])?;
     Ok(Imported { session_id, log, events, torn })
 }
 
@@ -135,7 +186,7 @@ mod tests {
         assert_eq!(imported.events, 1);
         let torn_at = HEADER.len() + event.len() + 2;
         assert_eq!(imported.torn, Some(format!("line 3 (byte {torn_at})")));
-        assert_eq!(std::fs::read_to_string(&imported.log).unwrap(), format!("{HEADER}\n{event}\n"));
+        assert_eq!(std::fs::read_to_string(imported.log.meta_anchor()).unwrap(), format!("{HEADER}\n{event}\n"));
         assert!(matches!(import(&source, &sessions), Err(ImportError::Exists { .. })));
     }
 
@@ -149,7 +200,7 @@ mod tests {
         ];
         std::fs::write(&source, format!("{HEADER}\n{}\n", events.join("\n"))).unwrap();
         let imported = import(&source, &scratch.path().join("sessions")).unwrap();
-        let meta = SessionMeta::read(&imported.log);
+        let meta = imported.log.meta();
         assert_eq!((meta.provider.as_deref(), meta.model.as_deref()), (Some("p"), Some("m-1")));
     }
 

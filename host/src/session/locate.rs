@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::reader::Damage;
-use crate::lock::live_holder;
+use crate::lock::{live_holder, LockError, WriterLock};
 use crate::NotFound;
 
 pub const LOG_FILE: &str = "session.jsonl";
@@ -35,7 +35,7 @@ pub fn session_log(sessions: &Path, value: &str) -> Result<PathBuf, NotFound> {
 }
 
 /// How many matching ids an ambiguous prefix's message lists.
-const AMBIGUOUS_SHOWN: usize = 8;
+pub const AMBIGUOUS_SHOWN: usize = 8;
 
 /// The log of the session `id` names under `sessions`: the session of that id, else the one
 /// session whose id starts with it, as git takes a commit's prefix. A prefix several sessions
@@ -44,20 +44,23 @@ pub fn find_by_id(sessions: &Path, id: &str) -> Result<Option<PathBuf>, NotFound
     if let Some(found) = is_session_id(id).then(|| find_log(&sessions.join(id))).flatten() {
         return Ok(Some(found));
     }
-    let mut matching = session_ids(sessions).into_iter().filter(|name| name.starts_with(id)).collect::<Vec<_>>();
+    let matching = session_ids(sessions).into_iter().filter(|name| name.starts_with(id)).collect::<Vec<_>>();
     match matching.len() {
         0 => Ok(None),
         1 => Ok(find_log(&sessions.join(&matching[0]))),
-        count => {
-            matching.sort();
-            let more = if count > AMBIGUOUS_SHOWN { ", …" } else { "" };
-            matching.truncate(AMBIGUOUS_SHOWN);
-            Err(NotFound(format!(
-                "session id {id} is ambiguous: {count} sessions start with it ({}{more}); give more of it",
-                matching.join(", ")
-            )))
-        }
+        count => Err(ambiguous(id, matching, count)),
     }
+}
+
+/// The error for a prefix that `count` sessions' ids start with, naming the first of `matching`.
+pub fn ambiguous(id: &str, mut matching: Vec<String>, count: usize) -> NotFound {
+    matching.sort();
+    let more = if count > AMBIGUOUS_SHOWN { ", …" } else { "" };
+    matching.truncate(AMBIGUOUS_SHOWN);
+    NotFound(format!(
+        "session id {id} is ambiguous: {count} sessions start with it ({}{more}); give more of it",
+        matching.join(", ")
+    ))
 }
 
 /// The ids of the sessions under `sessions` that have a log, in no particular order.
@@ -80,6 +83,16 @@ pub fn lock_path(log: &Path) -> PathBuf {
     let mut name = log.file_name().unwrap_or_default().to_owned();
     name.push(".lock");
     log.with_file_name(name)
+}
+
+/// Takes the one-writer lock of the log file at `path` (`session.jsonl.lock` beside it), or
+/// says which process holds it.
+pub fn lock_file(path: &Path) -> Result<WriterLock, LockError> {
+    let session = path
+        .parent()
+        .and_then(Path::file_name)
+        .map_or_else(|| path.display().to_string(), |dir| dir.to_string_lossy().into_owned());
+    WriterLock::try_acquire(&lock_path(path), &format!("session {session}"))
 }
 
 /// A log named by path (a file, or a session directory) or by session id under `sessions`.

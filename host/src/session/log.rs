@@ -13,7 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use dsh_abi::events::EventData;
 use dsh_abi::js;
@@ -22,15 +22,15 @@ use tokio::time::Instant;
 
 use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
-use super::locate::{lock_path, LOG_FILE};
+use super::locate::{lock_file, LOG_FILE};
 use super::reader::{is_compressed, Damage, LogReader, Position, ReadError, MAX_LINE_BYTES};
 use super::repair::{self, Repair};
 use super::state::{SessionState, SurfaceMessage};
+use super::store::{LogRef, SessionLock, SessionStore, StoredWriter};
 use super::structure::{header_violations, Rule, StructureRules};
 use super::vocabulary;
-use super::writer::{Echo, LogWriter, SyncPolicy, WriteFailed};
+use super::writer::{Echo, LogWriter, Sink, SyncPolicy, WriteFailed};
 use crate::fsutil;
-use crate::lock::{LockError, WriterLock};
 
 /// An event to append.
 #[derive(Debug, Clone)]
@@ -106,66 +106,57 @@ pub fn check_line_fits(event_type: &str, data: &str) -> Result<(), AppendError> 
 
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("{}: {reason}", path.display())]
-    Read { path: PathBuf, reason: ReadError },
-    #[error("{}: line {} (byte {}): {reason}; refusing to write after it (repair or move the file by hand; later events were not dropped)", path.display(), at.line, at.offset)]
-    Corrupt { path: PathBuf, at: Position, reason: String },
-    #[error("{}: line {} (byte {}): {message}; refusing to write after it (dsh session repair does not change what was written: fix or move the file by hand)", path.display(), at.line, at.offset)]
-    Violation { path: PathBuf, at: Position, message: String },
-    #[error("{}: compressed logs (DeepSeek Harness session.jsonl.zstd) are read-only; `dsh session import` makes a plain copy", path.display())]
-    Compressed { path: PathBuf },
-    #[error("{}: {reason}", path.display())]
-    Io { path: PathBuf, reason: io::Error },
+    #[error("{log}: {reason}")]
+    Read { log: String, reason: ReadError },
+    #[error("{log}: line {} (byte {}): {reason}; refusing to write after it (repair or move the file by hand; later events were not dropped)", at.line, at.offset)]
+    Corrupt { log: String, at: Position, reason: String },
+    #[error("{log}: line {} (byte {}): {message}; refusing to write after it (dsh session repair does not change what was written: fix or move the file by hand)", at.line, at.offset)]
+    Violation { log: String, at: Position, message: String },
+    #[error("{log}: compressed logs (DeepSeek Harness session.jsonl.zstd) are read-only; `dsh session import` makes a plain copy")]
+    Compressed { log: String },
+    #[error("{log}: {reason}")]
+    Io { log: String, reason: io::Error },
 }
 
 /// An open session log.
 pub struct SessionLog {
     id: String,
     header: String,
+    location: LogRef,
     writer: LogWriter,
     gate: Gate,
     state: SessionState,
-    _lock: WriterLock,
 }
 
 impl SessionLog {
-    /// Takes the one-writer lock of the log at `path` (`session.jsonl.lock` beside it), or says
-    /// which process holds it.
-    pub fn lock(path: &Path) -> Result<WriterLock, LockError> {
-        let session = path
-            .parent()
-            .and_then(Path::file_name)
-            .map_or_else(|| path.display().to_string(), |dir| dir.to_string_lossy().into_owned());
-        WriterLock::try_acquire(&lock_path(path), &format!("session {session}"))
-    }
-
-    /// Creates `sessions/<id>/session.jsonl` with its header line, durably and atomically: the
-    /// file appears complete with its header or not at all (the new directory entries are synced
-    /// too). `open_checkers` opens the checkers for the header.
+    /// Creates session `id` in `store` with its header line, durably and atomically: the log
+    /// appears complete with its header or not at all (a file's new directory entries are
+    /// synced too; a database row is committed). `open_checkers` opens the checkers for the
+    /// header.
     pub fn create(
-        sessions: &Path,
+        store: &SessionStore,
         id: &str,
         header: &Value,
         open_checkers: impl FnOnce(&str) -> Vec<RowChecker>,
         policy: SyncPolicy,
     ) -> io::Result<SessionLog> {
-        let dir = sessions.join(id);
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(LOG_FILE);
-        let lock = SessionLog::lock(&path).map_err(io::Error::other)?;
         let header_line = js::to_string(header);
-        if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
-        }
-        fsutil::sync_dir(sessions)?;
-        let file = OpenOptions::new().read(true).append(true).open(&path)?;
+        let (location, sink) = match store {
+            SessionStore::Files(sessions) => create_file(sessions, id, &header_line)?,
+            SessionStore::Postgres(stored) => {
+                let writer = StoredWriter::lock(stored, id).map_err(io::Error::other)?;
+                writer.create(&header_line)?;
+                (stored.log(id), Sink::Stored { writer, next_line: 1 })
+            }
+        };
         let checkers = open_checkers(&header_line);
-        Ok(SessionLog::assemble(id, (path, file, lock), header_line, checkers, policy))
+        Ok(SessionLog::assemble(id, location, sink, header_line, checkers, policy))
     }
 
     fn assemble(
         id: &str,
-        (path, file, lock): (PathBuf, File, WriterLock),
+        location: LogRef,
+        sink: Sink,
         header: String,
         checkers: Vec<RowChecker>,
         policy: SyncPolicy,
@@ -174,74 +165,87 @@ impl SessionLog {
             id: id.to_owned(),
             state: SessionState::new(header.clone()),
             header,
-            writer: LogWriter::new(path, file, policy),
+            location,
+            writer: LogWriter::new(sink, policy),
             gate: Gate::new(checkers),
-            _lock: lock,
         }
     }
 
-    /// Opens an existing log for appending under its writer `lock` ([`SessionLog::lock`]),
+    /// Opens an existing log for appending under its writer `lock` ([`LogRef::lock`]),
     /// repairing a crash first (see the module doc). A log that breaks an integrity rule (a seq
     /// gap, time going back, an unknown required event, a bad header) is refused. With
     /// `close_open_turn`, a turn left open is closed as `interrupted`.
     pub fn open(
-        path: &Path,
-        lock: WriterLock,
+        location: &LogRef,
+        lock: SessionLock,
         open_checkers: impl FnOnce(&str) -> Vec<RowChecker>,
         policy: SyncPolicy,
         now_ms: u64,
         close_open_turn: bool,
     ) -> Result<(SessionLog, Repair), OpenError> {
-        let io_error = |reason| OpenError::Io { path: path.to_owned(), reason };
-        let mut start = [0u8; 4];
-        let read = File::open(path).and_then(|mut file| file.read(&mut start)).map_err(io_error)?;
-        if is_compressed(&start[..read]) {
-            return Err(OpenError::Compressed { path: path.to_owned() });
-        }
-        let mut reader = LogReader::open(path).map_err(|reason| OpenError::Read { path: path.to_owned(), reason })?;
+        let name = location.name();
+        let io_error = |reason| OpenError::Io { log: name.clone(), reason };
+        let (mut reader, sink) = open_sink(location, lock).map_err(|err| match err {
+            SinkError::Compressed => OpenError::Compressed { log: name.clone() },
+            SinkError::Read(reason) => OpenError::Read { log: name.clone(), reason },
+            SinkError::Io(reason) => io_error(reason),
+        })?;
         let header = reader.header().to_owned();
         if let Some(message) = header_violations(&header).into_iter().next() {
-            return Err(OpenError::Violation { path: path.to_owned(), at: Position { line: 1, offset: 0 }, message });
+            return Err(OpenError::Violation { log: name, at: Position { line: 1, offset: 0 }, message });
         }
         let id = serde_json::from_str::<Value>(&header)
             .ok()
             .and_then(|value| value.get("id")?.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let file = OpenOptions::new().read(true).append(true).open(path).map_err(io_error)?;
         let checkers = open_checkers(&header);
-        let mut log = SessionLog::assemble(&id, (path.to_owned(), file, lock), header, checkers, policy);
+        let mut log = SessionLog::assemble(&id, location.clone(), sink, header, checkers, policy);
         let mut repair = Repair::default();
-        let mut torn = None;
-        let mut found = Vec::new();
-        while let Some(next) = reader.next_event() {
-            match next.map_err(|error| OpenError::Read { path: path.to_owned(), reason: error.into() })? {
-                Ok(event) => {
-                    log.gate.observe(&GateEvent::from(&event), &mut found);
-                    if let Some(broken) =
-                        found.iter().position(|finding| finding.finder == Finder::Rules(Rule::Integrity))
-                    {
-                        let message = found.swap_remove(broken).message;
-                        return Err(OpenError::Violation { path: path.to_owned(), at: event.at, message });
-                    }
-                    let seq = event.seq.map_or_else(|| "?".to_owned(), js::number);
-                    repair.warnings.extend(found.drain(..).map(|finding| format!("seq {seq}: {}", finding.describe())));
-                    log.state.take_in(event.event_type, event.line, event.data);
-                }
-                Err(Damage::Torn { at, len }) => torn = Some((at, len)),
-                Err(Damage::Corrupt { at, reason }) => {
-                    return Err(OpenError::Corrupt { path: path.to_owned(), at, reason })
-                }
-            }
-        }
+        let torn = log.take_in_existing(&mut reader, &mut repair)?;
         if let Some((at, len)) = torn {
+            let (LogRef::File(path), Some(file)) = (location, log.writer.file()) else {
+                let reason = "the last stored line is not an event".to_owned();
+                return Err(OpenError::Corrupt { log: name, at, reason });
+            };
             let backup = path.with_file_name(format!("{LOG_FILE}.torn-{now_ms}"));
-            repair::cut_torn_tail(log.writer.file(), at.offset, &backup).map_err(io_error)?;
+            repair::cut_torn_tail(file, at.offset, &backup).map_err(io_error)?;
             repair.torn = Some((at, len, backup));
         }
         if close_open_turn {
             repair.closers = log.close_open_turn(now_ms).map_err(|err| io_error(io::Error::other(err.to_string())))?;
         }
         Ok((log, repair))
+    }
+
+    /// Passes every event already in the log through the gate and into the state; returns a
+    /// torn last line's place.
+    fn take_in_existing(
+        &mut self,
+        reader: &mut LogReader,
+        repair: &mut Repair,
+    ) -> Result<Option<(Position, usize)>, OpenError> {
+        let name = self.location.name();
+        let mut torn = None;
+        let mut found = Vec::new();
+        while let Some(next) = reader.next_event() {
+            match next.map_err(|error| OpenError::Read { log: name.clone(), reason: error.into() })? {
+                Ok(event) => {
+                    self.gate.observe(&GateEvent::from(&event), &mut found);
+                    if let Some(broken) =
+                        found.iter().position(|finding| finding.finder == Finder::Rules(Rule::Integrity))
+                    {
+                        let message = found.swap_remove(broken).message;
+                        return Err(OpenError::Violation { log: name, at: event.at, message });
+                    }
+                    let seq = event.seq.map_or_else(|| "?".to_owned(), js::number);
+                    repair.warnings.extend(found.drain(..).map(|finding| format!("seq {seq}: {}", finding.describe())));
+                    self.state.take_in(event.event_type, event.line, event.data);
+                }
+                Err(Damage::Torn { at, len }) => torn = Some((at, len)),
+                Err(Damage::Corrupt { at, reason }) => return Err(OpenError::Corrupt { log: name, at, reason }),
+            }
+        }
+        Ok(torn)
     }
 
     /// Appends the closers of a turn left open (a crash) and commits them. Returns the types
@@ -267,8 +271,9 @@ impl SessionLog {
         &self.id
     }
 
-    pub fn path(&self) -> &Path {
-        self.writer.path()
+    /// Where the log is: its file, or its session in a database.
+    pub fn location(&self) -> &LogRef {
+        &self.location
     }
 
     pub fn header(&self) -> &str {
@@ -328,13 +333,55 @@ impl SessionLog {
         };
         self.gate.admit(&candidate).map_err(|finding| refusal(event.event_type, finding))?;
         self.state.take_in(event.event_type, &line, &event.data);
-        let at = self.writer.push(line)?;
+        let at = self.writer.push(line, seq, event.event_type)?;
         Ok(Appended { seq, time, at })
     }
 
     /// Writes the buffered events and syncs them to disk.
     pub fn commit(&mut self) -> Result<(), AppendError> {
         Ok(self.writer.commit()?)
+    }
+}
+
+/// Creates `sessions/<id>/session.jsonl` holding `header_line`, atomically, under its lock.
+fn create_file(sessions: &Path, id: &str, header_line: &str) -> io::Result<(LogRef, Sink)> {
+    let dir = sessions.join(id);
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(LOG_FILE);
+    let lock = lock_file(&path).map_err(io::Error::other)?;
+    if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
+        return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
+    }
+    fsutil::sync_dir(sessions)?;
+    let file = OpenOptions::new().read(true).append(true).open(&path)?;
+    Ok((LogRef::File(path.clone()), Sink::File { path, file, _lock: lock }))
+}
+
+enum SinkError {
+    Compressed,
+    Read(ReadError),
+    Io(io::Error),
+}
+
+/// A reader over the log's lines so far and the sink its new lines go to, under `lock`.
+fn open_sink(location: &LogRef, lock: SessionLock) -> Result<(LogReader, Sink), SinkError> {
+    match (location, lock) {
+        (LogRef::File(path), SessionLock::File(lock)) => {
+            let mut start = [0u8; 4];
+            let read = File::open(path).and_then(|mut file| file.read(&mut start)).map_err(SinkError::Io)?;
+            if is_compressed(&start[..read]) {
+                return Err(SinkError::Compressed);
+            }
+            let reader = LogReader::open(path).map_err(SinkError::Read)?;
+            let file = OpenOptions::new().read(true).append(true).open(path).map_err(SinkError::Io)?;
+            Ok((reader, Sink::File { path: path.clone(), file, _lock: lock }))
+        }
+        (LogRef::Stored { .. }, SessionLock::Stored(writer)) => {
+            let reader = writer.reader().map_err(SinkError::Read)?;
+            let next_line = writer.next_line().map_err(|err| SinkError::Io(err.into()))?;
+            Ok((reader, Sink::Stored { writer, next_line }))
+        }
+        _ => Err(SinkError::Io(io::Error::other("the lock taken is not the log's own"))),
     }
 }
 
@@ -350,11 +397,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn file_of(log: &SessionLog) -> std::path::PathBuf {
+        let LogRef::File(path) = log.location() else { panic!("a file log") };
+        path.clone()
+    }
+
     #[test]
     fn a_created_log_holds_its_header_and_every_committed_event() {
         let sessions = tempfile::tempdir().unwrap();
         let mut log = SessionLog::create(
-            sessions.path(),
+            &SessionStore::Files(sessions.path().to_owned()),
             "s",
             &json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}),
             |_| Vec::new(),
@@ -364,7 +416,7 @@ mod tests {
         log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 5).unwrap();
         log.append(NewEvent::new("turn/end", &json!({"turn": 1, "reason": {"kind": "completed"}})), 6).unwrap();
         log.commit().unwrap();
-        let written = std::fs::read_to_string(log.path()).unwrap();
+        let written = std::fs::read_to_string(file_of(&log)).unwrap();
         assert_eq!(written.lines().count(), 3, "{written}");
     }
 
@@ -376,14 +428,21 @@ mod tests {
     fn a_line_of_exactly_the_reader_limit_is_written_and_read_back_and_one_byte_more_is_refused() {
         let sessions = tempfile::tempdir().unwrap();
         let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
-        let mut log = SessionLog::create(sessions.path(), "s", &header, |_| Vec::new(), SyncPolicy::Unsynced).unwrap();
+        let mut log = SessionLog::create(
+            &SessionStore::Files(sessions.path().to_owned()),
+            "s",
+            &header,
+            |_| Vec::new(),
+            SyncPolicy::Unsynced,
+        )
+        .unwrap();
         let envelope = r#"{"type":"test/pad","seq":0,"time":5,"data":{"pad":""},"ignorable":true}"#.len() + 1;
         let err = log.append(padded(MAX_LINE_BYTES - envelope + 1), 5).unwrap_err();
         assert!(matches!(err, AppendError::TooLong { bytes, .. } if bytes == MAX_LINE_BYTES + 1), "{err}");
         log.append(padded(MAX_LINE_BYTES - envelope), 5).unwrap();
         log.commit().unwrap();
-        assert_eq!(std::fs::metadata(log.path()).unwrap().len() as usize, log.header().len() + 1 + MAX_LINE_BYTES);
-        let mut reader = LogReader::open(log.path()).unwrap();
+        assert_eq!(std::fs::metadata(file_of(&log)).unwrap().len() as usize, log.header().len() + 1 + MAX_LINE_BYTES);
+        let mut reader = LogReader::open(&file_of(&log)).unwrap();
         assert!(matches!(reader.next_event(), Some(Ok(Ok(_)))), "the reader takes the longest line the writer writes");
         assert!(reader.next_event().is_none());
     }
@@ -401,10 +460,17 @@ mod tests {
     fn an_event_that_breaks_the_structure_is_not_written() {
         let sessions = tempfile::tempdir().unwrap();
         let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
-        let mut log = SessionLog::create(sessions.path(), "s", &header, |_| Vec::new(), SyncPolicy::Unsynced).unwrap();
+        let mut log = SessionLog::create(
+            &SessionStore::Files(sessions.path().to_owned()),
+            "s",
+            &header,
+            |_| Vec::new(),
+            SyncPolicy::Unsynced,
+        )
+        .unwrap();
         let err = log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 5).unwrap_err();
         assert!(matches!(err, AppendError::Structure { .. }), "{err}");
         log.commit().unwrap();
-        assert_eq!(std::fs::read_to_string(log.path()).unwrap().lines().count(), 1);
+        assert_eq!(std::fs::read_to_string(file_of(&log)).unwrap().lines().count(), 1);
     }
 }

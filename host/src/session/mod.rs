@@ -12,7 +12,8 @@
 //! | [`repair`] | crash repair: torn tails and the closers of an interrupted turn |
 //! | [`log`] | an open log: writer + gate + state, created or opened (with repair) |
 //! | [`verify`] | `dsh session verify` over whole logs |
-//! | [`locate`] | finding a log by session id or path |
+//! | [`store`] | where a home keeps its logs: files, or PostgreSQL shared by machines |
+//! | [`locate`] | finding a log file by session id or path |
 //! | [`summary`] | `dsh session list`: each session's turns, last end, damage and writer |
 //! | [`timeline`] | `dsh session show` |
 //! | [`import`] | `dsh session import`: a DeepSeek Harness log copied into the home |
@@ -27,6 +28,7 @@ pub mod read_ahead;
 pub mod reader;
 pub mod repair;
 pub mod state;
+pub mod store;
 pub mod structure;
 pub mod summary;
 pub mod timeline;

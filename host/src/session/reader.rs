@@ -104,6 +104,8 @@ impl std::fmt::Display for Damage {
 pub enum ReadError {
     #[error(transparent)]
     Io(#[from] io::Error),
+    #[error(transparent)]
+    Store(#[from] super::store::postgres::StoreError),
     #[error("line 1 (byte 0): {0}")]
     BadHeader(String),
     #[error("the log is empty (no header line)")]
@@ -162,6 +164,15 @@ struct Synthetic {
     at: Position,
 }
 
+/// The lines of a log file, decompressed when it is `session.jsonl.zstd`.
+pub fn open_lines(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
+    let mut file = BufReader::with_capacity(BUFFER_BYTES, File::open(path)?);
+    Ok(match is_compressed(file.fill_buf()?) {
+        true => Box::new(BufReader::with_capacity(BUFFER_BYTES, zstd::Decoder::with_buffer(file)?)),
+        false => Box::new(file),
+    })
+}
+
 /// A streaming reader over one log.
 pub struct LogReader {
     input: Box<dyn BufRead + Send>,
@@ -180,14 +191,7 @@ pub struct LogReader {
 impl LogReader {
     /// Opens a log file (plain or zstd-compressed) and reads its header.
     pub fn open(path: &Path) -> Result<LogReader, ReadError> {
-        let mut file = BufReader::with_capacity(BUFFER_BYTES, File::open(path)?);
-        let compressed = is_compressed(file.fill_buf()?);
-        let input: Box<dyn BufRead + Send> = if compressed {
-            Box::new(BufReader::with_capacity(BUFFER_BYTES, zstd::Decoder::with_buffer(file)?))
-        } else {
-            Box::new(file)
-        };
-        LogReader::new(input)
+        LogReader::new(open_lines(path)?)
     }
 
     /// Reads a log from any buffered input.

@@ -1,15 +1,11 @@
 //! What `dsh session list` says of each session: its turns, how the last one ended, damage, and
 //! the process writing it now — read from the logs under a sessions folder.
 
-use std::path::Path;
-
 use dsh_abi::events;
 
 use super::import::ImportError;
-use super::locate::{find_log, lock_path};
-use super::meta::SessionMeta;
-use super::reader::{Damage, LogReader};
-use crate::lock::live_holder;
+use super::reader::Damage;
+use super::store::{LogRef, SessionStore};
 
 /// One session, as its log says.
 pub struct Summary {
@@ -36,32 +32,31 @@ impl Summary {
     }
 }
 
-/// The sessions under `sessions`, newest first; a log that cannot be read goes to `unreadable`
-/// and the others are still listed.
+/// The sessions in `store`, newest first; a log that cannot be read goes to `unreadable` and the
+/// others are still listed.
 pub fn newest_first(
-    sessions: &Path,
-    mut unreadable: impl FnMut(&Path, anyhow::Error),
+    store: &SessionStore,
+    mut unreadable: impl FnMut(&LogRef, anyhow::Error),
 ) -> Result<Vec<Summary>, anyhow::Error> {
-    if sessions.exists() && !sessions.is_dir() {
-        return Err(ImportError::SessionsNotAFolder(sessions.to_owned()).into());
+    if let SessionStore::Files(sessions) = store {
+        if sessions.exists() && !sessions.is_dir() {
+            return Err(ImportError::SessionsNotAFolder(sessions.to_owned()).into());
+        }
     }
     let mut summaries = Vec::new();
-    if sessions.is_dir() {
-        for entry in std::fs::read_dir(sessions)? {
-            let Some(log) = find_log(&entry?.path()) else { continue };
-            match summarize(&log) {
-                Ok(summary) => summaries.push(summary),
-                Err(err) => unreadable(&log, err),
-            }
+    for (_, log) in store.sessions()? {
+        match summarize(&log) {
+            Ok(summary) => summaries.push(summary),
+            Err(err) => unreadable(&log, err),
         }
     }
     summaries.sort_by(|a, b| b.created_ms().total_cmp(&a.created_ms()).then_with(|| a.id.cmp(&b.id)));
     Ok(summaries)
 }
 
-/// The summary of the log at `path`.
-pub fn summarize(path: &Path) -> anyhow::Result<Summary> {
-    let mut reader = LogReader::open(path)?;
+/// The summary of the log `log`.
+pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
+    let mut reader = log.reader()?;
     let header: serde_json::Value = serde_json::from_str(reader.header())?;
     let mut summary = Summary {
         id: header.get("id").and_then(|id| id.as_str()).unwrap_or("?").to_owned(),
@@ -69,8 +64,8 @@ pub fn summarize(path: &Path) -> anyhow::Result<Summary> {
         turns: 0,
         last_end: "-".to_owned(),
         damage: None,
-        writer: live_holder(&lock_path(path)),
-        profile: SessionMeta::read(path).profile,
+        writer: log.writer(),
+        profile: log.meta().profile,
         first_prompt: None,
     };
     while let Some(next) = reader.next_event() {

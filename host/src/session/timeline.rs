@@ -8,8 +8,8 @@ use dsh_abi::events;
 use dsh_abi::js;
 use serde_json::Value;
 
-use super::locate::torn_note;
-use super::reader::{Damage, LogReader, ReadError};
+use super::reader::{Damage, ReadError};
+use super::store::LogRef;
 use super::vocabulary::message_text;
 
 const PREVIEW_CHARS: usize = 160;
@@ -75,9 +75,9 @@ pub fn http_date(ms: f64) -> String {
         .unwrap_or_else(|| "?".to_owned())
 }
 
-/// Renders the log at `path` as text lines.
-pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
-    let mut reader = LogReader::open(path)?;
+/// Renders the log `log` as text lines.
+pub fn render(log: &LogRef) -> Result<Vec<String>, ReadError> {
+    let mut reader = log.reader()?;
     let header: Value = serde_json::from_str(reader.header()).unwrap_or(Value::Null);
     let mut lines = vec![header_line(&header)];
     let mut timeline = Timeline::default();
@@ -85,7 +85,7 @@ pub fn render(path: &std::path::Path) -> Result<Vec<String>, ReadError> {
         let event = match next? {
             Ok(event) => event,
             Err(damage @ Damage::Torn { .. }) => {
-                lines.push(format!("  (note: {})", torn_note(path, &damage)));
+                lines.push(format!("  (note: {})", log.torn_note(&damage)));
                 continue;
             }
             Err(damage) => {

@@ -2,12 +2,10 @@
 //! [`gate`](super::gate) — the structure rules and every checker given for it. Memory grows with
 //! the checkers' state (the number of retry chains), never with the size of the log.
 
-use std::path::{Path, PathBuf};
-
 use super::gate::{Finder, Gate, GateEvent, RowChecker};
-use super::locate::torn_note;
 use super::read_ahead::ReadAhead;
-use super::reader::{Damage, LogReader, Position, ReadError};
+use super::reader::{Damage, Position, ReadError};
+use super::store::LogRef;
 use super::structure::header_violations;
 
 /// One broken rule: at an event (`seq`) or at a damaged line (`at`).
@@ -21,7 +19,8 @@ pub struct Finding {
 /// What verifying one file found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    pub path: PathBuf,
+    /// The log's path, or its session id in a database.
+    pub path: String,
     pub events: u64,
     pub violations: Vec<Finding>,
     /// Crash artefacts that are not violations (a torn last line).
@@ -30,9 +29,9 @@ pub struct Report {
 
 /// Verifies one log with the structure rules and the checkers `open_checkers` opens for its
 /// header.
-pub fn verify_log(path: &Path, open_checkers: impl FnOnce(&str) -> Vec<RowChecker>) -> Result<Report, ReadError> {
-    let reader = LogReader::open(path)?;
-    let mut report = Report { path: path.to_owned(), events: 0, violations: Vec::new(), notes: Vec::new() };
+pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowChecker>) -> Result<Report, ReadError> {
+    let reader = log.reader()?;
+    let mut report = Report { path: log.name(), events: 0, violations: Vec::new(), notes: Vec::new() };
     let header = Some(Position { line: 1, offset: 0 });
     report.violations.extend(header_violations(reader.header()).into_iter().map(|message| Finding {
         seq: None,
@@ -46,7 +45,7 @@ pub fn verify_log(path: &Path, open_checkers: impl FnOnce(&str) -> Vec<RowChecke
         let event = match next? {
             Ok(event) => event,
             Err(damage @ Damage::Torn { .. }) => {
-                report.notes.push(torn_note(path, &damage));
+                report.notes.push(log.torn_note(&damage));
                 continue;
             }
             Err(Damage::Corrupt { at, reason }) => {

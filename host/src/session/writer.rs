@@ -1,13 +1,17 @@
-//! Writing a session log's lines: buffered, made durable with `fsync` when asked (and at the
-//! latest 200 ms after the oldest unsynced line), and poisoned by the first failed write or sync —
-//! nothing more is written, never retried in place.
+//! Writing a session log's lines: buffered, made durable when asked (an `fsync`, or a database
+//! commit; at the latest 200 ms after the oldest unsynced line), and poisoned by the first failed
+//! write, sync or commit — nothing more is written, never retried in place.
 
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use super::store::postgres::StoredLine;
+use super::store::StoredWriter;
+use crate::lock::WriterLock;
 
 /// The longest an appended line stays unsynced.
 pub const SYNC_INTERVAL: Duration = Duration::from_millis(200);
@@ -24,45 +28,77 @@ pub type Echo = Box<dyn FnMut(&str) + Send>;
 
 /// Writing or syncing failed; the log accepts nothing more.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("the session log {} can no longer be written: {reason}", path.display())]
+#[error("the session log {log} can no longer be written: {reason}")]
 pub struct WriteFailed {
-    pub path: PathBuf,
+    /// The log's path, or its session id in a database.
+    pub log: String,
     pub reason: String,
+    /// The log is in a database, and the database failed (not the data).
+    pub store: bool,
+}
+
+/// Where committed lines go: appended to a file (then fsynced), or inserted into a database in
+/// one statement (a commit) through the connection that holds the session's writer lock.
+pub enum Sink {
+    File { path: PathBuf, file: File, _lock: WriterLock },
+    Stored { writer: StoredWriter, next_line: i64 },
+}
+
+impl Sink {
+    fn name(&self) -> String {
+        match self {
+            Sink::File { path, .. } => path.display().to_string(),
+            Sink::Stored { writer, .. } => writer.id.clone(),
+        }
+    }
+
+    fn write(&mut self, lines: &[StoredLine], policy: SyncPolicy) -> Result<(), String> {
+        match self {
+            Sink::File { file, .. } => {
+                let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.body.len() + 1).sum());
+                for line in lines {
+                    bytes.extend_from_slice(line.body.as_bytes());
+                    bytes.push(b'\n');
+                }
+                file.write_all(&bytes)
+                    .and_then(|()| match policy {
+                        SyncPolicy::Durable => file.sync_data(),
+                        SyncPolicy::Unsynced => Ok(()),
+                    })
+                    .map_err(|err| err.to_string())
+            }
+            Sink::Stored { writer, next_line } => {
+                writer
+                    .connection
+                    .insert_lines(&writer.id, *next_line, lines.to_vec())
+                    .map_err(|err| err.to_string())?;
+                *next_line += lines.len() as i64;
+                Ok(())
+            }
+        }
+    }
 }
 
 pub struct LogWriter {
-    path: PathBuf,
-    file: File,
-    pending: Vec<u8>,
+    sink: Sink,
+    pending: Vec<StoredLine>,
     pending_since: Option<Instant>,
     fatal: Option<String>,
     policy: SyncPolicy,
     echo: Option<Echo>,
-    /// Lines written but not yet committed, for `echo`.
-    unechoed: Vec<String>,
 }
 
 impl LogWriter {
-    /// Appends to `file` (opened for appending at `path`).
-    pub fn new(path: PathBuf, file: File, policy: SyncPolicy) -> Self {
-        LogWriter {
-            path,
-            file,
-            pending: Vec::new(),
-            pending_since: None,
-            fatal: None,
-            policy,
-            echo: None,
-            unechoed: Vec::new(),
+    pub fn new(sink: Sink, policy: SyncPolicy) -> Self {
+        LogWriter { sink, pending: Vec::new(), pending_since: None, fatal: None, policy, echo: None }
+    }
+
+    /// The log file, when the log is one (repair cuts a torn tail from it).
+    pub fn file(&mut self) -> Option<&mut File> {
+        match &mut self.sink {
+            Sink::File { file, .. } => Some(file),
+            Sink::Stored { .. } => None,
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn file(&mut self) -> &mut File {
-        &mut self.file
     }
 
     pub fn set_echo(&mut self, echo: Echo) {
@@ -72,20 +108,21 @@ impl LogWriter {
     /// `Err` once a write or sync has failed.
     pub fn usable(&self) -> Result<(), WriteFailed> {
         match &self.fatal {
-            Some(reason) => Err(WriteFailed { path: self.path.clone(), reason: reason.clone() }),
+            Some(reason) => Err(WriteFailed {
+                log: self.sink.name(),
+                reason: reason.clone(),
+                store: matches!(self.sink, Sink::Stored { .. }),
+            }),
             None => Ok(()),
         }
     }
 
-    /// Buffers one line (without its newline); commits when the oldest buffered line is older
-    /// than [`SYNC_INTERVAL`]. Returns when the line was buffered, on the runtime's clock.
-    pub fn push(&mut self, line: String) -> Result<Instant, WriteFailed> {
+    /// Buffers one line (without its newline) of event `seq` of `event_type`; commits when the
+    /// oldest buffered line is older than [`SYNC_INTERVAL`]. Returns when the line was buffered,
+    /// on the runtime's clock.
+    pub fn push(&mut self, line: String, seq: u64, event_type: &str) -> Result<Instant, WriteFailed> {
         self.usable()?;
-        self.pending.extend_from_slice(line.as_bytes());
-        self.pending.push(b'\n');
-        if self.echo.is_some() {
-            self.unechoed.push(line);
-        }
+        self.pending.push(StoredLine { seq: Some(seq as i64), event_type: event_type.to_owned(), body: line });
         let at = Instant::now();
         let oldest = *self.pending_since.get_or_insert(at);
         if at.duration_since(oldest) >= SYNC_INTERVAL {
@@ -94,29 +131,25 @@ impl LogWriter {
         Ok(at)
     }
 
-    /// Writes the buffered lines and syncs them to disk.
+    /// Writes the buffered lines and makes them durable (an fsync, or a database commit).
     pub fn commit(&mut self) -> Result<(), WriteFailed> {
         self.usable()?;
         if self.pending.is_empty() {
             return Ok(());
         }
-        let written = self.file.write_all(&self.pending).and_then(|()| match self.policy {
-            SyncPolicy::Durable => self.file.sync_data(),
-            SyncPolicy::Unsynced => Ok(()),
-        });
-        match written {
+        match self.sink.write(&self.pending, self.policy) {
             Ok(()) => {
-                self.pending.clear();
                 self.pending_since = None;
+                let committed = std::mem::take(&mut self.pending);
                 if let Some(echo) = &mut self.echo {
-                    for line in self.unechoed.drain(..) {
-                        echo(&line);
+                    for line in &committed {
+                        echo(&line.body);
                     }
                 }
                 Ok(())
             }
-            Err(err) => {
-                self.fatal = Some(err.to_string());
+            Err(reason) => {
+                self.fatal = Some(reason);
                 self.usable()
             }
         }
