@@ -3,13 +3,11 @@
 //! touching nothing; readers never take a lock; a lock dies with its process; no acknowledged
 //! event lost, no continuation sent twice, no file lost.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Child;
 use std::time::Duration;
 
-use dsh_e2e::turns::{route_patch, session_id, SECRET};
+use dsh_e2e::turns::{route_patch, session_id, spawn_collecting as start, SECRET};
 use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
 
 /// A finished quick turn's session id.
@@ -23,31 +21,6 @@ fn session_with_one_turn(home: &TestHome) -> String {
 
 fn log_of(home: &TestHome, id: &str) -> PathBuf {
     home.path().join("sessions").join(id).join("session.jsonl")
-}
-
-/// Starts `dsh ARGS` with the test key; stdout lines are collected as they come.
-fn start(home: &TestHome, args: &[&str]) -> (Child, Arc<Mutex<Vec<String>>>) {
-    let mut child = home
-        .dsh()
-        .env("DEEPSEEK_API_KEY", SECRET)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start dsh");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let stdout = child.stdout.take().expect("piped");
-    let collected = Arc::clone(&lines);
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            // `run --json` opens with the session object, which is not an event.
-            if line.starts_with("{\"type\"") {
-                collected.lock().unwrap().push(line);
-            }
-        }
-    });
-    (child, lines)
 }
 
 /// Waits until the log holds `needle` (the writer got that far).

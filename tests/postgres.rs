@@ -3,12 +3,10 @@
 //! the advisory lock, a turn killed on one home resumed from another, the database stopped
 //! mid-turn, and clear errors for a wrong password, an unreachable server and a newer schema.
 
-use std::io::BufRead;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Child;
 use std::time::Duration;
 
-use dsh_e2e::turns::{route_patch, session_id, SECRET};
+use dsh_e2e::turns::{route_patch, session_id, spawn_collecting as start, SECRET};
 use dsh_e2e::{wait_until, MockProcess, PostgresServer, Run, TestHome, PG_PASSWORD};
 use serde_json::Value;
 
@@ -34,30 +32,6 @@ fn exported(home: &TestHome, id: &str) -> String {
 
 fn events_of(text: &str) -> Vec<Value> {
     text.lines().skip(1).map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
-}
-
-/// Starts `dsh ARGS` with the test key; `--json` event lines are collected as they come.
-fn start(home: &TestHome, args: &[&str]) -> (Child, Arc<Mutex<Vec<String>>>) {
-    let mut child = home
-        .dsh()
-        .env("DEEPSEEK_API_KEY", SECRET)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start dsh");
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let stdout = child.stdout.take().expect("piped");
-    let collected = Arc::clone(&lines);
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.starts_with("{\"type\"") {
-                collected.lock().unwrap().push(line);
-            }
-        }
-    });
-    (child, lines)
 }
 
 /// The id of the one session in the store, once there is one.

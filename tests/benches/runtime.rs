@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_abi::{Failure, LogLevel, PolicyMode, RetryPolicy};
-use dsh_e2e::{artifacts, log_events, MockProcess, Run, TestHome};
+use dsh_e2e::{artifacts, log_events, logs, MockProcess, Run, TestHome};
 use dsh_host::agent::config::AgentConfig;
 use dsh_host::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use dsh_host::agent::view::Silent;
@@ -29,7 +29,7 @@ use dsh_host::llm::mock::{MockAction, MockLog, MockServer, MockStep};
 use dsh_host::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, OpenAiAdapter};
 use dsh_host::llm::{ModelClient, StreamFuture};
 use dsh_host::plugin::PluginLibrary;
-use dsh_host::session::log::{NewEvent, SessionLog};
+use dsh_host::session::log::SessionLog;
 use dsh_host::session::store::SessionStore;
 use dsh_host::session::writer::SyncPolicy;
 use serde_json::json;
@@ -131,42 +131,7 @@ async fn first_token_and_throughput() {
 
 fn durable_appends() {
     let dir = tempfile::tempdir().unwrap();
-    let header = json!({"type": "session", "version": 0, "id": "bench", "createdAt": 1, "delegationDepth": 0});
-    let mut log = SessionLog::create(
-        &SessionStore::Files(dir.path().to_owned()),
-        "batched",
-        &header,
-        |_| Vec::new(),
-        SyncPolicy::Durable,
-    )
-    .unwrap();
-    log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 1).unwrap();
-    log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 1).unwrap();
-    const EVENTS: u64 = 100_000;
-    let started = Instant::now();
-    for index in 0..EVENTS {
-        let chunk = json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": format!("piece {index} of the answer")}});
-        log.append(NewEvent::new("assistant/chunk", &chunk), 2).unwrap();
-    }
-    log.commit().unwrap();
-    let batched = EVENTS as f64 / started.elapsed().as_secs_f64();
-    let mut single = SessionLog::create(
-        &SessionStore::Files(dir.path().to_owned()),
-        "single",
-        &header,
-        |_| Vec::new(),
-        SyncPolicy::Durable,
-    )
-    .unwrap();
-    single.append(NewEvent::new("turn/start", &json!({"turn": 1})), 1).unwrap();
-    single.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 1).unwrap();
-    let started = Instant::now();
-    for index in 0..500 {
-        let chunk = json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": format!("piece {index}")}});
-        single.append(NewEvent::new("assistant/chunk", &chunk), 2).unwrap();
-        single.commit().unwrap();
-    }
-    let each = 500.0 / started.elapsed().as_secs_f64();
+    let (batched, each) = logs::appends_per_second(&SessionStore::Files(dir.path().to_owned()), "bench", 100_000, 500);
     println!("| durable appends, fsync batched every 200 ms | ≥ 20,000 events/s | {batched:.0} events/s (one fsync per event: {each:.0} events/s) |");
 }
 

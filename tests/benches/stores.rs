@@ -11,11 +11,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dsh_e2e::logs::{self, Shape};
-use dsh_e2e::{artifacts, PostgresServer, TestHome};
-use dsh_host::session::log::{NewEvent, SessionLog};
+use dsh_e2e::{artifacts, PostgresServer, TestHome, PG_PASSWORD};
 use dsh_host::session::store::SessionStore;
-use dsh_host::session::writer::SyncPolicy;
-use serde_json::json;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
@@ -24,29 +21,6 @@ fn env_number(name: &str, default: u64) -> u64 {
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort();
     values[values.len() / 2]
-}
-
-/// Events per second through the writer: `batched` events committed as the writer commits
-/// (every 200 ms), then `single` events with a commit each.
-fn appends(store: &SessionStore, id: &str, batched: u64, single: u64) -> (f64, f64) {
-    let header = json!({"type": "session", "version": 0, "id": id, "createdAt": 1, "delegationDepth": 0});
-    let mut log = SessionLog::create(store, id, &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
-    log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 1).unwrap();
-    log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 1).unwrap();
-    let started = Instant::now();
-    for index in 0..batched {
-        let chunk = json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": format!("piece {index} of the answer")}});
-        log.append(NewEvent::new("assistant/chunk", &chunk), 2).unwrap();
-    }
-    log.commit().unwrap();
-    let batched_rate = batched as f64 / started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    for index in 0..single {
-        let chunk = json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": format!("piece {index}")}});
-        log.append(NewEvent::new("assistant/chunk", &chunk), 2).unwrap();
-        log.commit().unwrap();
-    }
-    (batched_rate, single as f64 / started.elapsed().as_secs_f64())
 }
 
 /// The median wall time of `dsh ARGS` in `home` over `runs` runs (each must exit 0).
@@ -92,6 +66,8 @@ fn row(what: &str, files: String, stored: String, ratio: f64) {
 fn main() {
     let events = env_number("DSH_BENCH_STORE_EVENTS", 2_000_000);
     let sessions = env_number("DSH_BENCH_STORE_SESSIONS", 1_000);
+    // Before any thread starts: the in-process store reads the password as dsh does.
+    std::env::set_var("PGPASSWORD", PG_PASSWORD);
     let server = PostgresServer::start();
     let (files, stored) = (TestHome::new(), TestHome::new());
     server.use_in(&stored, &server.url("postgres"));
@@ -101,7 +77,8 @@ fn main() {
         SessionStore::Files(files.path().join("sessions")),
         SessionStore::for_home(stored.path()).expect("the bench database"),
     ];
-    let measured: Vec<(f64, f64)> = stores.iter().map(|store| appends(store, "appends", 100_000, 500)).collect();
+    let measured: Vec<(f64, f64)> =
+        stores.iter().map(|store| logs::appends_per_second(store, "appends", 100_000, 500)).collect();
     fleet([&files, &stored], sessions, scratch.path());
     let replay_files = timed(&files, &["session", "replay", "--all"], 3);
     let replay_stored = timed(&stored, &["session", "replay", "--all"], 3);

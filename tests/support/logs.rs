@@ -1,6 +1,7 @@
 //! Generated session logs for benchmarks, valid under every rule, written as a stream so any size
 //! fits in little memory. Each turn has a user message, a request header, failed attempts
-//! recovered by llm-retry, and a streamed answer; the [`Shape`] sets the mix.
+//! recovered by llm-retry, and a streamed answer; the [`Shape`] sets the mix. And appends
+//! through the real session-log writer, timed, on either store.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -171,4 +172,35 @@ fn retry_id(chain: u64) -> String {
         chain >> 12 & 0xfff,
         chain.wrapping_mul(0x9e37_79b9)
     )
+}
+
+/// Events per second appended through the session-log writer into a new session `id` of
+/// `store`: `batched` events committed as the writer commits (at the latest every 200 ms), then
+/// `single` events with a commit (an fsync, or a database commit) each.
+pub fn appends_per_second(
+    store: &dsh_host::session::store::SessionStore,
+    id: &str,
+    batched: u64,
+    single: u64,
+) -> (f64, f64) {
+    use dsh_host::session::log::{NewEvent, SessionLog};
+    use dsh_host::session::writer::SyncPolicy;
+    use serde_json::json;
+    let header = json!({"type": "session", "version": 0, "id": id, "createdAt": 1, "delegationDepth": 0});
+    let mut log = SessionLog::create(store, id, &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
+    log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 1).unwrap();
+    log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 1).unwrap();
+    let chunk = |index: u64| json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": format!("piece {index} of the answer")}});
+    let started = std::time::Instant::now();
+    for index in 0..batched {
+        log.append(NewEvent::new("assistant/chunk", &chunk(index)), 2).unwrap();
+    }
+    log.commit().unwrap();
+    let batched_rate = batched as f64 / started.elapsed().as_secs_f64();
+    let started = std::time::Instant::now();
+    for index in 0..single {
+        log.append(NewEvent::new("assistant/chunk", &chunk(index)), 2).unwrap();
+        log.commit().unwrap();
+    }
+    (batched_rate, single as f64 / started.elapsed().as_secs_f64())
 }

@@ -2,8 +2,10 @@
 //! of the runtime and the executors.
 
 use std::ffi::OsStr;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -89,4 +91,30 @@ pub fn spawn_dsh<I: AsRef<OsStr>>(home: &TestHome, args: impl IntoIterator<Item 
         .stderr(Stdio::null())
         .spawn()
         .expect("start dsh")
+}
+
+/// Starts `dsh ARGS` with the test key; the event lines `--json` prints (once each is durable) are
+/// collected as they come.
+pub fn spawn_collecting(home: &TestHome, args: &[&str]) -> (Child, Arc<Mutex<Vec<String>>>) {
+    let mut child = home
+        .dsh()
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dsh");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let stdout = child.stdout.take().expect("piped");
+    let collected = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            // `run --json` opens with the session object, which is not an event.
+            if line.starts_with("{\"type\"") {
+                collected.lock().unwrap().push(line);
+            }
+        }
+    });
+    (child, lines)
 }

@@ -10,6 +10,7 @@ use super::exit::{Outcome, EXIT_STATUSES};
 use super::{Cli, LOG_ENV};
 use crate::plugin::catalog::PLUGIN_PATH_ENV;
 use crate::profile::HOME_ENV;
+use crate::session::store::{PASSWORD_ENV, STORE_ENV};
 use crate::NotFound;
 
 #[derive(Debug, Args)]
@@ -80,12 +81,14 @@ fn reference_sections() -> String {
     text
 }
 
-fn environment() -> [(&'static str, &'static str); 5] {
+fn environment() -> [(&'static str, &'static str); 7] {
     [
         (HOME_ENV, "the dsh home (default ~/.dsh); --home overrides it"),
         (PLUGIN_PATH_ENV, "more directories (:-separated) where bundled plugin libraries are looked for"),
         (LOG_ENV, "the log filter on stderr (tracing's EnvFilter syntax, e.g. debug); -v and -vv set it too"),
         ("NO_COLOR", "when set and not empty, stderr is never coloured"),
+        (STORE_ENV, "where sessions are kept: files, or postgres://USER@HOST:PORT/DB; over $DSH_HOME/sessions.toml"),
+        (PASSWORD_ENV, "the session database's password, unless sessions.toml names another variable (password-env)"),
         (
             "DEEPSEEK_API_KEY",
             "the web profile's API key, read at request time; a provider row's apiKeyEnv names another",
@@ -93,11 +96,15 @@ fn environment() -> [(&'static str, &'static str); 5] {
     ]
 }
 
-const FILES: [(&str, &str); 6] = [
+const FILES: [(&str, &str); 7] = [
     ("$DSH_HOME/profiles/NAME/profile.yml", "a profile's bundles and installed packages"),
     ("$DSH_HOME/profiles/NAME/cordis.patch.yml", "the profile's user layer"),
     ("$DSH_HOME/cordis.patch.yml", "the home-wide user layer, over every profile's layers"),
     ("$DSH_HOME/sessions/ID/session.jsonl", "a session's durable log (DeepSeek Harness's format)"),
+    (
+        "$DSH_HOME/sessions.toml",
+        "where the home keeps its sessions: store = \"files\" or a postgres:// URL, and password-env",
+    ),
     ("$DSH_HOME/stores/counters.json", "the counters shared by every dsh process of the machine (store: machine)"),
     ("$DSH_HOME/locks/", "the writer locks of profiles"),
 ];

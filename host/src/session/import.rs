@@ -78,23 +78,11 @@ pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
     let staged = fsutil::temp_file_in(sessions, ".dsh-import-")?;
     let mut out = BufWriter::new(staged.as_file());
     writeln!(out, "{}", reader.header())?;
-    let mut events = 0;
-    let mut torn = None;
-    let mut route = SessionMeta::default();
-    while let Some(next) = reader.next_event() {
-        match next? {
-            Ok(event) => {
-                if event.event_type == events::REQUEST_HEADER {
-                    note_route(&mut route, event.data);
-                }
-                out.write_all(event.line.as_bytes())?;
-                out.write_all(b"\n")?;
-                events += 1;
-            }
-            Err(damage @ Damage::Torn { .. }) => torn = Some(damage.position()),
-            Err(damage @ Damage::Corrupt { .. }) => return Err(ImportError::Corrupt(damage.to_string())),
-        }
-    }
+    let copied = copy_events(&mut reader, |event| {
+        out.write_all(event.line.as_bytes())?;
+        Ok(out.write_all(b"\n")?)
+    })?;
+    let (events, torn, route) = (copied.events, copied.torn, copied.route);
     out.flush()?;
     drop(out);
     staged.as_file().sync_all()?;
@@ -129,32 +117,53 @@ pub fn import_stored(source: &Path, stored: &Stored) -> Result<Imported, ImportE
     }
     writer.connection.execute("import", "BEGIN")?;
     writer.create(reader.header())?;
-    let (mut batch, mut next_line, mut events, mut torn) = (Vec::new(), 1, 0, None);
-    let mut route = SessionMeta::default();
-    while let Some(next) = reader.next_event() {
-        match next? {
-            Ok(event) => {
-                if event.event_type == events::REQUEST_HEADER {
-                    note_route(&mut route, event.data);
-                }
-                let seq = event.seq.filter(|seq| dsh_abi::js::is_safe_integer(*seq)).map(|seq| seq as i64);
-                let line = StoredLine { seq, event_type: event.event_type.to_owned(), body: event.line.to_owned() };
-                batch.push(line);
-                events += 1;
-            }
-            Err(damage @ Damage::Torn { .. }) => torn = Some(damage.position()),
-            Err(damage @ Damage::Corrupt { .. }) => return Err(ImportError::Corrupt(damage.to_string())),
-        }
+    let (mut batch, mut next_line) = (Vec::new(), 1);
+    let mut copied = copy_events(&mut reader, |event| {
+        let seq = event.seq.filter(|seq| dsh_abi::js::is_safe_integer(*seq)).map(|seq| seq as i64);
+        batch.push(StoredLine { seq, event_type: event.event_type.to_owned(), body: event.line.to_owned() });
         if batch.len() == IMPORT_BATCH {
             writer.connection.insert_lines(&session_id, next_line, std::mem::take(&mut batch))?;
             next_line += IMPORT_BATCH as i64;
         }
-    }
+        Ok(())
+    })?;
     writer.connection.insert_lines(&session_id, next_line, batch)?;
     writer.connection.execute("import", "COMMIT")?;
     let log = stored.log(&session_id);
-    log.keep_meta(&mut route, &[])?;
-    Ok(Imported { session_id, log, events, torn })
+    log.keep_meta(&mut copied.route, &[])?;
+    Ok(Imported { session_id, log, events: copied.events, torn: copied.torn })
+}
+
+/// What a pass over a log to import found.
+struct Copied {
+    events: u64,
+    /// The torn last line left out, as `line N (byte B)`.
+    torn: Option<String>,
+    /// The provider and model of its last `request/header`.
+    route: SessionMeta,
+}
+
+/// Hands every event of `reader` to `put`, in order; a torn last line is left out, damage
+/// anywhere else ends the import.
+fn copy_events(
+    reader: &mut LogReader,
+    mut put: impl FnMut(&super::reader::EventView<'_>) -> Result<(), ImportError>,
+) -> Result<Copied, ImportError> {
+    let mut copied = Copied { events: 0, torn: None, route: SessionMeta::default() };
+    while let Some(next) = reader.next_event() {
+        match next? {
+            Ok(event) => {
+                if event.event_type == events::REQUEST_HEADER {
+                    note_route(&mut copied.route, event.data);
+                }
+                put(&event)?;
+                copied.events += 1;
+            }
+            Err(damage @ Damage::Torn { .. }) => copied.torn = Some(damage.position()),
+            Err(damage @ Damage::Corrupt { .. }) => return Err(ImportError::Corrupt(damage.to_string())),
+        }
+    }
+    Ok(copied)
 }
 
 /// Keeps the provider and model a `request/header` names, so the imported session continues on

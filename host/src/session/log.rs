@@ -397,6 +397,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A new log `s` in files under `sessions`, without checkers or syncs.
+    fn scratch_log(sessions: &Path) -> SessionLog {
+        let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
+        let store = SessionStore::Files(sessions.to_owned());
+        SessionLog::create(&store, "s", &header, |_| Vec::new(), SyncPolicy::Unsynced).unwrap()
+    }
+
     fn file_of(log: &SessionLog) -> std::path::PathBuf {
         let LogRef::File(path) = log.location() else { panic!("a file log") };
         path.clone()
@@ -405,14 +412,7 @@ mod tests {
     #[test]
     fn a_created_log_holds_its_header_and_every_committed_event() {
         let sessions = tempfile::tempdir().unwrap();
-        let mut log = SessionLog::create(
-            &SessionStore::Files(sessions.path().to_owned()),
-            "s",
-            &json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}),
-            |_| Vec::new(),
-            SyncPolicy::Unsynced,
-        )
-        .unwrap();
+        let mut log = scratch_log(sessions.path());
         log.append(NewEvent::new("turn/start", &json!({"turn": 1})), 5).unwrap();
         log.append(NewEvent::new("turn/end", &json!({"turn": 1, "reason": {"kind": "completed"}})), 6).unwrap();
         log.commit().unwrap();
@@ -427,15 +427,7 @@ mod tests {
     #[test]
     fn a_line_of_exactly_the_reader_limit_is_written_and_read_back_and_one_byte_more_is_refused() {
         let sessions = tempfile::tempdir().unwrap();
-        let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
-        let mut log = SessionLog::create(
-            &SessionStore::Files(sessions.path().to_owned()),
-            "s",
-            &header,
-            |_| Vec::new(),
-            SyncPolicy::Unsynced,
-        )
-        .unwrap();
+        let mut log = scratch_log(sessions.path());
         let envelope = r#"{"type":"test/pad","seq":0,"time":5,"data":{"pad":""},"ignorable":true}"#.len() + 1;
         let err = log.append(padded(MAX_LINE_BYTES - envelope + 1), 5).unwrap_err();
         assert!(matches!(err, AppendError::TooLong { bytes, .. } if bytes == MAX_LINE_BYTES + 1), "{err}");
@@ -459,15 +451,7 @@ mod tests {
     #[test]
     fn an_event_that_breaks_the_structure_is_not_written() {
         let sessions = tempfile::tempdir().unwrap();
-        let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
-        let mut log = SessionLog::create(
-            &SessionStore::Files(sessions.path().to_owned()),
-            "s",
-            &header,
-            |_| Vec::new(),
-            SyncPolicy::Unsynced,
-        )
-        .unwrap();
+        let mut log = scratch_log(sessions.path());
         let err = log.append(NewEvent::new("step/start", &json!({"turn": 1, "step": 1})), 5).unwrap_err();
         assert!(matches!(err, AppendError::Structure { .. }), "{err}");
         log.commit().unwrap();

@@ -52,11 +52,11 @@ impl Sink {
         }
     }
 
-    fn write(&mut self, lines: &[StoredLine], policy: SyncPolicy) -> Result<(), String> {
+    fn write(&mut self, lines: Vec<StoredLine>, policy: SyncPolicy) -> Result<(), String> {
         match self {
             Sink::File { file, .. } => {
                 let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.body.len() + 1).sum());
-                for line in lines {
+                for line in &lines {
                     bytes.extend_from_slice(line.body.as_bytes());
                     bytes.push(b'\n');
                 }
@@ -68,11 +68,9 @@ impl Sink {
                     .map_err(|err| err.to_string())
             }
             Sink::Stored { writer, next_line } => {
-                writer
-                    .connection
-                    .insert_lines(&writer.id, *next_line, lines.to_vec())
-                    .map_err(|err| err.to_string())?;
-                *next_line += lines.len() as i64;
+                let count = lines.len() as i64;
+                writer.connection.insert_lines(&writer.id, *next_line, lines).map_err(|err| err.to_string())?;
+                *next_line += count;
                 Ok(())
             }
         }
@@ -137,14 +135,14 @@ impl LogWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
-        match self.sink.write(&self.pending, self.policy) {
+        let lines = std::mem::take(&mut self.pending);
+        self.pending_since = None;
+        let echoed: Option<Vec<String>> =
+            self.echo.is_some().then(|| lines.iter().map(|line| line.body.clone()).collect());
+        match self.sink.write(lines, self.policy) {
             Ok(()) => {
-                self.pending_since = None;
-                let committed = std::mem::take(&mut self.pending);
-                if let Some(echo) = &mut self.echo {
-                    for line in &committed {
-                        echo(&line.body);
-                    }
+                if let (Some(echo), Some(echoed)) = (&mut self.echo, echoed) {
+                    echoed.iter().for_each(|line| echo(line));
                 }
                 Ok(())
             }
