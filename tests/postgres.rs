@@ -255,3 +255,61 @@ fn a_server_that_accepts_and_never_answers_is_given_up_on_at_the_connect_deadlin
     let run = Run::of(home.dsh().env("DSH_SESSIONS", &url).args(["session", "list"]));
     run.expect_code(7).expect_stderr(&format!("cannot connect to the session store {url}: no answer within 10s"));
 }
+
+/// `line` with every duration (`0.1s`, `12s,`) written `Ns`: how long a turn took on this machine
+/// differs from run to run.
+fn durations_hidden(line: &str) -> String {
+    let word = |word: &str| {
+        let core = word.trim_end_matches([',', ')', ';']);
+        let number = core.strip_suffix('s').filter(|number| !number.is_empty() && number.parse::<f64>().is_ok());
+        match number {
+            Some(_) => format!("Ns{}", &word[core.len()..]),
+            None => word.to_owned(),
+        }
+    };
+    line.split(' ').map(word).collect::<Vec<_>>().join(" ")
+}
+
+/// What a home's session commands print, with what differs by store or by run taken out: the
+/// session id, the log's name (a path, or the id), the mock server's address, dates and
+/// durations.
+fn session_commands(home: &TestHome) -> Vec<String> {
+    let mock = MockProcess::start(home, "- status: 503\n- ok: an answer\n");
+    let patch = route_patch(home, &mock, dsh_e2e::turns::TINY, "");
+    let patch = patch.to_str().unwrap();
+    let first = run_in(home, &["run", "--patch", patch, "one"]);
+    let id = session_id(&first);
+    let chat = format!("printf 'three\\n' | \"$DSH\" chat --session {} --patch {patch}", &id[..6]);
+    let runs = [
+        first,
+        run_in(home, &["run", "--session", &id, "--patch", patch, "two"]),
+        Run::of(home.shell(&chat).env("DEEPSEEK_API_KEY", SECRET)),
+        home.run(&["session", "show", &id]),
+        home.run(&["session", "verify", &id]),
+        home.run(&["session", "repair", &id]),
+        run_in(home, &["session", "resume", &id, "--patch", patch]),
+        home.run(&["session", "replay", &id]),
+        home.run(&["session", "list", "--json"]),
+    ];
+    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let normal = |text: &str| {
+        let text = text.replace(log.to_str().unwrap(), "LOG").replace(&id, "LOG").replace(&mock.base_url, "URL");
+        let kept = text.lines().filter(|line| !line.contains("GMT") && !line.contains("createdAt"));
+        kept.map(durations_hidden).collect::<Vec<_>>().join("\n")
+    };
+    let mut said: Vec<String> =
+        runs.iter().map(|run| format!("{:?}\n{}\n{}", run.code, normal(&run.stdout), normal(&run.stderr))).collect();
+    let types: Vec<String> = events_of(&exported(home, &id)).iter().map(|event| event["type"].to_string()).collect();
+    said.push(types.join(" "));
+    said
+}
+
+#[test]
+fn every_session_command_says_the_same_on_files_and_on_postgres() {
+    let server = PostgresServer::start();
+    let [files, stored] = [TestHome::new(), stored_home(&server)].map(|home| session_commands(&home));
+    assert_eq!(files.len(), stored.len());
+    for (on_files, on_postgres) in files.iter().zip(&stored) {
+        assert_eq!(on_files, on_postgres);
+    }
+}
