@@ -368,7 +368,7 @@ pub(crate) fn resolve_for(
     let profile = profile_for(explicit_profile, meta.profile.clone());
     let patches = match &existing {
         Some(log) => {
-            let (patches, notes) = meta.patches_for(&log.meta_anchor(), explicit_patches);
+            let (patches, notes) = log.patches_for(&meta, explicit_patches);
             for note in notes {
                 eprintln!("dsh: {note}");
             }

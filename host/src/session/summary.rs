@@ -44,7 +44,7 @@ pub fn newest_first(
         }
     }
     let mut summaries = Vec::new();
-    for (_, log) in store.sessions()? {
+    for log in store.logs()? {
         match summarize(&log) {
             Ok(summary) => summaries.push(summary),
             Err(err) => unreadable(&log, err),

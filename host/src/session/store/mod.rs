@@ -138,16 +138,24 @@ impl SessionStore {
         }
     }
 
+    /// Every session in the store, in no particular order, nothing of them read yet.
+    pub fn logs(&self) -> Result<Vec<LogRef>, StoreError> {
+        Ok(match self {
+            SessionStore::Files(sessions) => locate::session_ids(sessions)
+                .into_iter()
+                .filter_map(|id| locate::find_log(&sessions.join(id)).map(LogRef::File))
+                .collect(),
+            SessionStore::Postgres(stored) => stored.all()?.into_iter().map(|(_, log)| log).collect(),
+        })
+    }
+
     /// Every session in the store, oldest first, with its `createdAt` (0 when unknown).
     pub fn sessions(&self) -> Result<Vec<(f64, LogRef)>, StoreError> {
         let mut found = match self {
-            SessionStore::Files(sessions) => locate::session_ids(sessions)
+            SessionStore::Files(_) => self
+                .logs()?
                 .into_iter()
-                .filter_map(|id| locate::find_log(&sessions.join(id)))
-                .map(|log| {
-                    let created = LogReader::open(&log).ok().map_or(0.0, |reader| created_at(reader.header()));
-                    (created, LogRef::File(log))
-                })
+                .map(|log| (log.reader().ok().map_or(0.0, |reader| created_at(reader.header())), log))
                 .collect(),
             SessionStore::Postgres(stored) => stored.all()?,
         };
@@ -159,9 +167,7 @@ impl SessionStore {
     pub fn ids(&self) -> Vec<String> {
         match self {
             SessionStore::Files(sessions) => locate::session_ids(sessions),
-            SessionStore::Postgres(stored) => {
-                stored.all().map(|all| all.into_iter().map(|(_, log)| log.name()).collect()).unwrap_or_default()
-            }
+            SessionStore::Postgres(_) => self.logs().unwrap_or_default().iter().map(LogRef::name).collect(),
         }
     }
 }
@@ -177,10 +183,6 @@ pub fn created_at(header: &str) -> f64 {
 impl Stored {
     pub fn database(&self) -> &Database {
         &self.0.database
-    }
-
-    pub fn reads(&self) -> &Connection {
-        &self.0.reads
     }
 
     /// The session of id `id`, else the one whose id starts with it (as git takes a prefix).
@@ -206,12 +208,13 @@ impl Stored {
         }
     }
 
+    /// Every session's id and `createdAt` (kept in its own column when the session was created).
     fn all(&self) -> Result<Vec<(f64, LogRef)>, StoreError> {
-        let rows: Vec<(String, String)> = self.0.reads.call("session listing", async |client| {
-            let rows = client.query("SELECT id, header FROM dsh_sessions", &[]).await?;
+        let rows: Vec<(String, i64)> = self.0.reads.call("session listing", async |client| {
+            let rows = client.query("SELECT id, coalesce(created_at, 0) FROM dsh_sessions", &[]).await?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })?;
-        Ok(rows.into_iter().map(|(id, header)| (created_at(&header), self.log(&id))).collect())
+        Ok(rows.into_iter().map(|(id, created)| (created as f64, self.log(&id))).collect())
     }
 
     pub fn log(&self, id: &str) -> LogRef {
@@ -290,12 +293,24 @@ impl LogRef {
     }
 
     /// What dsh keeps with the session (see [`SessionMeta`]); stored sessions keep it in the
-    /// database, and their kept `--patch` copies are put back in the home first.
+    /// database.
     pub fn meta(&self) -> SessionMeta {
         match self {
             LogRef::File(path) => SessionMeta::read(path),
             LogRef::Stored { store, id } => stored_meta(store, id).unwrap_or_default(),
         }
+    }
+
+    /// The layers a continued session runs with, and what to tell the user (see
+    /// [`SessionMeta::patches_for`]); a stored session's kept copies are put back in the home's
+    /// `sessions/<id>/` first, when it runs with them.
+    pub fn patches_for(&self, meta: &SessionMeta, explicit: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
+        if let LogRef::Stored { store, id } = self {
+            if explicit.is_empty() && !meta.patches.is_empty() {
+                bring_kept_files(store, id);
+            }
+        }
+        meta.patches_for(&self.meta_anchor(), explicit)
     }
 
     /// Keeps `meta` and the kept copies of `patches` with the session.
@@ -338,17 +353,26 @@ fn missing(store: &Stored, id: &str) -> std::io::Error {
 
 fn stored_meta(store: &Stored, id: &str) -> Result<SessionMeta, StoreError> {
     let session = id.to_owned();
-    let (meta, files): (String, Vec<(String, Vec<u8>)>) = store.0.reads.call("session meta", async move |client| {
-        let meta = client.query_one("SELECT meta FROM dsh_sessions WHERE id = $1", &[&session]).await?.get(0);
-        let rows = client.query("SELECT name, content FROM dsh_session_files WHERE session = $1", &[&session]).await?;
-        Ok((meta, rows.iter().map(|row| (row.get(0), row.get(1))).collect()))
+    let meta: String = store.0.reads.call("session meta", async move |client| {
+        Ok(client.query_one("SELECT meta FROM dsh_sessions WHERE id = $1", &[&session]).await?.get(0))
     })?;
+    Ok(serde_json::from_str(&meta).unwrap_or_default())
+}
+
+/// Writes a stored session's kept files into the home's `sessions/<id>/`; one that cannot be
+/// written is missing there, which composing its layer then names.
+fn bring_kept_files(store: &Stored, id: &str) {
+    let session = id.to_owned();
+    let files: Result<Vec<(String, Vec<u8>)>, StoreError> = store.0.reads.call("kept files", async move |client| {
+        let rows = client.query("SELECT name, content FROM dsh_session_files WHERE session = $1", &[&session]).await?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    });
     let folder = store.0.local.join(id);
-    for (name, content) in files.iter().filter(|(name, _)| locate::is_session_id(name)) {
+    // A kept file's name is one plain path component, as a session id is.
+    for (name, content) in files.unwrap_or_default().iter().filter(|(name, _)| locate::is_session_id(name)) {
         let _ =
             std::fs::create_dir_all(&folder).and_then(|()| crate::fsutil::write_atomic(&folder.join(name), content));
     }
-    Ok(serde_json::from_str(&meta).unwrap_or_default())
 }
 
 fn keep_stored_meta(store: &Stored, id: &str, meta: &SessionMeta, anchor: &Path) -> Result<(), StoreError> {
@@ -384,7 +408,6 @@ pub enum SessionLock {
 
 /// The writer of a stored session: a connection of its own that holds the session's advisory
 /// lock for as long as it lives (a `kill -9`ed writer's connection, and lock, die with it).
-#[derive(Clone)]
 pub struct StoredWriter {
     pub store: Stored,
     pub connection: Connection,

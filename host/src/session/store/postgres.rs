@@ -202,10 +202,6 @@ impl Connection {
         answer.recv().map_err(|_| StoreError::Gone { url: self.url.clone() })?
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Creates the schema in an empty database, or checks the one there is this dsh's; one
     /// migrating process at a time (a transaction-scoped advisory lock).
     fn migrate(&self) -> Result<(), StoreError> {
