@@ -3,7 +3,8 @@
 # "Performance" section of README.md, between its performance:begin/end markers. Runs the Rust
 # benchmarks of dsh-e2e and benches/verify.sh (which installs the reference TypeScript invariant
 # from the npm registry for the side-by-side timing), and the retry-storm table (`storm`, which
-# needs redis-server) and the session stores side by side (`stores`, which starts PostgreSQL).
+# needs redis-server), the session stores side by side (`stores`, which starts PostgreSQL), and the
+# instructions of one waterfall decision (benches/instructions.sh, which needs valgrind).
 # Takes about forty minutes on 2 cores.
 # The raw outputs stay in target/bench-report/; `--compose-only` rewrites the README from them.
 set -euo pipefail
@@ -18,6 +19,8 @@ if [ "${1:-}" != "--compose-only" ]; then
   done
   echo "== benches/verify.sh" >&2
   bash benches/verify.sh > "$out/verify.txt"
+  echo "== benches/instructions.sh" >&2
+  bash benches/instructions.sh > "$out/instructions.txt"
 fi
 
 python3 - "$out" "$(date -u +%Y-%m-%d)" "$(nproc)" <<'PY'
@@ -26,7 +29,7 @@ out, day, cores = sys.argv[1:]
 def cells(line):
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 rows, extra = [], []
-for bench in ["waterfall", "plugin_load", "commands", "runtime", "verify"]:
+for bench in ["waterfall", "instructions", "plugin_load", "commands", "runtime", "verify"]:
     lines = open(f"{out}/{bench}.txt").read().splitlines()
     for line in lines:
         if line.startswith("| ") and len(cells(line)) == 3 and cells(line)[0] != "what":

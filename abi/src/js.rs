@@ -10,6 +10,10 @@ use std::io;
 use serde::Serialize;
 use serde_json::ser::{Formatter, PrettyFormatter};
 
+mod object;
+
+pub use object::{write_object, write_string, Field, ObjectWriter};
+
 /// The largest integer a double represents exactly: `Number.MAX_SAFE_INTEGER`.
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -108,6 +112,39 @@ fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
 }
 
 const SHORT_STRING: usize = 16;
+
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// The offset of the first byte a JSON string cannot hold as itself: `"`, `\` or a control
+/// character (below 0x20). Reading, it ends a run of plain text; writing, it is escaped. Eight
+/// bytes at a time: in each word the lowest flagged byte is always a true match (a false flag
+/// needs a borrow from a match below it).
+pub fn first_to_escape(bytes: &[u8]) -> Option<usize> {
+    let mut offset = 0;
+    while let Some(word) = bytes.get(offset..offset + 8) {
+        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let found = zero_byte(word ^ (ONES * u64::from(b'"')))
+            | zero_byte(word ^ (ONES * u64::from(b'\\')))
+            | byte_below(word, 0x20);
+        if found != 0 {
+            return Some(offset + found.trailing_zeros() as usize / 8);
+        }
+        offset += 8;
+    }
+    let tail = bytes[offset..].iter().position(|&byte| byte == b'"' || byte == b'\\' || byte < 0x20);
+    tail.map(|position| offset + position)
+}
+
+/// The high bit of every byte of `word` that is zero (and maybe of bytes above one).
+fn zero_byte(word: u64) -> u64 {
+    byte_below(word, 1)
+}
+
+/// The high bit of every byte of `word` below `limit` (at most 0x80; maybe of bytes above one).
+fn byte_below(word: u64, limit: u8) -> u64 {
+    word.wrapping_sub(ONES * u64::from(limit)) & !word & HIGH_BITS
+}
 
 /// Compact JSON with JavaScript number formatting, keys in serialisation order.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
@@ -318,6 +355,12 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_first_byte_to_escape_is_found_where_a_plain_search_finds_it(text in "[\u{0}-\u{7f}é😀]{0,40}") {
+            let plain = text.bytes().position(|byte| byte == b'"' || byte == b'\\' || byte < 0x20);
+            prop_assert_eq!(first_to_escape(text.as_bytes()), plain);
+        }
+
         #[test]
         fn formatted_numbers_parse_back_to_the_same_double(value in any::<f64>().prop_filter("finite", |v| v.is_finite())) {
             let text = number(value);

@@ -41,8 +41,7 @@ impl Serialize for PolicyKey {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct RetryRecord<'a> {
     pub retry_id: &'a str,
     pub turn: u64,
@@ -52,13 +51,14 @@ pub struct RetryRecord<'a> {
     pub mode: &'static str,
     pub policy_key: &'a PolicyKey,
     pub retry: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u64>,
     pub delay_ms: f64,
     pub failure: &'a Failure,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub head_retries: Option<usize>,
 }
+
+/// Room for a record's keys, numbers and short strings, besides its policy key and message.
+const RECORD_TEXT: usize = 256;
 
 impl<'a> RetryRecord<'a> {
     /// A record for the failure of `payload`, without the optional keys.
@@ -87,7 +87,28 @@ impl<'a> RetryRecord<'a> {
 
     /// The decision that schedules this record: wait `delayMs`, append the record as written.
     pub fn decision(&self) -> RetryDecision {
-        RetryDecision { delay_ms: self.delay_ms, record: js::to_string(self).into() }
+        RetryDecision { delay_ms: self.delay_ms, record: self.to_json().into() }
+    }
+
+    /// The record as one line of JSON, keys in the reference's order.
+    pub fn to_json(&self) -> String {
+        let capacity = RECORD_TEXT + self.policy_key.json.get().len() + self.failure.message.len();
+        js::write_object(capacity, |record| {
+            record.text("retryId", self.retry_id).unsigned("turn", self.turn).unsigned("step", self.step);
+            record.text("provider", self.provider).text("mode", self.mode);
+            record.raw("policyKey", &self.policy_key.json).unsigned("retry", self.retry);
+            if let Some(max_retries) = self.max_retries {
+                record.unsigned("maxRetries", max_retries);
+            }
+            record.number("delayMs", self.delay_ms).object("failure", |failure| {
+                for (key, value) in self.failure.fields() {
+                    failure.field(key, value);
+                }
+            });
+            if let Some(head_retries) = self.head_retries {
+                record.unsigned("headRetries", head_retries as u64);
+            }
+        })
     }
 }
 
@@ -102,6 +123,38 @@ mod tests {
             let key = PolicyKey::new(text.clone());
             prop_assert_eq!(key.as_str(), text.as_str());
             prop_assert_eq!(js::to_string(&key), js::to_string(&text));
+        }
+
+        #[test]
+        fn a_record_is_written_as_serde_json_writes_its_fields_in_order(
+            text in "[\u{0}-\u{7f}é😀]{0,30}",
+            numbers in (any::<u64>(), any::<u64>(), any::<u64>(), any::<f64>(), any::<u32>(), any::<f64>()),
+            optional in any::<(bool, bool, bool, bool, bool)>(),
+        ) {
+            let (turn, step, retry, delay_ms, status, hint) = numbers;
+            let mut failure = Failure::new(text.clone(), text.clone());
+            failure.status = optional.0.then_some(status).into();
+            failure.provider_retry_after_ms = optional.1.then_some(hint).into();
+            failure.request_id = optional.2.then(|| text.as_str().into()).into();
+            let key = PolicyKey::new(text.clone());
+            let payload = RequestErrorPayload::new(turn, step, &text, failure.clone(), None);
+            let mut record = RetryRecord::new(&payload, &text, "normal", &key, retry, delay_ms);
+            record.max_retries = optional.3.then_some(retry);
+            record.head_retries = optional.4.then_some(3);
+            let mut expected = serde_json::json!({
+                "retryId": text, "turn": turn, "step": step, "provider": text, "mode": "normal",
+                "policyKey": text, "retry": retry,
+            });
+            let fields = expected.as_object_mut().unwrap();
+            if optional.3 {
+                fields.insert("maxRetries".into(), retry.into());
+            }
+            fields.insert("delayMs".into(), serde_json::to_value(delay_ms).unwrap());
+            fields.insert("failure".into(), serde_json::to_value(&failure).unwrap());
+            if optional.4 {
+                fields.insert("headRetries".into(), 3.into());
+            }
+            prop_assert_eq!(record.to_json(), js::to_string(&expected));
         }
     }
 }

@@ -4,11 +4,15 @@
 //! executors use these, and so can third-party ones; the host checks every decision against
 //! [`check_decision`] before it writes anything.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::js;
 use crate::types::{ChainRecord, RetryDecision};
+
+mod one_pass;
 
 /// The longest wait a JavaScript timer accepts, and so the longest `delayMs` a retry record may
 /// carry (`2^31 - 1` milliseconds, about 24.8 days).
@@ -98,11 +102,20 @@ pub struct CheckedRetry {
     pub retry: serde_json::Value,
 }
 
-/// The fields of a record the host relies on.
+/// The fields of a record the host relies on, however the record was read.
+#[derive(Debug, Default, PartialEq)]
+struct Picked<'a> {
+    retry_id: Option<Cow<'a, str>>,
+    retry: Option<serde_json::Value>,
+    /// `delayMs` as written.
+    delay_ms: Option<&'a str>,
+}
+
+/// [`Picked`] as serde_json reads it.
 #[derive(Deserialize)]
 struct RecordFields<'a> {
     #[serde(rename = "retryId", borrow)]
-    retry_id: Option<std::borrow::Cow<'a, str>>,
+    retry_id: Option<Cow<'a, str>>,
     retry: Option<serde_json::Value>,
     #[serde(rename = "delayMs")]
     delay_ms: Option<&'a RawValue>,
@@ -112,43 +125,73 @@ struct RecordFields<'a> {
 /// `0..=MAX_DELAY_MS`; the record is one JSON object with a non-empty `retryId`, a numeric
 /// `retry` and a `delayMs` equal to the delay. `Err` says what is wrong, for the message that
 /// names the row.
+///
+/// A record is read in one pass that also makes it compact; one that pass does not read quickly
+/// is read by [`check_decision_by_serde`], with the same answer.
 pub fn check_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> {
-    let delay_ms = decision.delay_ms;
+    let delay_ms = checked_delay(decision.delay_ms)?;
+    let text = decision.record.as_str();
+    let (picked, record) = match one_pass::read(text) {
+        Some(read) => read,
+        None => (read_by_serde(text)?, js::minify(text.trim())),
+    };
+    checked(picked, delay_ms, record)
+}
+
+/// [`check_decision`], reading the record with serde_json alone: the reference its one-pass
+/// reading is held to (by property tests, and by the `retry_record` fuzz target).
+pub fn check_decision_by_serde(decision: &RetryDecision) -> Result<CheckedRetry, String> {
+    let delay_ms = checked_delay(decision.delay_ms)?;
+    let text = decision.record.as_str();
+    let picked = read_by_serde(text)?;
+    checked(picked, delay_ms, js::minify(text.trim()))
+}
+
+fn checked_delay(delay_ms: f64) -> Result<f64, String> {
     if !delay_ms.is_finite() || !(0.0..=MAX_DELAY_MS).contains(&delay_ms) {
         return Err(format!(
             "its retry delay {} is not a finite number of milliseconds within 0..2147483647",
             js::string(delay_ms)
         ));
     }
-    let text = decision.record.as_str();
-    let fields: RecordFields<'_> = match serde_json::from_str(text) {
-        Ok(fields) => fields,
+    Ok(delay_ms)
+}
+
+fn read_by_serde(text: &str) -> Result<Picked<'_>, String> {
+    match serde_json::from_str::<RecordFields<'_>>(text) {
+        Ok(fields) => {
+            Ok(Picked { retry_id: fields.retry_id, retry: fields.retry, delay_ms: fields.delay_ms.map(RawValue::get) })
+        }
         Err(err) if err.is_data() && serde_json::from_str::<&RawValue>(text).is_ok() => {
-            return Err(if text.trim_start().starts_with('{') {
+            Err(if text.trim_start().starts_with('{') {
                 format!("its llm/retry record cannot be read ({err})")
             } else {
                 "its llm/retry record is not a JSON object".to_owned()
-            });
+            })
         }
-        Err(err) => return Err(format!("its llm/retry record is not valid JSON ({err})")),
-    };
-    let retry_id = match fields.retry_id {
+        Err(err) => Err(format!("its llm/retry record is not valid JSON ({err})")),
+    }
+}
+
+/// The decision, once its record's fields agree with it; `record` is the record made compact.
+fn checked(picked: Picked<'_>, delay_ms: f64, record: String) -> Result<CheckedRetry, String> {
+    let retry_id = match picked.retry_id {
         Some(id) if !id.is_empty() => id.into_owned(),
         _ => return Err("its llm/retry record has no retryId (a non-empty string)".to_owned()),
     };
-    let retry = match fields.retry {
+    let retry = match picked.retry {
         Some(retry @ serde_json::Value::Number(_)) => retry,
         _ => return Err("its llm/retry record has no numeric retry".to_owned()),
     };
-    let record_delay = fields.delay_ms.and_then(|raw| serde_json::from_str::<f64>(raw.get()).ok());
+    let record_delay = picked.delay_ms.and_then(|raw| serde_json::from_str::<f64>(raw).ok());
     if record_delay != Some(delay_ms) {
         return Err(format!(
             "its retry delay {} differs from its record's delayMs {}",
             js::number(delay_ms),
-            fields.delay_ms.map_or("(none)", RawValue::get)
+            picked.delay_ms.unwrap_or("(none)")
         ));
     }
-    Ok(CheckedRetry { delay_ms, record: js::minify(text.trim()), retry_id, retry })
+    Ok(CheckedRetry { delay_ms, record, retry_id, retry })
 }
 
 #[cfg(test)]
@@ -233,6 +276,94 @@ mod tests {
             r#"{"retryId":"c","retry":1}"#,
         ] {
             assert!(check_decision(&decision(5.0, record)).is_err(), "{record}");
+        }
+    }
+
+    /// JSON-ish text: valid JSON with random whitespace, escapes, nesting and tricky numbers,
+    /// sometimes broken in ways a plugin could break it.
+    fn json_text() -> impl Strategy<Value = String> {
+        let space = prop::sample::select(vec!["", "", "", " ", "\n  ", "\t", "\r\n"]);
+        let number =
+            prop::sample::select(vec!["0", "-0", "500", "500.0", "5e2", "5E+2", "1.5", "2147483647.0000002", "-1"]);
+        let string = "\"([a-z é😀\u{7f}]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4}){0,12}\"";
+        let literal = prop::sample::select(vec!["true", "false", "null"]);
+        let broken = prop::sample::select(vec![
+            "01",
+            "1.",
+            "-",
+            "1e400",
+            "tru",
+            "nul",
+            "\"\\u12\"",
+            "\"\\x\"",
+            "\"\u{1}\"",
+            "\"\u{1f}\"",
+        ]);
+        let leaf = prop_oneof![
+            12 => number.prop_map(str::to_owned),
+            12 => string,
+            6 => literal.prop_map(str::to_owned),
+            1 => broken.prop_map(str::to_owned),
+        ];
+        let inner_space = space.clone();
+        let value = leaf.prop_recursive(3, 24, 4, move |inner| {
+            let items = prop::collection::vec((inner, inner_space.clone()), 0..4);
+            prop_oneof![
+                items.clone().prop_map(|items| container(
+                    '[',
+                    ']',
+                    items.into_iter().map(|(v, s)| format!("{s}{v}{s}"))
+                )),
+                items.prop_map(|items| container(
+                    '{',
+                    '}',
+                    items.into_iter().enumerate().map(|(i, (v, s))| format!("{s}\"k{i}\"{s}:{s}{v}"))
+                )),
+            ]
+        });
+        let field = |key: &'static str, values: Vec<&'static str>| {
+            prop::option::weighted(0.9, prop::sample::select(values).prop_map(move |value| (key, value.to_owned())))
+        };
+        let fields = (
+            field("retryId", vec!["\"c\"", "\"c\"", "\"c\\n\"", "\"\"", "1"]),
+            field("retry", vec!["1", "1", "1.0", "\"1\"", "1e400", "null"]),
+            field("delayMs", vec!["500", "500", "5e2", "500.0", "1.5", "null", "\"500\""]),
+        );
+        let key = prop::sample::select(vec!["x", "y", "z", "x", "y", "z", "retry", "re\\u0074ry"]);
+        let others = prop::collection::vec((key, value), 0..3);
+        let damage = prop_oneof![6 => Just(""), 1 => prop::sample::select(vec!["}", ",", "\\", "\"", " "])];
+        let members = (fields, others).prop_flat_map(|((id, retry, delay), others)| {
+            let mut members: Vec<(&str, String)> = [id, retry, delay].into_iter().flatten().collect();
+            members.extend(others);
+            Just(members).prop_shuffle()
+        });
+        (members, prop::collection::vec(space, 5), any::<prop::sample::Index>(), damage).prop_map(
+            |(members, spaces, at, damage)| {
+                let members = members.into_iter().enumerate().map(|(i, (key, value))| {
+                    let (a, b) = (spaces[i % 5], spaces[(i + 2) % 5]);
+                    format!("{a}\"{key}\"{b}:{a}{value}{b}")
+                });
+                let mut text = format!("{}{}{}", spaces[3], container('{', '}', members), spaces[4]);
+                let mut at = at.index(text.len() + 1);
+                while !text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                text.insert_str(at, damage);
+                text
+            },
+        )
+    }
+
+    fn container(open: char, close: char, items: impl Iterator<Item = String>) -> String {
+        format!("{open}{}{close}", items.collect::<Vec<_>>().join(","))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn the_one_pass_reading_answers_as_serde_json_does(record in json_text(), delay in prop::sample::select(vec![500.0, 1.5, 0.0])) {
+            let decision = decision(delay, &record);
+            prop_assert_eq!(check_decision(&decision), check_decision_by_serde(&decision));
         }
     }
 

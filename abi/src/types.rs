@@ -10,6 +10,8 @@ use abi_stable::std_types::{ROption, RStr, RString, RVec};
 use abi_stable::StableAbi;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::js::Field;
+
 /// The hooks a plugin implements, as bit flags.
 #[repr(transparent)]
 #[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -153,7 +155,7 @@ pub struct RetryPolicy {
 }
 
 /// A classified request failure. Written as JSON with the keys `message, code, status?,
-/// providerRetryAfterMs?, requestId?`, in this order.
+/// providerRetryAfterMs?, requestId?`, in this order ([`Failure::fields`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Failure {
     pub message: RString,
@@ -180,19 +182,30 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// Its JSON fields, in the order they are written.
+    pub fn fields(&self) -> impl Iterator<Item = (&'static str, Field<'_>)> {
+        [
+            Some(("message", Field::Text(self.message.as_str()))),
+            Some(("code", Field::Text(self.code.as_str()))),
+            self.status.into_option().map(|status| ("status", Field::Unsigned(u64::from(status)))),
+            self.provider_retry_after_ms.into_option().map(|hint| ("providerRetryAfterMs", Field::Number(hint))),
+            self.request_id.as_ref().into_option().map(|id| ("requestId", Field::Text(id.as_str()))),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 impl Serialize for Failure {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("message", self.message.as_str())?;
-        map.serialize_entry("code", self.code.as_str())?;
-        if let ROption::RSome(status) = self.status {
-            map.serialize_entry("status", &status)?;
-        }
-        if let ROption::RSome(hint) = self.provider_retry_after_ms {
-            map.serialize_entry("providerRetryAfterMs", &hint)?;
-        }
-        if let ROption::RSome(id) = &self.request_id {
-            map.serialize_entry("requestId", id.as_str())?;
+        for (key, value) in self.fields() {
+            match value {
+                Field::Text(text) => map.serialize_entry(key, text)?,
+                Field::Unsigned(number) => map.serialize_entry(key, &number)?,
+                Field::Number(number) => map.serialize_entry(key, &number)?,
+            }
         }
         map.end()
     }

@@ -6,7 +6,8 @@
 //!   events in the history index.
 //!
 //! After criterion's own report it prints one Markdown row per target (the medians), for
-//! benches/report.sh.
+//! benches/report.sh. With `DSH_BENCH_DECISIONS=N` it skips criterion and runs the shipped chain's
+//! decision N times through `decide_once`, for benches/instructions.sh to count under callgrind.
 
 use std::sync::atomic::AtomicBool;
 
@@ -15,7 +16,7 @@ use criterion::Criterion;
 use dsh_abi::{Failure, PolicyMode, RequestErrorPayload, RetryPolicy};
 use dsh_e2e::{artifacts, RedisServer};
 use dsh_host::agent::assembly::{load_plugins, PluginRow};
-use dsh_host::context::{call_context, SystemServices};
+use dsh_host::context::{call_context, CallContext, SystemServices};
 use dsh_host::counters::Counters;
 use dsh_host::plugin::{PluginLibrary, RowInstance};
 use dsh_host::session::index::HistoryIndex;
@@ -146,9 +147,40 @@ fn median_ns(id: &str) -> f64 {
     estimates["median"]["point_estimate"].as_f64().unwrap()
 }
 
+/// The shipped chain: dsh-retry delegating first, relay-retry and a fixture passing, llm-retry
+/// deciding.
+fn shipped_chain(fixture: &PluginLibrary) -> Vec<RowInstance> {
+    let (dsh_retry, relay, executor) = (load("dsh-retry"), load("relay-retry"), load("llm-retry"));
+    vec![
+        dsh_retry.instantiate("model-error-retry", &Value::Null).unwrap(),
+        relay.instantiate("relay-retry", &json!({"retryableCodes": ["AUTH"]})).unwrap(),
+        fixture.instantiate("scripted", &json!({"answer": "pass"})).unwrap(),
+        executor.instantiate("llm-retry", &Value::Null).unwrap(),
+    ]
+}
+
+/// `decisions` decisions of `chain`, each in its own call for callgrind to count.
+fn count_decisions(chain: &[RowInstance], decisions: u64) {
+    let listeners: Vec<&RowInstance> = chain.iter().collect();
+    let (history, cancelled) = (HistoryIndex::default(), AtomicBool::new(false));
+    let context = call_context(&history, &cancelled, false, &SystemServices);
+    let payload = payload(1, Some(default_policy()));
+    for _ in 0..decisions {
+        decide_once(&listeners, &payload, &context);
+    }
+}
+
+#[inline(never)]
+fn decide_once(listeners: &[&RowInstance], payload: &RequestErrorPayload, context: &CallContext<'_>) {
+    std::hint::black_box(waterfall::run(listeners, payload, context));
+}
+
 fn main() {
-    let mut criterion = Criterion::default().configure_from_args();
     let fixture = load("fixture-scripted");
+    if let Some(decisions) = std::env::var("DSH_BENCH_DECISIONS").ok().and_then(|n| n.parse().ok()) {
+        return count_decisions(&shipped_chain(&fixture), decisions);
+    }
+    let mut criterion = Criterion::default().configure_from_args();
     let fixture_rows = rows(
         &fixture,
         &[
@@ -161,13 +193,7 @@ fn main() {
     let fixture_listeners: Vec<&RowInstance> = fixture_rows.iter().collect();
     decision(&mut criterion, "waterfall/fixture", &fixture_listeners, &HistoryIndex::default(), &payload(1, None));
 
-    let (dsh_retry, relay, executor) = (load("dsh-retry"), load("relay-retry"), load("llm-retry"));
-    let shipped = [
-        dsh_retry.instantiate("model-error-retry", &Value::Null).unwrap(),
-        relay.instantiate("relay-retry", &json!({"retryableCodes": ["AUTH"]})).unwrap(),
-        fixture.instantiate("scripted", &json!({"answer": "pass"})).unwrap(),
-        executor.instantiate("llm-retry", &Value::Null).unwrap(),
-    ];
+    let shipped = shipped_chain(&fixture);
     let shipped_listeners: Vec<&RowInstance> = shipped.iter().collect();
     decision(
         &mut criterion,
