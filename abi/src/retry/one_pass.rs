@@ -53,29 +53,43 @@ impl<'a> Scan<'a> {
     /// The top-level object, with the fields it names.
     fn record(&mut self) -> Option<Picked<'a>> {
         let mut picked = Picked::default();
-        self.expect(b'{')?;
-        if self.closes(b'}') {
-            return Some(picked);
+        self.members(b'{', b'}', |scan| scan.record_member(&mut picked))?;
+        Some(picked)
+    }
+
+    fn record_member(&mut self, picked: &mut Picked<'a>) -> Option<()> {
+        let key = self.plain_string()?;
+        self.colon()?;
+        match key {
+            "retryId" if picked.retry_id.is_none() => picked.retry_id = Some(Cow::Borrowed(self.plain_string()?)),
+            "retry" if picked.retry.is_none() => picked.retry = Some(serde_json::from_str(self.number()?).ok()?),
+            "delayMs" if picked.delay_ms.is_none() => picked.delay_ms = Some(self.number()?),
+            "retryId" | "retry" | "delayMs" => return None,
+            _ => self.value(1)?,
+        }
+        Some(())
+    }
+
+    /// A container from `open` to `close`, each of its members read by `member`.
+    fn members(&mut self, open: u8, close: u8, mut member: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.expect(open)?;
+        if self.closes(close) {
+            return Some(());
         }
         loop {
-            let key = self.plain_string()?;
-            self.skip_whitespace();
-            self.expect(b':')?;
-            self.skip_whitespace();
-            match key {
-                "retryId" if picked.retry_id.is_none() => picked.retry_id = Some(Cow::Borrowed(self.plain_string()?)),
-                "retry" if picked.retry.is_none() => {
-                    let number = self.number()?;
-                    picked.retry = Some(serde_json::from_str(number).ok()?);
-                }
-                "delayMs" if picked.delay_ms.is_none() => picked.delay_ms = Some(self.number()?),
-                "retryId" | "retry" | "delayMs" => return None,
-                _ => self.value(1)?,
-            }
-            if !self.next_member(b'}')? {
-                return Some(picked);
+            member(self)?;
+            if !self.next_member(close)? {
+                return Some(());
             }
         }
+    }
+
+    /// The colon after a key, and the whitespace around it.
+    fn colon(&mut self) -> Option<()> {
+        self.skip_whitespace();
+        self.expect(b':')?;
+        self.skip_whitespace();
+        Some(())
     }
 
     /// After a member: `Some(true)` past a comma, `Some(false)` past `close`.
@@ -110,36 +124,18 @@ impl<'a> Scan<'a> {
         if depth > MAX_NESTING {
             return None;
         }
-        self.expect(b'{')?;
-        if self.closes(b'}') {
-            return Some(());
-        }
-        loop {
-            self.string()?;
-            self.skip_whitespace();
-            self.expect(b':')?;
-            self.skip_whitespace();
-            self.value(depth)?;
-            if !self.next_member(b'}')? {
-                return Some(());
-            }
-        }
+        self.members(b'{', b'}', |scan| {
+            scan.string()?;
+            scan.colon()?;
+            scan.value(depth)
+        })
     }
 
     fn array(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_NESTING {
             return None;
         }
-        self.expect(b'[')?;
-        if self.closes(b']') {
-            return Some(());
-        }
-        loop {
-            self.value(depth)?;
-            if !self.next_member(b']')? {
-                return Some(());
-            }
-        }
+        self.members(b'[', b']', |scan| scan.value(depth))
     }
 
     /// Past the opening bracket: skips whitespace, then `close` if it comes (an empty container).
