@@ -4,8 +4,8 @@
 //! It reads a subset of what serde_json reads, and gives up (`None`) on anything else: escapes in
 //! a top-level key or in `retryId`, a `retry` or `delayMs` that is not a number, a repeated field,
 //! deep nesting. serde_json then reads the record, and its answer (and error message) stands. So
-//! whatever this reading accepts, serde_json accepts with the same fields; the module's property
-//! tests and the `retry_record` fuzz target hold it to that.
+//! whatever this reading accepts, serde_json accepts with the same fields; the property tests of
+//! `retry` and the `retry_record` fuzz target hold it to that.
 
 use std::borrow::Cow;
 
