@@ -103,7 +103,7 @@ pub struct CheckedRetry {
 }
 
 /// The fields of a record the host relies on, however the record was read.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Default)]
 struct Picked<'a> {
     retry_id: Option<Cow<'a, str>>,
     retry: Option<serde_json::Value>,
@@ -129,13 +129,10 @@ struct RecordFields<'a> {
 /// A record is read in one pass that also makes it compact; one that pass does not read quickly
 /// is read by [`check_decision_by_serde`], with the same answer.
 pub fn check_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> {
-    let delay_ms = checked_delay(decision.delay_ms)?;
-    let text = decision.record.as_str();
-    let (picked, record) = match one_pass::read(text) {
-        Some(read) => read,
-        None => (read_by_serde(text)?, js::minify(text.trim())),
+    let Some((picked, record)) = one_pass::read(decision.record.as_str()) else {
+        return check_decision_by_serde(decision);
     };
-    checked(picked, delay_ms, record)
+    checked(picked, checked_delay(decision.delay_ms)?, record)
 }
 
 /// [`check_decision`], reading the record with serde_json alone: the reference its one-pass
