@@ -40,13 +40,15 @@ fn a_variant_the_frozen_plugin_does_not_know_is_a_clear_failure_and_known_ones_s
     let host = SessionlessHost::default();
     let payload = RequestErrorPayload::new(1, 1, "relay", failure("TIMEOUT", 504), None);
     let error = instance
-        .after_downstream(&payload, &host.context(), &DownstreamOutcome::Cancelled)
+        .after_downstream(&payload, &host.context(), &mut DownstreamOutcome::Cancelled)
         .expect_err("Cancelled is newer than the frozen interface");
     assert!(error.message.contains("unknown to this build"), "{}", error.message);
     assert!(!error.panicked && !instance.is_faulted());
     let retry = RetryDecision { delay_ms: 3.0, record: r#"{"retryId":"r","retry":1}"#.into() };
-    let kept = instance.after_downstream(&payload, &host.context(), &DownstreamOutcome::Retried(retry.clone()));
-    assert_eq!(kept, Ok(Decision::Retry(retry)));
+    let mut lent = DownstreamOutcome::Retried(retry.clone());
+    let kept = instance.after_downstream(&payload, &host.context(), &mut lent);
+    assert_eq!(kept, Ok(Decision::Retry(retry.clone())));
+    assert_eq!(lent, DownstreamOutcome::Retried(retry), "the outcome lent across the boundary comes back whole");
 }
 
 #[test]

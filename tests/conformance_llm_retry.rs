@@ -45,7 +45,7 @@ impl Listener for Downstream {
         &self,
         _: &RequestErrorPayload,
         _: &CallContext<'_>,
-        _: &DownstreamOutcome,
+        _: &mut DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
         unreachable!("the downstream stand-in never delegates")
     }

@@ -148,28 +148,28 @@ impl TryFrom<DecisionRepr_NE> for Decision {
     }
 }
 
-impl From<&DownstreamOutcome> for DownstreamRepr_NE {
-    fn from(outcome: &DownstreamOutcome) -> Self {
+impl From<DownstreamOutcome> for DownstreamRepr_NE {
+    fn from(outcome: DownstreamOutcome) -> Self {
         DownstreamRepr_NE::new(match outcome {
-            DownstreamOutcome::Retried(retry) => DownstreamRepr::Retried(retry.clone()),
+            DownstreamOutcome::Retried(retry) => DownstreamRepr::Retried(retry),
             DownstreamOutcome::Declined => DownstreamRepr::Declined,
-            DownstreamOutcome::Failed(message) => DownstreamRepr::Failed(message.clone()),
+            DownstreamOutcome::Failed(message) => DownstreamRepr::Failed(message),
             DownstreamOutcome::Cancelled => DownstreamRepr::Cancelled,
-            DownstreamOutcome::Switched(switch) => DownstreamRepr::Switched(switch.clone()),
+            DownstreamOutcome::Switched(switch) => DownstreamRepr::Switched(switch),
         })
     }
 }
 
-impl TryFrom<&DownstreamRepr_NE> for DownstreamOutcome {
+impl TryFrom<DownstreamRepr_NE> for DownstreamOutcome {
     type Error = String;
 
-    fn try_from(outcome: &DownstreamRepr_NE) -> Result<Self, String> {
-        match outcome.as_enum() {
-            Ok(DownstreamRepr::Retried(retry)) => Ok(DownstreamOutcome::Retried(retry.clone())),
+    fn try_from(outcome: DownstreamRepr_NE) -> Result<Self, String> {
+        match outcome.into_enum() {
+            Ok(DownstreamRepr::Retried(retry)) => Ok(DownstreamOutcome::Retried(retry)),
             Ok(DownstreamRepr::Declined) => Ok(DownstreamOutcome::Declined),
-            Ok(DownstreamRepr::Failed(message)) => Ok(DownstreamOutcome::Failed(message.clone())),
+            Ok(DownstreamRepr::Failed(message)) => Ok(DownstreamOutcome::Failed(message)),
             Ok(DownstreamRepr::Cancelled) => Ok(DownstreamOutcome::Cancelled),
-            Ok(DownstreamRepr::Switched(switch)) => Ok(DownstreamOutcome::Switched(switch.clone())),
+            Ok(DownstreamRepr::Switched(switch)) => Ok(DownstreamOutcome::Switched(switch)),
             Err(unknown) => Err(unknown_variant("downstream outcome", unknown.into_inner().get_discriminant())),
         }
     }
@@ -349,7 +349,7 @@ impl RequestErrorPayload {
     }
 
     /// Overwrites this payload with `view`'s, reusing its strings' memory: a guard that keeps
-    /// one payload per instance reads every later payload without allocating.
+    /// one payload per thread reads every later payload without allocating.
     pub fn read_view(&mut self, view: &RequestErrorRef<'_>) {
         fn set(target: &mut RString, text: RStr<'_>) {
             target.clear();

@@ -114,36 +114,86 @@ fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
 const SHORT_STRING: usize = 16;
 
 const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const LOW_BITS: u64 = u64::from_ne_bytes([0x7f; 8]);
 const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+/// Multiplying the bits at 0, 8, …, 56 by this gathers them, in order, into the top byte.
+const GATHER: u64 = 0x0102_0408_1020_4080;
 
 /// The offset of the first byte a JSON string cannot hold as itself: `"`, `\` or a control
-/// character (below 0x20). Reading, it ends a run of plain text; writing, it is escaped. Eight
-/// bytes at a time: in each word the lowest flagged byte is always a true match (a false flag
-/// needs a borrow from a match below it).
+/// character (below 0x20). Reading, it ends a run of plain text; writing, it is escaped.
 pub fn first_to_escape(bytes: &[u8]) -> Option<usize> {
     let mut offset = 0;
-    while let Some(word) = bytes.get(offset..offset + 8) {
-        let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-        let found = zero_byte(word ^ (ONES * u64::from(b'"')))
-            | zero_byte(word ^ (ONES * u64::from(b'\\')))
-            | byte_below(word, 0x20);
+    while let Some(block) = bytes.get(offset..offset + BLOCK) {
+        let found = escape_mask(block.try_into().expect("a block"));
         if found != 0 {
-            return Some(offset + found.trailing_zeros() as usize / 8);
+            return Some(offset + found.trailing_zeros() as usize);
         }
-        offset += 8;
+        offset += BLOCK;
     }
-    let tail = bytes[offset..].iter().position(|&byte| byte == b'"' || byte == b'\\' || byte < 0x20);
+    let tail = bytes[offset..].iter().position(|&byte| needs_escape(byte));
     tail.map(|position| offset + position)
 }
 
-/// The high bit of every byte of `word` that is zero (and maybe of bytes above one).
-fn zero_byte(word: u64) -> u64 {
-    byte_below(word, 1)
+/// How many bytes [`escape_mask`] looks at.
+pub const BLOCK: usize = 16;
+
+/// One bit for each byte of `block` that [`first_to_escape`] stops at, bit 0 for the first byte.
+/// Exact, so a reader may take the flagged bytes of a block one after another. With one SSE2
+/// comparison where the processor has it (every x86-64 does), else eight bytes at a time.
+pub fn escape_mask(block: &[u8; BLOCK]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    return sse2::escape_mask(block);
+    #[cfg(not(target_arch = "x86_64"))]
+    return escape_mask_by_words(block);
 }
 
-/// The high bit of every byte of `word` below `limit` (at most 0x80; maybe of bytes above one).
-fn byte_below(word: u64, limit: u8) -> u64 {
-    word.wrapping_sub(ONES * u64::from(limit)) & !word & HIGH_BITS
+fn needs_escape(byte: u8) -> bool {
+    byte == b'"' || byte == b'\\' || byte < 0x20
+}
+
+#[cfg_attr(target_arch = "x86_64", allow(dead_code, reason = "the fallback; its tests run everywhere"))]
+fn escape_mask_by_words(block: &[u8; BLOCK]) -> u32 {
+    let (low, high) = block.split_at(8);
+    word_mask(low) | word_mask(high) << 8
+}
+
+/// One bit for each byte of an eight-byte `word` to escape.
+fn word_mask(word: &[u8]) -> u32 {
+    let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+    let flagged = zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
+        | bytes_below_space(word);
+    ((flagged >> 7).wrapping_mul(GATHER) >> 56) as u32
+}
+
+/// The high bit of exactly the bytes of `word` that are zero (no carry crosses a byte: each
+/// sum is at most 0xfe).
+fn zero_bytes(word: u64) -> u64 {
+    !(((word & LOW_BITS) + LOW_BITS) | word) & HIGH_BITS
+}
+
+/// The high bit of exactly the bytes of `word` below 0x20.
+fn bytes_below_space(word: u64) -> u64 {
+    !(((word & LOW_BITS) + ONES * 0x60) | word) & HIGH_BITS
+}
+
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+
+    pub(super) fn escape_mask(block: &[u8; super::BLOCK]) -> u32 {
+        // SAFETY: SSE2 is part of every x86-64 processor, and the unaligned load reads exactly
+        // the sixteen bytes `block` borrows.
+        unsafe {
+            let bytes = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+            let quote = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\\' as i8));
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(bytes, _mm_set1_epi8(0x1f)), bytes);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+        }
+    }
 }
 
 /// Compact JSON with JavaScript number formatting, keys in serialisation order.
@@ -356,9 +406,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_first_byte_to_escape_is_found_where_a_plain_search_finds_it(text in "[\u{0}-\u{7f}é😀]{0,40}") {
+        fn the_first_byte_to_escape_is_found_where_a_plain_search_finds_it(text in "[\u{0}-\u{7f}é😀]{0,80}") {
             let plain = text.bytes().position(|byte| byte == b'"' || byte == b'\\' || byte < 0x20);
             prop_assert_eq!(first_to_escape(text.as_bytes()), plain);
+        }
+
+        #[test]
+        fn escape_masks_flag_exactly_the_bytes_to_escape(block in prop::array::uniform16(prop_oneof![
+            Just(b'"'), Just(b'\\'), 0u8..0x21, 0x7eu8..=0xff, any::<u8>()
+        ])) {
+            let plain = (0..BLOCK).filter(|&at| needs_escape(block[at])).fold(0, |mask, at| mask | 1 << at);
+            prop_assert_eq!(escape_mask(&block), plain);
+            prop_assert_eq!(escape_mask_by_words(&block), plain);
         }
 
         #[test]

@@ -6,6 +6,7 @@
 //! host). Plugins must keep `panic = "unwind"`.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use abi_stable::sabi_trait::TD_Opaque;
@@ -134,26 +135,28 @@ fn guarded<T>(call: impl FnOnce() -> Result<T, String>) -> RResult<T, PluginErro
     }
 }
 
-/// A plugin behind the panic guard, with one payload it reads each call's into (reusing its
-/// memory, so a call allocates nothing to hand the plugin its payload).
+/// A plugin behind the panic guard.
 struct GuardedPlugin<P> {
     plugin: P,
-    payload: std::sync::Mutex<Option<RequestErrorPayload>>,
 }
 
-impl<P> GuardedPlugin<P> {
-    /// Runs `call` with `view` read into the kept payload (or a fresh one, if another thread
-    /// holds it).
-    fn with_payload<T>(&self, view: &RequestErrorRef<'_>, call: impl FnOnce(&RequestErrorPayload) -> T) -> T {
-        match self.payload.try_lock() {
-            Ok(mut kept) => {
-                let payload = kept.get_or_insert_with(|| RequestErrorPayload::from_view(view));
-                payload.read_view(view);
-                call(payload)
-            }
-            Err(_) => call(&RequestErrorPayload::from_view(view)),
+thread_local! {
+    /// The payload this thread's calls into this library read their views into, reusing its
+    /// memory: a call allocates nothing to hand the plugin its payload, and takes no lock.
+    static KEPT_PAYLOAD: RefCell<Option<RequestErrorPayload>> = const { RefCell::new(None) };
+}
+
+/// Runs `call` with `view` read into this thread's kept payload (or into a fresh one, when a call
+/// on this thread already holds it).
+fn with_payload<T>(view: &RequestErrorRef<'_>, call: impl FnOnce(&RequestErrorPayload) -> T) -> T {
+    KEPT_PAYLOAD.with(|kept| match kept.try_borrow_mut() {
+        Ok(mut kept) => {
+            let payload = kept.get_or_insert_with(|| RequestErrorPayload::from_view(view));
+            payload.read_view(view);
+            call(payload)
         }
-    }
+        Err(_) => call(&RequestErrorPayload::from_view(view)),
+    })
 }
 
 impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
@@ -163,7 +166,7 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
         ctx: HostContextRef<'_>,
     ) -> RResult<AnswerRepr_NE, PluginError> {
         guarded(|| {
-            self.with_payload(&payload, |payload| self.plugin.on_request_error(payload, &ctx)).map(AnswerRepr_NE::from)
+            with_payload(&payload, |payload| self.plugin.on_request_error(payload, &ctx)).map(AnswerRepr_NE::from)
         })
     }
 
@@ -174,8 +177,8 @@ impl<P: Plugin> PluginInstance for GuardedPlugin<P> {
         outcome: &DownstreamRepr_NE,
     ) -> RResult<DecisionRepr_NE, PluginError> {
         guarded(|| {
-            let outcome = DownstreamOutcome::try_from(outcome)?;
-            self.with_payload(&payload, |payload| self.plugin.after_downstream(payload, &ctx, &outcome))
+            let outcome = DownstreamOutcome::try_from(outcome.clone())?;
+            with_payload(&payload, |payload| self.plugin.after_downstream(payload, &ctx, &outcome))
                 .map(DecisionRepr_NE::from)
         })
     }
@@ -258,10 +261,7 @@ pub fn guard_instantiate<P: Plugin>(
         instantiate(row_id.as_str(), &config)
     }));
     match built {
-        Ok(Ok(plugin)) => ROk(PluginInstance_TO::from_ptr(
-            RBox::new(GuardedPlugin { plugin, payload: std::sync::Mutex::new(None) }),
-            TD_Opaque,
-        )),
+        Ok(Ok(plugin)) => ROk(PluginInstance_TO::from_ptr(RBox::new(GuardedPlugin { plugin }), TD_Opaque)),
         Ok(Err(errors)) => RErr(InstantiateError::Config(errors.into_iter().collect::<RVec<_>>())),
         Err(payload) => RErr(InstantiateError::Failed(PluginError::panicked(panic_message(payload)))),
     }

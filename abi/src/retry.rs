@@ -180,7 +180,7 @@ fn checked(picked: Picked<'_>, delay_ms: f64, record: String) -> Result<CheckedR
         Some(retry @ serde_json::Value::Number(_)) => retry,
         _ => return Err("its llm/retry record has no numeric retry".to_owned()),
     };
-    let record_delay = picked.delay_ms.and_then(|raw| serde_json::from_str::<f64>(raw).ok());
+    let record_delay = picked.delay_ms.and_then(number_as_f64);
     if record_delay != Some(delay_ms) {
         return Err(format!(
             "its retry delay {} differs from its record's delayMs {}",
@@ -189,6 +189,22 @@ fn checked(picked: Picked<'_>, delay_ms: f64, record: String) -> Result<CheckedR
         ));
     }
     Ok(CheckedRetry { delay_ms, record, retry_id, retry })
+}
+
+/// A JSON value's text as a double, when it is a number in range. Rust's parser rounds as
+/// serde_json's (`float_roundtrip`) does, and only reads numbers where JSON has them; out of
+/// range it answers infinity, which no checked delay equals, where serde_json answers an error.
+fn number_as_f64(text: &str) -> Option<f64> {
+    text.parse().ok()
+}
+
+/// A JSON number's text as serde_json's `Value`: a `u64` when it is one, without serde_json's
+/// parser.
+fn number_value(text: &str) -> Option<serde_json::Value> {
+    match text.parse::<u64>() {
+        Ok(integer) if text.bytes().all(|byte| byte.is_ascii_digit()) => Some(integer.into()),
+        _ => serde_json::from_str(text).ok(),
+    }
 }
 
 #[cfg(test)]
@@ -282,7 +298,7 @@ mod tests {
         let space = prop::sample::select(vec!["", "", "", " ", "\n  ", "\t", "\r\n"]);
         let number =
             prop::sample::select(vec!["0", "-0", "500", "500.0", "5e2", "5E+2", "1.5", "2147483647.0000002", "-1"]);
-        let string = "\"([a-z é😀\u{7f}]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4}){0,12}\"";
+        let string = "\"([a-z é😀\u{7f}]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4}){0,40}\"";
         let literal = prop::sample::select(vec!["true", "false", "null"]);
         let broken = prop::sample::select(vec![
             "01",
@@ -353,6 +369,16 @@ mod tests {
 
     fn container(open: char, close: char, items: impl Iterator<Item = String>) -> String {
         format!("{open}{}{close}", items.collect::<Vec<_>>().join(","))
+    }
+
+    proptest! {
+        #[test]
+        fn numbers_are_read_as_serde_json_reads_them(text in "-?(0|[1-9][0-9]{0,24})(\\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?") {
+            let by_serde = serde_json::from_str::<f64>(&text).ok();
+            let ours = number_as_f64(&text);
+            prop_assert!(ours == by_serde || (by_serde.is_none() && ours.is_some_and(f64::is_infinite)), "{text}");
+            prop_assert_eq!(number_value(&text), serde_json::from_str::<serde_json::Value>(&text).ok());
+        }
     }
 
     proptest! {

@@ -33,7 +33,8 @@ impl Services for SystemServices {
     fn new_id(&self) -> String {
         // A version-4 UUID from the thread's generator (seeded from the OS), without a system
         // call per id.
-        uuid::Builder::from_random_bytes(rand::random()).into_uuid().to_string()
+        let id = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+        id.hyphenated().encode_lower(&mut uuid::Uuid::encode_buffer()).to_owned()
     }
 
     fn log(&self, level: LogLevel, message: &str) {
@@ -118,5 +119,19 @@ impl SessionlessHost {
 
     pub fn context(&self) -> CallContext<'_> {
         call_context(&self.history, &self.cancelled, false, &self.services)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_ids_are_fresh_lowercase_version_4_uuids() {
+        let (first, second) = (SystemServices.new_id(), SystemServices.new_id());
+        let parsed = uuid::Uuid::parse_str(&first).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(first, parsed.hyphenated().to_string());
+        assert_ne!(first, second);
     }
 }

@@ -34,7 +34,7 @@ pub trait Listener {
         &self,
         payload: &RequestErrorPayload,
         ctx: &CallContext<'_>,
-        outcome: &DownstreamOutcome,
+        outcome: &mut DownstreamOutcome,
     ) -> Result<Decision, ListenerError>;
 }
 
@@ -127,7 +127,7 @@ fn after_delegating<L: Listener + ?Sized>(
     failures: &mut Vec<(String, String)>,
 ) -> Branch {
     let row_id = listener.row_id();
-    let (outcome, downstream_retry) = match run_from(rest, payload, ctx, failures) {
+    let (mut outcome, downstream_retry) = match run_from(rest, payload, ctx, failures) {
         _ if ctx.session.is_cancelled() => (DownstreamOutcome::Cancelled, None),
         Branch::Retried { decision, checked, row_id } => {
             (DownstreamOutcome::Retried(decision), Some((Some(checked), row_id)))
@@ -138,7 +138,7 @@ fn after_delegating<L: Listener + ?Sized>(
             (DownstreamOutcome::Failed(RString::from(format!("row \"{row_id}\": {message}"))), None)
         }
     };
-    match listener.after_downstream(payload, ctx, &outcome) {
+    match listener.after_downstream(payload, ctx, &mut outcome) {
         Err(err) => failed(row_id, err, failures),
         Ok(Decision::NoRetry) => Branch::Declined,
         Ok(Decision::Refuse(reason)) => Branch::Refused { row_id: row_id.to_owned(), reason: reason.into_string() },
@@ -249,7 +249,7 @@ mod tests {
             &self,
             _: &RequestErrorPayload,
             _: &CallContext<'_>,
-            outcome: &DownstreamOutcome,
+            outcome: &mut DownstreamOutcome,
         ) -> Result<Decision, ListenerError> {
             self.seen.borrow_mut().push(outcome.clone());
             match &self.after {

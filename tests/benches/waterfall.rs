@@ -6,8 +6,10 @@
 //!   events in the history index.
 //!
 //! After criterion's own report it prints one Markdown row per target (the medians), for
-//! benches/report.sh. With `DSH_BENCH_DECISIONS=N` it skips criterion and runs the shipped chain's
-//! decision N times through `decide_once`, for benches/instructions.sh to count under callgrind.
+//! benches/report.sh. The two waterfall decisions are timed in [`PROCESSES`] processes (this one
+//! and those it starts), and their row gives the median over processes. With
+//! `DSH_BENCH_DECISIONS=N` it skips criterion and runs the shipped chain's decision N times
+//! through `decide_once`, for benches/instructions.sh to count under callgrind.
 
 use std::sync::atomic::AtomicBool;
 
@@ -175,34 +177,28 @@ fn decide_once(listeners: &[&RowInstance], payload: &RequestErrorPayload, contex
     std::hint::black_box(waterfall::run(listeners, payload, context));
 }
 
+/// How many processes time the waterfall decisions. On a shared 2-core VM one build's timing moves
+/// by up to half between processes, far more than within one, so the row gives the median over
+/// processes and their range.
+const PROCESSES: usize = 5;
+
+/// Set in the processes this bench starts to time the waterfall decisions again.
+const CHILD: &str = "DSH_BENCH_WATERFALL_CHILD";
+
+/// How a child process reports its medians (ns): fixtures, then the shipped chain.
+const CHILD_LINE: &str = "waterfall medians:";
+
 fn main() {
     let fixture = load("fixture-scripted");
     if let Some(decisions) = std::env::var("DSH_BENCH_DECISIONS").ok().and_then(|n| n.parse().ok()) {
         return count_decisions(&shipped_chain(&fixture), decisions);
     }
     let mut criterion = Criterion::default().configure_from_args();
-    let fixture_rows = rows(
-        &fixture,
-        &[
-            ("outer", json!({"answer": "delegate-first"})),
-            ("second", json!({"answer": "pass"})),
-            ("third", json!({"answer": "pass"})),
-            ("decider", json!({"answer": "retry"})),
-        ],
-    );
-    let fixture_listeners: Vec<&RowInstance> = fixture_rows.iter().collect();
-    decision(&mut criterion, "waterfall/fixture", &fixture_listeners, &HistoryIndex::default(), &payload(1, None));
-
     let shipped = shipped_chain(&fixture);
-    let shipped_listeners: Vec<&RowInstance> = shipped.iter().collect();
-    decision(
-        &mut criterion,
-        "waterfall/shipped",
-        &shipped_listeners,
-        &HistoryIndex::default(),
-        &payload(1, Some(default_policy())),
-    );
-
+    let medians = waterfall_medians(&mut criterion, &fixture, &shipped);
+    if std::env::var_os(CHILD).is_some() {
+        return println!("{CHILD_LINE} {} {}", medians.0, medians.1);
+    }
     let llm_retry: Vec<&RowInstance> = vec![&shipped[3]];
     let small = history(100);
     decision(&mut criterion, "lookup/100", &llm_retry, &small, &payload(3, Some(default_policy())));
@@ -211,11 +207,57 @@ fn main() {
     let budgets = budget_decisions(&mut criterion, &shipped[3]);
     criterion.final_summary();
 
-    let (fixture_ns, shipped_ns) = (median_ns("waterfall/fixture"), median_ns("waterfall/shipped"));
+    let mut runs = vec![medians];
+    runs.extend((1..PROCESSES).map(|_| child_medians()));
+    print_rows(&runs, &budgets);
+}
+
+/// The two waterfall decisions: four fixtures, and the shipped chain. Their medians (ns).
+fn waterfall_medians(c: &mut Criterion, fixture: &PluginLibrary, shipped: &[RowInstance]) -> (f64, f64) {
+    let fixture_rows = rows(
+        fixture,
+        &[
+            ("outer", json!({"answer": "delegate-first"})),
+            ("second", json!({"answer": "pass"})),
+            ("third", json!({"answer": "pass"})),
+            ("decider", json!({"answer": "retry"})),
+        ],
+    );
+    let fixture_listeners: Vec<&RowInstance> = fixture_rows.iter().collect();
+    decision(c, "waterfall/fixture", &fixture_listeners, &HistoryIndex::default(), &payload(1, None));
+    let shipped_listeners: Vec<&RowInstance> = shipped.iter().collect();
+    let policy = Some(default_policy());
+    decision(c, "waterfall/shipped", &shipped_listeners, &HistoryIndex::default(), &payload(1, policy));
+    (median_ns("waterfall/fixture"), median_ns("waterfall/shipped"))
+}
+
+/// Times the waterfall decisions again in a new process of this bench.
+fn child_medians() -> (f64, f64) {
+    let bench = std::env::current_exe().expect("the bench's own path");
+    let output = std::process::Command::new(&bench).arg("--bench").arg("waterfall/").env(CHILD, "1").output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().find_map(|line| line.strip_prefix(CHILD_LINE));
+    let figures: Vec<f64> = line.into_iter().flat_map(str::split_whitespace).filter_map(|n| n.parse().ok()).collect();
+    match figures[..] {
+        [fixture, shipped] => (fixture, shipped),
+        _ => panic!("{} gave no medians: {:?}\n{stdout}", bench.display(), output.status),
+    }
+}
+
+/// The median of `values` and their range, in µs.
+fn spread(mut values: Vec<f64>) -> String {
+    values.sort_by(f64::total_cmp);
+    let micros = |ns: f64| ns / 1000.0;
+    let (low, middle, high) = (values[0], values[values.len() / 2], values[values.len() - 1]);
+    format!("{:.2} µs ({:.2}–{:.2})", micros(middle), micros(low), micros(high))
+}
+
+fn print_rows(runs: &[(f64, f64)], budgets: &[(&str, f64)]) {
     println!(
-        "| waterfall decision, 4 listeners in real cdylibs, no waits | ≤ 2 µs | {:.2} µs (fixtures); {:.2} µs (dsh-retry, relay-retry, a fixture, llm-retry) |",
-        fixture_ns / 1000.0,
-        shipped_ns / 1000.0
+        "| waterfall decision, 4 listeners in real cdylibs, no waits (median over {} processes, and its range) | ≤ 2 µs | {} (fixtures); {} (dsh-retry, relay-retry, a fixture, llm-retry) |",
+        runs.len(),
+        spread(runs.iter().map(|run| run.0).collect()),
+        spread(runs.iter().map(|run| run.1).collect()),
     );
     let (small_ns, large_ns) = (median_ns("lookup/100"), median_ns("lookup/1000000"));
     println!(

@@ -9,8 +9,8 @@
 
 use std::borrow::Cow;
 
-use super::Picked;
-use crate::js::first_to_escape;
+use super::{number_value, Picked};
+use crate::js::{escape_mask, first_to_escape, BLOCK};
 
 /// Objects and arrays nested deeper than this are left to serde_json.
 const MAX_NESTING: usize = 32;
@@ -62,7 +62,7 @@ impl<'a> Scan<'a> {
         self.colon()?;
         match key {
             "retryId" if picked.retry_id.is_none() => picked.retry_id = Some(Cow::Borrowed(self.plain_string()?)),
-            "retry" if picked.retry.is_none() => picked.retry = Some(serde_json::from_str(self.number()?).ok()?),
+            "retry" if picked.retry.is_none() => picked.retry = Some(number_value(self.number()?)?),
             "delayMs" if picked.delay_ms.is_none() => picked.delay_ms = Some(self.number()?),
             "retryId" | "retry" | "delayMs" => return None,
             _ => self.value(1)?,
@@ -162,6 +162,32 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<bool> {
         self.expect(b'"')?;
         let mut escaped = false;
+        while let Some(block) = self.bytes.get(self.at..self.at + BLOCK) {
+            let (start, mut flagged) = (self.at, escape_mask(block.try_into().expect("a block")));
+            self.at += BLOCK;
+            while flagged != 0 {
+                let at = start + flagged.trailing_zeros() as usize;
+                match self.bytes[at] {
+                    b'"' => {
+                        self.at = at + 1;
+                        return Some(escaped);
+                    }
+                    b'\\' => escaped = true,
+                    _ => return None,
+                }
+                let end = at + self.escape_length(at)?;
+                if end >= self.at {
+                    self.at = end;
+                    break;
+                }
+                flagged &= !0 << (end - start);
+            }
+        }
+        self.string_tail(escaped)
+    }
+
+    /// The rest of a string that ends within a block of the end of the text.
+    fn string_tail(&mut self, mut escaped: bool) -> Option<bool> {
         loop {
             self.at += first_to_escape(&self.bytes[self.at..])?;
             match self.bytes[self.at] {
@@ -171,20 +197,20 @@ impl<'a> Scan<'a> {
                 }
                 b'\\' => {
                     escaped = true;
-                    self.escape()?;
+                    self.at += self.escape_length(self.at)?;
                 }
                 _ => return None,
             }
         }
     }
 
-    fn escape(&mut self) -> Option<()> {
-        self.at += match *self.bytes.get(self.at + 1)? {
+    /// The length of the escape at `at` (its backslash included).
+    fn escape_length(&self, at: usize) -> Option<usize> {
+        Some(match *self.bytes.get(at + 1)? {
             b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
-            b'u' if self.bytes.get(self.at + 2..self.at + 6)?.iter().all(u8::is_ascii_hexdigit) => 6,
+            b'u' if self.bytes.get(at + 2..at + 6)?.iter().all(u8::is_ascii_hexdigit) => 6,
             _ => return None,
-        };
-        Some(())
+        })
     }
 
     /// A number in JSON's grammar, as its text.
@@ -277,6 +303,16 @@ mod tests {
             serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(WRITTEN).unwrap()).unwrap();
         let (_, compact) = read(&format!(" \r\n{pretty}\n")).expect("an indented record");
         assert_eq!(compact, crate::js::minify(&pretty));
+    }
+
+    #[test]
+    fn escapes_anywhere_in_a_block_are_read_in_one_pass() {
+        for pad in 0..2 * BLOCK {
+            let value = format!(r#"{}\"\\\"\u00e9\\\\\"x\/\n"#, "a".repeat(pad));
+            let record = format!(r#"{{"retryId":"c","policyKey":"{value}","retry":1,"delayMs":5}}"#);
+            let (picked, compact) = read(&record).unwrap_or_else(|| panic!("read in one pass: {record}"));
+            assert_eq!((picked.retry_id.as_deref(), compact.as_str()), (Some("c"), record.as_str()));
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl Listener for Traced<'_> {
         &self,
         payload: &RequestErrorPayload,
         ctx: &CallContext<'_>,
-        outcome: &DownstreamOutcome,
+        outcome: &mut DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
         self.row.after_downstream(payload, ctx, outcome)
     }

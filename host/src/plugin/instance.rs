@@ -193,18 +193,21 @@ impl Listener for RowInstance {
         )
     }
 
+    /// The outcome crosses the boundary by move and comes back the same way: lent, not copied.
     fn after_downstream(
         &self,
         payload: &RequestErrorPayload,
         ctx: &CallContext<'_>,
-        outcome: &DownstreamOutcome,
+        outcome: &mut DownstreamOutcome,
     ) -> Result<Decision, ListenerError> {
-        let outcome = DownstreamRepr_NE::from(outcome);
-        self.call_reading(
+        let lent = DownstreamRepr_NE::from(std::mem::replace(outcome, DownstreamOutcome::Cancelled));
+        let decision = self.call_reading(
             "agent/request-error after_downstream",
-            || self.in_context(ctx, |ctx| self.object.after_downstream(view(payload), ctx, &outcome)),
+            || self.in_context(ctx, |ctx| self.object.after_downstream(view(payload), ctx, &lent)),
             Decision::try_from,
-        )
+        );
+        *outcome = DownstreamOutcome::try_from(lent).expect("an outcome the host made reads back");
+        decision
     }
 }
 
