@@ -91,27 +91,16 @@ pub fn minify(json: &str) -> String {
 
 /// Where the text after the string whose contents start at `at` begins, skipping escapes.
 fn after_string(bytes: &[u8], mut at: usize) -> usize {
-    while let Some(found) = quote_or_backslash(bytes, at) {
-        if bytes[found] == b'"' {
-            return found + 1;
+    while let Some(offset) = first_to_escape(&bytes[at..]) {
+        let found = at + offset;
+        match bytes[found] {
+            b'"' => return found + 1,
+            b'\\' => at = (found + 2).min(bytes.len()),
+            _ => at = found + 1,
         }
-        at = found + 2;
     }
     bytes.len()
 }
-
-/// The first `"` or `\` at or after `at`. Most strings of a record are keys a few bytes long:
-/// a plain look at the next [`SHORT_STRING`] bytes ends them sooner than `memchr` starts.
-fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
-    let rest = bytes.get(at..)?;
-    let (near, far) = rest.split_at(rest.len().min(SHORT_STRING));
-    match near.iter().position(|&byte| byte == b'"' || byte == b'\\') {
-        Some(offset) => Some(at + offset),
-        None => memchr::memchr2(b'"', b'\\', far).map(|offset| at + near.len() + offset),
-    }
-}
-
-const SHORT_STRING: usize = 16;
 
 const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
 const LOW_BITS: u64 = u64::from_ne_bytes([0x7f; 8]);

@@ -198,12 +198,12 @@ fn number_as_f64(text: &str) -> Option<f64> {
     text.parse().ok()
 }
 
-/// A JSON number's text as serde_json's `Value`: a `u64` when it is one, without serde_json's
-/// parser.
+/// A JSON number's text as serde_json's `Value`: a `u64` when it is one (JSON's grammar leaves
+/// such a number nothing but digits), without serde_json's parser.
 fn number_value(text: &str) -> Option<serde_json::Value> {
     match text.parse::<u64>() {
-        Ok(integer) if text.bytes().all(|byte| byte.is_ascii_digit()) => Some(integer.into()),
-        _ => serde_json::from_str(text).ok(),
+        Ok(integer) => Some(integer.into()),
+        Err(_) => serde_json::from_str(text).ok(),
     }
 }
 

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use super::{number_value, Picked};
-use crate::js::{escape_mask, first_to_escape, BLOCK};
+use crate::js::{escape_mask, BLOCK};
 
 /// Objects and arrays nested deeper than this are left to serde_json.
 const MAX_NESTING: usize = 32;
@@ -162,12 +162,12 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<bool> {
         self.expect(b'"')?;
         let mut escaped = false;
-        while let Some(block) = self.bytes.get(self.at..self.at + BLOCK) {
-            let (start, mut flagged) = (self.at, escape_mask(block.try_into().expect("a block")));
+        loop {
+            let (start, mut flagged) = (self.at, self.escape_mask_at(self.at));
             self.at += BLOCK;
             while flagged != 0 {
                 let at = start + flagged.trailing_zeros() as usize;
-                match self.bytes[at] {
+                match *self.bytes.get(at)? {
                     b'"' => {
                         self.at = at + 1;
                         return Some(escaped);
@@ -183,23 +183,17 @@ impl<'a> Scan<'a> {
                 flagged &= !0 << (end - start);
             }
         }
-        self.string_tail(escaped)
     }
 
-    /// The rest of a string that ends within a block of the end of the text.
-    fn string_tail(&mut self, mut escaped: bool) -> Option<bool> {
-        loop {
-            self.at += first_to_escape(&self.bytes[self.at..])?;
-            match self.bytes[self.at] {
-                b'"' => {
-                    self.at += 1;
-                    return Some(escaped);
-                }
-                b'\\' => {
-                    escaped = true;
-                    self.at += self.escape_length(self.at)?;
-                }
-                _ => return None,
+    /// The escape mask of the block at `start`. Past the end of the text zeros stand in, which
+    /// the mask flags: a string the text ends in is unterminated.
+    fn escape_mask_at(&self, start: usize) -> u32 {
+        match self.bytes.get(start..start + BLOCK) {
+            Some(block) => escape_mask(block.try_into().expect("a block")),
+            None => {
+                let (mut padded, rest) = ([0; BLOCK], &self.bytes[start..]);
+                padded[..rest.len()].copy_from_slice(rest);
+                escape_mask(&padded)
             }
         }
     }
@@ -309,9 +303,13 @@ mod tests {
     fn escapes_anywhere_in_a_block_are_read_in_one_pass() {
         for pad in 0..2 * BLOCK {
             let value = format!(r#"{}\"\\\"\u00e9\\\\\"x\/\n"#, "a".repeat(pad));
-            let record = format!(r#"{{"retryId":"c","policyKey":"{value}","retry":1,"delayMs":5}}"#);
-            let (picked, compact) = read(&record).unwrap_or_else(|| panic!("read in one pass: {record}"));
-            assert_eq!((picked.retry_id.as_deref(), compact.as_str()), (Some("c"), record.as_str()));
+            let inner = format!(r#"{{"retryId":"c","policyKey":"{value}","retry":1,"delayMs":5}}"#);
+            let last = format!(r#"{{"retryId":"c","retry":1,"delayMs":5,"policyKey":"{value}"}}"#);
+            for record in [inner, last] {
+                let (picked, compact) = read(&record).unwrap_or_else(|| panic!("read in one pass: {record}"));
+                assert_eq!((picked.retry_id.as_deref(), compact.as_str()), (Some("c"), record.as_str()));
+                assert!(read(&record[..record.len() - 2]).is_none(), "a string the text ends in: {record}");
+            }
         }
     }
 
