@@ -327,3 +327,28 @@ macro_rules! export_plugin {
         }
     };
 }
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::sabi_types::RRef;
+
+    use super::*;
+    use crate::ffi::RequestError_TO;
+    use crate::Failure;
+
+    fn payload(provider: &str) -> RequestErrorPayload {
+        RequestErrorPayload::new(1, 1, provider, Failure::new("SERVER", "down"), None)
+    }
+
+    fn provider_seen(payload: &RequestErrorPayload) -> String {
+        with_payload(&RequestError_TO::from_ptr(RRef::new(payload), TD_Opaque), |read| read.provider.to_string())
+    }
+
+    #[test]
+    fn a_call_made_while_the_kept_payload_is_lent_reads_into_a_fresh_one() {
+        let (outer, inner) = (payload("outer"), payload("inner"));
+        let view = RequestError_TO::from_ptr(RRef::new(&outer), TD_Opaque);
+        let (seen_outer, seen_inner) = with_payload(&view, |kept| (kept.provider.to_string(), provider_seen(&inner)));
+        assert_eq!((seen_outer.as_str(), seen_inner.as_str()), ("outer", "inner"));
+    }
+}
