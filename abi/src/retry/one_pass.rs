@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use super::{number_value, Picked};
-use crate::js::{escape_mask, BLOCK};
+use crate::js::{escape_mask, first_to_escape, BLOCK};
 
 /// Objects and arrays nested deeper than this are left to serde_json.
 const MAX_NESTING: usize = 32;
@@ -162,12 +162,12 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<bool> {
         self.expect(b'"')?;
         let mut escaped = false;
-        loop {
-            let (start, mut flagged) = (self.at, self.escape_mask_at(self.at));
+        while let Some(block) = self.bytes.get(self.at..self.at + BLOCK) {
+            let (start, mut flagged) = (self.at, escape_mask(block.try_into().expect("a block")));
             self.at += BLOCK;
             while flagged != 0 {
                 let at = start + flagged.trailing_zeros() as usize;
-                match *self.bytes.get(at)? {
+                match self.bytes[at] {
                     b'"' => {
                         self.at = at + 1;
                         return Some(escaped);
@@ -183,17 +183,24 @@ impl<'a> Scan<'a> {
                 flagged &= !0 << (end - start);
             }
         }
+        self.string_tail(escaped)
     }
 
-    /// The escape mask of the block at `start`. Past the end of the text zeros stand in, which
-    /// the mask flags: a string the text ends in is unterminated.
-    fn escape_mask_at(&self, start: usize) -> u32 {
-        match self.bytes.get(start..start + BLOCK) {
-            Some(block) => escape_mask(block.try_into().expect("a block")),
-            None => {
-                let (mut padded, rest) = ([0; BLOCK], &self.bytes[start..]);
-                padded[..rest.len()].copy_from_slice(rest);
-                escape_mask(&padded)
+    /// The rest of a string that ends within a block of the end of the text. Kept apart from
+    /// `string`'s loop, whose blocks are whole: one loop for both cost the check about 5 %.
+    fn string_tail(&mut self, mut escaped: bool) -> Option<bool> {
+        loop {
+            self.at += first_to_escape(&self.bytes[self.at..])?;
+            match self.bytes[self.at] {
+                b'"' => {
+                    self.at += 1;
+                    return Some(escaped);
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.at += self.escape_length(self.at)?;
+                }
+                _ => return None,
             }
         }
     }
