@@ -180,3 +180,14 @@ fn a_small_storm_stays_near_one_request_per_turn_with_the_budget() {
     assert_eq!(without, 6.0, "every turn sends one request and five retries");
     assert!(with <= 2.0, "with the budget: {with} requests per turn");
 }
+
+#[test]
+fn a_counter_of_the_wrong_type_in_the_machine_store_is_a_warning_not_a_silent_reset() {
+    let (home, _mock, patch) = budget_home("{maxTokens: 4, store: machine}");
+    std::fs::create_dir_all(home.path().join("stores")).unwrap();
+    std::fs::write(home.path().join("stores/counters.json"), r#"{"retry-budget:route:deepseek-official": "full"}"#)
+        .unwrap();
+    turn(&home, &patch)
+        .expect_code(1)
+        .expect_stderr("\"retry-budget:route:deepseek-official\" holds \"full\", which is not what dsh keeps there; starting it again from 4");
+}

@@ -310,3 +310,44 @@ fn an_unreachable_circuit_store_fails_over_with_one_warning() {
     assert_eq!(warnings, 1, "{}", turn.run.stderr);
     assert_eq!(hop_of(&turn), [("deepseek-official".to_owned(), "backup".to_owned())]);
 }
+
+#[test]
+fn failover_rows_of_opposite_orders_are_warned_about_and_a_step_they_bounce_ends_with_failover_loop() {
+    let home = TestHome::new();
+    let (primary, backup) =
+        (MockProcess::start(&home, "- status: 503\n"), MockProcess::start(&home, "- status: 503\n"));
+    let patch = failover_home(&home, &primary, &backup, "memory");
+    let reversed = "- insert:\n    - id: failover-back\n      name: route-failover\n      config:\n        routes: [backup, deepseek-official]\n        breaker: {failures: 1000, windowMs: 1, cooldownMs: 1}\n";
+    let never_opening = std::fs::read_to_string(&patch)
+        .unwrap()
+        .replace("failures: 2, windowMs: 600000, cooldownMs: 600000", "failures: 1000, windowMs: 1, cooldownMs: 1");
+    std::fs::write(&patch, never_opening + reversed).unwrap();
+    let check = home.run(&["config", "--profile", "f", "check", "--patch", patch.to_str().unwrap()]);
+    check.expect_code(0).expect_stderr(
+        "row \"failover-back\": config.routes: orders backup before deepseek-official, which row \"route-failover\" orders the other way",
+    );
+    let turn = run_turn_in(&home, "f", &patch, "hi");
+    turn.run.expect_code(1);
+    assert_eq!(turn.end()["error"]["code"], "FAILOVER_LOOP", "{}", turn.end());
+    assert_eq!(turn.of_type("route/switch").len(), 8, "MAX_HOPS_IN_A_ROW hops, then the step ends");
+    assert_eq!(primary.request_bodies().len() + backup.request_bodies().len(), 9);
+}
+
+#[test]
+fn a_turn_never_starts_on_a_route_whose_context_window_is_below_the_request() {
+    let home = TestHome::new();
+    let (primary, backup) = (MockProcess::start(&home, "- status: 503\n"), MockProcess::start(&home, "- ok: tiny\n"));
+    let patch = failover_home(&home, &primary, &backup, "machine");
+    let text = std::fs::read_to_string(&patch)
+        .unwrap()
+        .replace("model: backup-model,", "model: backup-model, contextWindow: 10,");
+    std::fs::write(&patch, text).unwrap();
+    for _ in 0..2 {
+        run_turn_in(&home, "f", &patch, "open the primary's circuit").run.expect_code(1);
+    }
+    let third = run_turn_in(&home, "f", &patch, "a prompt far longer than the backup's ten-token window can hold");
+    third.run.expect_code(1);
+    let header = &third.of_type("request/header")[0]["data"]["header"]["config"]["provider"];
+    assert_eq!(header, "deepseek-official", "the turn started where the request fits, though its circuit is open");
+    assert!(backup.request_bodies().is_empty(), "the small backup never got a request");
+}

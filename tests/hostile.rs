@@ -202,3 +202,46 @@ fn an_overlong_line_in_a_compressed_log_is_damage_read_in_bounded_memory() {
         assert!(said.contains("longer than the 64 MiB a log line may hold"), "{args:?}: {said}");
     }
 }
+
+/// Makes a FIFO at `path` (nobody ever writes to it).
+fn fifo(path: &std::path::Path) {
+    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn a_device_or_a_fifo_where_dsh_reads_a_file_is_refused_at_once_naming_it() {
+    let home = TestHome::new();
+    home.run(&["plugin", "--profile", "p", "add", "relay-retry"]).expect_code(0);
+    let manifest = home.path().join("profiles/p/profile.yml");
+    std::fs::remove_file(&manifest).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &manifest).unwrap();
+    home.run(&["config", "--profile", "p", "check"])
+        .expect_code(1)
+        .expect_stderr("profile.yml: it is a device, not a regular file");
+
+    let layer = home.path().join("fifo.yml");
+    fifo(&layer);
+    home.run(&["config", "check", "--patch", layer.to_str().unwrap()])
+        .expect_code(1)
+        .expect_stderr("it is a FIFO, not a regular file");
+
+    fifo(&home.path().join("sessions.toml"));
+    home.run(&["session", "list"]).expect_code(4).expect_stderr("sessions.toml: it is a FIFO, not a regular file");
+    std::fs::remove_file(home.path().join("sessions.toml")).unwrap();
+
+    let package = dsh_e2e::package_dir(&home, "zeroed", &dsh_e2e::artifacts().library("relay-retry"), None);
+    let library = package.join(dsh_e2e::library_file_name("zeroed"));
+    std::fs::remove_file(&library).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &library).unwrap();
+    home.run(&["plugin", "--profile", "z", "add", package.to_str().unwrap()])
+        .expect_code(1)
+        .expect_stderr("it is a device, not a regular file");
+    let toml = package.join("dsh-plugin.toml");
+    std::fs::remove_file(&toml).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &toml).unwrap();
+    home.run(&["plugin", "--profile", "z", "add", package.to_str().unwrap()])
+        .expect_code(1)
+        .expect_stderr("it is a device, not a regular file");
+}

@@ -317,3 +317,22 @@ fn every_session_command_says_the_same_on_files_and_on_postgres() {
         assert_eq!(on_files, on_postgres);
     }
 }
+
+#[test]
+fn a_session_id_in_the_database_that_is_no_session_id_is_left_out_and_never_becomes_a_path() {
+    let server = PostgresServer::start();
+    let home = stored_home(&server);
+    let outside = home.path().parent().unwrap().join("x");
+    server.sql(
+        "postgres",
+        "INSERT INTO dsh_sessions (id, created_at, header) VALUES ('../../../../x', 1, '{}'), (E'evil\\x1b]52;c;aGk=\\x07', 2, '{}')",
+    );
+    let list = home.run(&["session", "list"]);
+    list.expect_code(0).expect_stderr("is not a session id");
+    assert!(!list.stdout.contains("../") && !list.stderr.contains('\u{1b}'), "{list}");
+    let run = run_in(&home, &["run", "--session", "../../../../x", "hi"]);
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(!outside.exists(), "a file was written outside the home");
+    let replay = home.run(&["session", "replay", "--all"]);
+    assert!(!replay.stdout.contains('\u{1b}') && !replay.stderr.contains('\u{1b}'), "{replay}");
+}

@@ -27,6 +27,7 @@ mod repair;
 mod replay;
 mod runtime;
 mod secrets;
+mod tool_safety;
 mod tools;
 mod torture;
 mod verify;

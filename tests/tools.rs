@@ -10,14 +10,14 @@ use serde_json::Value;
 
 /// A home whose route is a mock server running `script`, with the side-effect server as row
 /// `side` (config `extra`, YAML lines indented under `config:`); returns the patch and ledger.
-struct ToolHome {
-    home: TestHome,
-    mock: MockProcess,
-    patch: PathBuf,
-    ledger: PathBuf,
+pub(crate) struct ToolHome {
+    pub(crate) home: TestHome,
+    pub(crate) mock: MockProcess,
+    pub(crate) patch: PathBuf,
+    pub(crate) ledger: PathBuf,
 }
 
-fn server_row(id: &str, ledger: &std::path::Path, extra: &str) -> String {
+pub(crate) fn server_row(id: &str, ledger: &std::path::Path, extra: &str) -> String {
     let server = workspace_root().join("tests/fixtures/mcp/side_effects.py");
     format!(
         "- insert:\n    - id: {id}\n      name: mcp\n      config:\n        command: [python3, {}]\n        env: {{LEDGER: {}}}\n{extra}",
@@ -26,7 +26,7 @@ fn server_row(id: &str, ledger: &std::path::Path, extra: &str) -> String {
     )
 }
 
-fn tool_home(script: &str, extra: &str) -> ToolHome {
+pub(crate) fn tool_home(script: &str, extra: &str) -> ToolHome {
     let home = TestHome::new();
     let ledger = home.path().join("ledger.txt");
     let (mock, patch) = route_with_rows(&home, script, &server_row("side", &ledger, extra));
@@ -36,7 +36,7 @@ fn tool_home(script: &str, extra: &str) -> ToolHome {
 impl ToolHome {
     /// Starts `dsh run` and returns once its log holds two durable `tool/call`s and the first
     /// one's result (the first call ran; the second is running).
-    fn spawn_until_the_second_call_runs(&self) -> std::process::Child {
+    pub(crate) fn spawn_until_the_second_call_runs(&self) -> std::process::Child {
         let child = self
             .home
             .dsh()
@@ -59,25 +59,25 @@ impl ToolHome {
         child
     }
 
-    fn ledger_lines(&self) -> Vec<String> {
+    pub(crate) fn ledger_lines(&self) -> Vec<String> {
         std::fs::read_to_string(&self.ledger).unwrap_or_default().lines().map(str::to_owned).collect()
     }
 
-    fn turn(&self) -> Turn {
+    pub(crate) fn turn(&self) -> Turn {
         run_turn(&self.home, &self.patch, "use the tools")
     }
 
-    fn request(&self, number: usize) -> Value {
+    pub(crate) fn request(&self, number: usize) -> Value {
         serde_json::from_str(&self.mock.request_bodies()[number - 1]).unwrap()
     }
 }
 
-fn types(turn: &Turn) -> Vec<String> {
+pub(crate) fn types(turn: &Turn) -> Vec<String> {
     turn.events.iter().map(|event| event["type"].as_str().unwrap().to_owned()).collect()
 }
 
 /// The `error.code` of each `tool/result` of `events`, in order (`-` for a result without one).
-fn result_codes(events: &[Value]) -> Vec<String> {
+pub(crate) fn result_codes(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .filter(|event| event["type"] == "tool/result")
@@ -85,12 +85,12 @@ fn result_codes(events: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn result_text(event: &Value) -> String {
+pub(crate) fn result_text(event: &Value) -> String {
     event["data"]["message"]["content"][0]["content"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| b["text"].as_str().unwrap())
+        .filter_map(|b| b["text"].as_str())
         .collect()
 }
 
@@ -131,7 +131,10 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
     let first = tools.request(1);
     let offered: Vec<&str> =
         first["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
-    assert_eq!(offered, ["append", "echo", "now", "big", "refuse", "garbage", "crash", "hang", "leave", "env"]);
+    assert_eq!(
+        offered,
+        ["append", "echo", "now", "big", "refuse", "garbage", "crash", "hang", "leave", "env", "blocks", "fails"]
+    );
     let second = tools.request(2);
     let messages = second["messages"].as_array().unwrap();
     assert_eq!(messages[2]["tool_calls"][0]["function"]["name"], "append");
@@ -144,7 +147,7 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
 /// cache folder) by `tests/fixtures/mcp/install-everything.sh` when it is not there yet.
 /// The `node_modules` that `install-everything.sh` fills (run once per test binary): the
 /// reference server and the official TypeScript SDK it is built on.
-fn mcp_modules() -> PathBuf {
+pub(crate) fn mcp_modules() -> PathBuf {
     static INSTALLED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     INSTALLED
         .get_or_init(|| {
@@ -163,12 +166,12 @@ fn mcp_modules() -> PathBuf {
         .clone()
 }
 
-fn everything_server() -> PathBuf {
+pub(crate) fn everything_server() -> PathBuf {
     mcp_modules().join("@modelcontextprotocol/server-everything/dist/index.js")
 }
 
 /// A server over streamable HTTP, killed when dropped.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: std::process::Child,
     port: u16,
 }
@@ -195,14 +198,14 @@ impl HttpServer {
     }
 
     /// The side-effect server of `side_effects_http.mjs`, counting calls in `ledger`.
-    fn side_effects(ledger: &std::path::Path, env: &[(&str, &str)]) -> HttpServer {
+    pub(crate) fn side_effects(ledger: &std::path::Path, env: &[(&str, &str)]) -> HttpServer {
         let script = workspace_root().join("tests/fixtures/mcp/side_effects_http.mjs");
         let mut command = std::process::Command::new("node");
         command.arg(script).env("MCP_MODULES", mcp_modules()).env("LEDGER", ledger).envs(env.iter().copied());
         HttpServer::start(&mut command, false)
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 }
@@ -215,14 +218,14 @@ impl Drop for HttpServer {
 }
 
 /// A home whose route is a mock server running `script`, with `rows` added to its patch.
-fn home_with_rows(script: &str, rows: &str) -> (TestHome, MockProcess, PathBuf) {
+pub(crate) fn home_with_rows(script: &str, rows: &str) -> (TestHome, MockProcess, PathBuf) {
     let home = TestHome::new();
     let (mock, patch) = route_with_rows(&home, script, rows);
     (home, mock, patch)
 }
 
 /// A mock server running `script` and a patch routing to it, with `rows` added.
-fn route_with_rows(home: &TestHome, script: &str, rows: &str) -> (MockProcess, PathBuf) {
+pub(crate) fn route_with_rows(home: &TestHome, script: &str, rows: &str) -> (MockProcess, PathBuf) {
     let mock = MockProcess::start(home, script);
     let patch = route_patch(home, &mock, TINY, "");
     std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + rows).unwrap();
@@ -249,7 +252,7 @@ fn a_turn_uses_the_reference_everything_server_over_stdio() {
     let results: Vec<String> = turn.of_type("tool/result").into_iter().map(result_text).collect();
     assert_eq!(results[0], "Echo: hello");
     assert!(results[1].contains('5'), "{}", results[1]);
-    assert!(results[2].contains("[image content]"), "{}", results[2]);
+    assert!(results[2].contains("[image image/png, "), "{}", results[2]);
     assert_eq!(result_codes(&turn.events), ["-", "-", "-"]);
 }
 
@@ -274,7 +277,7 @@ fn a_turn_uses_the_reference_everything_server_over_streamable_http() {
 }
 
 /// The `mcp` row of a server at `url` sending `extra` (YAML lines under `config:`).
-fn http_row(url: &str, extra: &str) -> String {
+pub(crate) fn http_row(url: &str, extra: &str) -> String {
     format!("- insert:\n    - id: remote\n      name: mcp\n      config:\n        url: {url}\n{extra}")
 }
 
@@ -482,7 +485,9 @@ fn config_tools_lists_each_server_s_tools_with_unique_names_and_check_names_a_se
             "garbage",
             "hang",
             "leave",
-            "env"
+            "env",
+            "blocks",
+            "fails"
         ]
     );
     assert_eq!(listed[0]["remoteName"], "echo");

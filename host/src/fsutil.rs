@@ -1,9 +1,73 @@
-//! Durable file writes: every profile file is replaced atomically (temporary file in the same
-//! directory, fsync, rename, fsync of the directory), and creating a file never overwrites one.
+//! Files as dsh touches them. Writes are durable: every profile file is replaced atomically
+//! (temporary file in the same directory, fsync, rename, fsync of the directory), and creating a
+//! file never overwrites one. Reads are bounded: every file dsh reads whole is opened once,
+//! must be a regular file (a FIFO, a device such as `/dev/zero` or a folder — also behind a
+//! symlink — is refused at once, never read or waited on) and is read up to its kind's limit.
 
-use std::fs::File;
-use std::io::{self, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+
+/// The most a small settings file dsh reads whole may hold: `profile.yml`, `sessions.toml`, a
+/// session's `dsh.json`, a package's `dsh-plugin.toml` or `Cargo.toml` (real ones hold a few
+/// hundred bytes).
+pub const MAX_SETTINGS_FILE_BYTES: usize = 1024 * 1024;
+
+/// The longest layer file dsh reads: real layers are a few kilobytes; a layer this long at
+/// `profile::yaml::MAX_VALUES` values composes in bounded memory (the README's figure).
+pub const MAX_LAYER_BYTES: usize = 16 * 1024 * 1024;
+
+/// Opens `path` for reading if it is a regular file. The open itself never blocks (a FIFO with
+/// no writer would hold it forever), and the check is made on what was opened.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    let what = match () {
+        () if kind.is_dir() => "a folder",
+        () if kind.is_fifo() => "a FIFO",
+        () if kind.is_char_device() || kind.is_block_device() => "a device",
+        () if kind.is_socket() => "a socket",
+        () => "not a plain file",
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}, not a regular file")))
+}
+
+/// The whole of the regular file at `path`, refused when it holds more than `limit` bytes (a
+/// `what` names the kind of file in the message: `a layer`).
+pub fn read_limited(path: &Path, limit: usize, what: &str) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path)?.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        let message = format!("it is longer than the {} {what} may hold", size_text(limit));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, message));
+    }
+    Ok(bytes)
+}
+
+/// [`read_limited`] as UTF-8 text.
+pub fn read_text_limited(path: &Path, limit: usize, what: &str) -> io::Result<String> {
+    String::from_utf8(read_limited(path, limit, what)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "it is not UTF-8 text"))
+}
+
+/// The sha256 of `bytes`, in lowercase hex: how dsh names what it verified or keeps.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `16 MiB`, `64 KiB` or `100 bytes`.
+pub fn size_text(bytes: usize) -> String {
+    match bytes {
+        bytes if bytes >= 1 << 20 && bytes % (1 << 20) == 0 => format!("{} MiB", bytes >> 20),
+        bytes if bytes >= 1 << 10 && bytes % (1 << 10) == 0 => format!("{} KiB", bytes >> 10),
+        bytes => format!("{bytes} bytes"),
+    }
+}
 
 /// Makes a directory entry change (create, rename) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -79,6 +143,27 @@ mod tests {
         let created = dir.path().join("new.yml");
         assert!(create_atomic(&created, b"text").unwrap());
         assert_eq!(mode(&created), mode(&by_an_editor));
+    }
+
+    #[test]
+    fn a_device_a_fifo_or_a_folder_is_refused_at_once_and_a_long_file_one_byte_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let zero = dir.path().join("zero.yml");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let fifo = dir.path().join("fifo.yml");
+        let made = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(made.as_ptr(), 0o600) }, 0);
+        let refused = |path: &Path| read_limited(path, 10, "a layer").unwrap_err().to_string();
+        assert_eq!(refused(&zero), "it is a device, not a regular file");
+        assert_eq!(refused(&fifo), "it is a FIFO, not a regular file");
+        assert_eq!(refused(dir.path()), "it is a folder, not a regular file");
+        let long = dir.path().join("long.yml");
+        std::fs::write(&long, [b'a'; 11]).unwrap();
+        assert_eq!(refused(&long), "it is longer than the 10 bytes a layer may hold");
+        std::fs::write(&long, [b'a'; 10]).unwrap();
+        assert_eq!(read_limited(&long, 10, "a layer").unwrap().len(), 10);
+        assert_eq!(size_text(16 << 20), "16 MiB");
     }
 
     #[test]

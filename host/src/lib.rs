@@ -15,6 +15,7 @@
 //! | [`bundled`] | what ships inside this build: bundled packages and profile templates |
 //! | [`llm`] | provider rows, provider-owned retry policies, the mock server |
 //! | [`tools`] | MCP server rows, the tools they offer, calls with deadlines |
+//! | [`redact`] | every secret the process knows, and taking them out of what is written or shown |
 //! | [`http`] | the HTTP client outgoing connections are built from |
 //! | [`agent`] | the agent row and its turns |
 //! | [`cli`] | the `dsh` command line |
@@ -32,6 +33,7 @@ pub mod migration;
 pub mod plugin;
 pub mod problem;
 pub mod profile;
+pub mod redact;
 pub mod session;
 pub mod tools;
 pub mod waterfall;

@@ -670,6 +670,17 @@ impl Run {
         (run, peak)
     }
 
+    /// Waits for a child started with piped stdout or stderr (the others are empty).
+    pub fn from_child(child: std::process::Child) -> Run {
+        let output = child.wait_with_output().expect("wait for dsh");
+        Run {
+            command: "(a spawned dsh)".to_owned(),
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
     pub fn of(command: &mut Command) -> Run {
         let output = command.output().expect("run dsh");
         Run {

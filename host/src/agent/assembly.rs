@@ -84,6 +84,9 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
     let mut routes: Vec<(String, String)> = Vec::new();
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for (position, (row, origin)) in composition.enabled_rows_with_origin().into_iter().enumerate() {
+        if let Some(config) = row.get("config") {
+            crate::redact::learn_inline(config);
+        }
         let Some(row_id) = row.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
             resolution.problems.push(Problem::general(format!("enabled row {} has no id", position + 1)));
             continue;
@@ -244,10 +247,9 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
             Some(library) => library.clone(),
             None => {
                 let opened = match &row.installed_sha256 {
-                    Some(recorded) => crate::plugin::install::check_installed_hash(&row.library, recorded),
-                    None => Ok(()),
-                }
-                .and_then(|()| PluginLibrary::load(&row.library).map_err(|err| err.to_string()));
+                    Some(recorded) => PluginLibrary::load_verified(&row.library, recorded),
+                    None => PluginLibrary::load(&row.library).map_err(|err| err.to_string()),
+                };
                 match opened {
                     Ok(library) => {
                         libraries.insert(row.library.clone(), library.clone());

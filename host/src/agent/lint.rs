@@ -10,7 +10,7 @@ use crate::problem::Problem;
 use crate::profile::patch::Composition;
 
 /// Codes the host produces besides the adapter's.
-const HOST_CODES: [&str; 3] = ["NO_ADAPTER", "ABORTED", "INVARIANT"];
+const HOST_CODES: [&str; 4] = ["NO_ADAPTER", "ABORTED", "INVARIANT", "FAILOVER_LOOP"];
 
 /// Whether a code, or a prefix rule such as `HTTP_*`, can match a failure dsh produces (a bare
 /// `*` is left to the plugin that reads it).
@@ -26,6 +26,93 @@ fn is_known_code(code: &str) -> bool {
         || code
             .strip_prefix("HTTP_")
             .is_some_and(|status| status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Every credential written inline in an enabled row's config: it is kept out of everything dsh
+/// writes and shows, but a layer file is read by whoever can read it, and the way to give it
+/// through the environment is said.
+pub fn inline_credentials(composition: &Composition) -> Vec<Problem> {
+    let mut warnings = Vec::new();
+    for row in composition.enabled_rows() {
+        let (Some(row_id), Some(config)) = (row.get("id").and_then(Value::as_str), row.get("config")) else {
+            continue;
+        };
+        for found in crate::redact::inline_credentials(config) {
+            warnings.push(Problem {
+                file: composition.config_layer(row_id).map(str::to_owned),
+                row: Some(row_id.to_owned()),
+                key: Some(format!("config.{}", found.path)),
+                message: "holds a credential written inline in the layer (dsh keeps it out of its logs, output and \
+                          the session's copies of --patch layers)"
+                    .to_owned(),
+                hint: Some(instead(&found)),
+            });
+        }
+    }
+    warnings
+}
+
+/// Pairs of enabled rows whose route lists (`routes`) order two routes oppositely: when both
+/// routes fail, one row sends the step to the other route and the other sends it back — a step
+/// then ends with `FAILOVER_LOOP` after [`crate::agent::turn::MAX_HOPS_IN_A_ROW`] hops.
+pub fn bouncing_failover(composition: &Composition) -> Vec<Problem> {
+    let rows: Vec<(&str, Vec<&str>)> = composition
+        .enabled_rows()
+        .into_iter()
+        .filter_map(|row| {
+            let routes = row.get("config")?.get(dsh_abi::config::ROUTES_KEY)?.as_array()?;
+            Some((row.get("id")?.as_str()?, routes.iter().filter_map(Value::as_str).collect()))
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    for (index, (first, first_routes)) in rows.iter().enumerate() {
+        for (second, second_routes) in &rows[index + 1..] {
+            if let Some((a, b)) = opposite_pair(first_routes, second_routes) {
+                warnings.push(Problem {
+                    file: composition.config_layer(second).map(str::to_owned),
+                    row: Some((*second).to_owned()),
+                    key: Some(format!("config.{}", dsh_abi::config::ROUTES_KEY)),
+                    message: format!(
+                        "orders {b} before {a}, which row \"{first}\" orders the other way: when both fail, the rows send a step back and forth (it ends with FAILOVER_LOOP after {} hops in a row)",
+                        crate::agent::turn::MAX_HOPS_IN_A_ROW
+                    ),
+                    hint: Some("list the routes in the same order in both rows, or keep one row".to_owned()),
+                });
+            }
+        }
+    }
+    warnings
+}
+
+/// Two routes `first` lists as `a` before `b` and `second` lists as `b` before `a`.
+fn opposite_pair<'a>(first: &[&'a str], second: &[&str]) -> Option<(&'a str, &'a str)> {
+    let position = |route: &str| second.iter().position(|listed| *listed == route);
+    first.iter().enumerate().find_map(|(at, a)| {
+        let a_second = position(a)?;
+        first[at + 1..].iter().find(|b| position(b).is_some_and(|b_second| b_second < a_second)).map(|b| (*a, *b))
+    })
+}
+
+/// How to give an inline credential through the environment instead.
+fn instead(found: &crate::redact::InlineCredential) -> String {
+    use crate::redact::Holder;
+    let key = found.path.rsplit('.').next().unwrap_or(&found.path);
+    match &found.holder {
+        Holder::Header(name) => {
+            format!("headerEnv: {{{name}: VARIABLE}} sends it from the environment variable VARIABLE")
+        }
+        Holder::Env(name) => format!("passEnv: [{name}] passes dsh's own {name} to the server"),
+        Holder::Url if key == "baseUrl" => {
+            "apiKeyEnv: VARIABLE sends the key from the environment variable VARIABLE".to_owned()
+        }
+        Holder::Url if key == "url" => {
+            "tokenEnv: VARIABLE sends the token from the environment variable VARIABLE".to_owned()
+        }
+        Holder::Url if key == dsh_abi::config::COUNTER_STORE_KEY => {
+            format!("leave the password out of the URL and set {}", crate::counters::redis::PASSWORD_ENV)
+        }
+        Holder::Url => "give it through an environment variable instead".to_owned(),
+    }
 }
 
 /// Every setting of the enabled rows of `composition` that has no effect; `routes` are the

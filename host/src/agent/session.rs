@@ -15,7 +15,7 @@ use super::view::TurnView;
 use crate::context::{epoch_ms, Services, SystemServices};
 use crate::counters::Counters;
 use crate::problem::Problem;
-use crate::profile::patch::Composition;
+use crate::profile::patch::{session_copy, Composition};
 use crate::profile::{Home, Profile};
 use crate::session::log::{AppendError, OpenError, SessionLog};
 use crate::session::meta::SessionMeta;
@@ -89,7 +89,9 @@ pub async fn start(
                 model: Some(assembly.model().to_owned()),
                 ..SessionMeta::default()
             };
-            log.location().keep_meta(&mut meta, patches).map_err(cannot_create)?;
+            let copies: Vec<_> =
+                patches.iter().map(|file| session_copy(file)).collect::<std::io::Result<_>>().map_err(cannot_create)?;
+            log.location().keep_meta(&mut meta, &copies).map_err(cannot_create)?;
             (log, None)
         }
         Opening::Existing { log, lock, keep_route } => {

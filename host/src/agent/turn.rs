@@ -99,6 +99,66 @@ pub struct Agent {
 const CANCELLED_CALL: &str =
     "the turn was cancelled before this call finished; whether the tool ran is unknown, and dsh does not call it again";
 
+/// The most failover hops a step makes in a row without a retry wait between them: enough to try
+/// every route of a large failover list, far from a storm. Rows that send a step back and forth
+/// between dead routes end it with `FAILOVER_LOOP` when it is reached.
+pub const MAX_HOPS_IN_A_ROW: u32 = 8;
+
+/// One hop a row asked for: the failure that moved the step, the row, the request's size and how
+/// many hops in a row this is.
+struct Hop<'a> {
+    code: &'a str,
+    row_id: &'a str,
+    tokens: u64,
+    in_a_row: u32,
+}
+
+/// The result of a call the turn was cancelled before sending.
+const UNSENT_CALL: &str = "the turn was cancelled before this call was sent; the tool did not run";
+
+/// A step's calls as they run, at most `limit` at once: started in the model's order, their
+/// outcomes kept by position as they come back, in any order.
+struct ToolBatch<'a> {
+    calls: &'a [ToolCall],
+    limit: usize,
+    /// How many calls were started (the first `started` of `calls`).
+    started: usize,
+    running: futures_util::stream::FuturesUnordered<futures_util::future::BoxFuture<'a, (usize, ToolOutcome)>>,
+    outcomes: Vec<Option<ToolOutcome>>,
+}
+
+impl<'a> ToolBatch<'a> {
+    fn new(calls: &'a [ToolCall], limit: usize) -> ToolBatch<'a> {
+        let outcomes = calls.iter().map(|_| None).collect();
+        ToolBatch { calls, limit: limit.max(1), started: 0, running: Default::default(), outcomes }
+    }
+
+    /// Starts calls, in order, until `limit` run.
+    fn start_more(&mut self, tools: &Arc<crate::tools::Tools>) {
+        while self.running.len() < self.limit && self.started < self.calls.len() {
+            let (index, call, tools) = (self.started, &self.calls[self.started], Arc::clone(tools));
+            self.running.push(Box::pin(async move { (index, tools.call(call).await) }));
+            self.started += 1;
+        }
+    }
+
+    /// Waits for the next call to come back (forever when none runs).
+    async fn next_done(&mut self) {
+        match self.running.next().await {
+            Some((index, outcome)) => self.outcomes[index] = Some(outcome),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Keeps the outcomes of calls that have already come back, without waiting for any.
+    fn take_finished(&mut self) {
+        use futures_util::FutureExt;
+        while let Some(Some((index, outcome))) = self.running.next().now_or_never() {
+            self.outcomes[index] = Some(outcome);
+        }
+    }
+}
+
 /// The most of a failed attempt's text its record keeps.
 pub const ATTEMPT_TEXT_LIMIT: usize = 64 * 1024;
 
@@ -145,9 +205,20 @@ impl Agent {
     }
 
     /// The route a turn starts on: for a resume, the one the log's last header names; else the
-    /// first an `agent/route` row chooses (a row that fails, or names no known route, is passed).
-    fn starting_route(&self, turn: u64, reason: HeaderReason) -> Option<String> {
+    /// first an `agent/route` row chooses (a row that fails, names no known route, or one whose
+    /// `contextWindow` is below the turn's first request of about `tokens` tokens, is passed).
+    fn starting_route(&self, turn: u64, reason: HeaderReason, tokens: u64) -> Option<String> {
         let known = |route: &String| self.assembly.routes.contains_key(route);
+        let fits = |route: &String| {
+            let window = self.assembly.routes.get(route).and_then(|route| route.context_window);
+            let fits = window.is_none_or(|window| window >= tokens);
+            if !fits {
+                tracing::info!(
+                    "not starting the turn on {route}: its contextWindow is below the request ({tokens} tokens)"
+                );
+            }
+            fits
+        };
         if reason == HeaderReason::Resume {
             let header: Option<Value> = self.log.last_request_header().and_then(|last| serde_json::from_str(last).ok());
             let logged = header.as_ref().and_then(|header| header["header"]["config"]["provider"].as_str());
@@ -159,7 +230,7 @@ impl Agent {
         context.session.routes = Some(&self.assembly.routes);
         crate::counters::may_block(self.assembly.may_wait, || {
             self.assembly.route_rows.iter().find_map(|row| match row.choose_route(turn, &context) {
-                Ok(route) => route.filter(known),
+                Ok(route) => route.filter(known).filter(fits),
                 Err(err) => {
                     tracing::warn!("row \"{}\": {}", row.row_id(), err.message);
                     None
@@ -232,7 +303,12 @@ impl Agent {
     async fn run_steps(&mut self, input: UserInput, reason: HeaderReason) -> Result<TurnEnd, AppendError> {
         let turn = self.log.rules().last_turn() + 1;
         let message = input.message_data()?;
-        self.turn_route = self.starting_route(turn, reason);
+        self.assembly.counters.begin_turn();
+        let tokens = match self.assembly.route_rows.is_empty() {
+            true => 0,
+            false => request_tokens(&self.request()) + (input.text.len() as u64).div_ceil(4),
+        };
+        self.turn_route = self.starting_route(turn, reason, tokens);
         self.append_typed(&TurnStart { turn })?;
         self.append_typed(&StepStart { turn, step: 1 })?;
         let now = self.now_ms();
@@ -273,6 +349,7 @@ impl Agent {
     /// One step: model requests (retried through the waterfall on the same step, with the same
     /// history) until one is answered; an answer asking for tools runs them.
     async fn run_step(&mut self, turn: u64, step: u64) -> Result<StepOutcome, AppendError> {
+        let mut hops_in_a_row = 0;
         loop {
             self.log.commit()?;
             if self.cancel.is_cancelled() {
@@ -299,10 +376,13 @@ impl Agent {
             let failure = attempt_failure.failure;
             self.append_attempt(turn, step, &failure, attempt_failure.partial_text)?;
             let code = failure.code.to_string();
-            match self.decide_retry(turn, step, failure, request_tokens(&request)).await? {
-                RetryStep::Again => {}
+            let tokens = request_tokens(&request);
+            match self.decide_retry(turn, step, failure, tokens).await? {
+                RetryStep::Again => hops_in_a_row = 0,
                 RetryStep::Switch { switch, row_id } => {
-                    if let Err(failure) = self.switch_route(turn, step, &code, switch, &row_id)? {
+                    hops_in_a_row += 1;
+                    let hop = Hop { code: &code, row_id: &row_id, tokens, in_a_row: hops_in_a_row };
+                    if let Err(failure) = self.switch_route(turn, step, switch, hop)? {
                         return self.fail(turn, step, failure).map(StepOutcome::TurnEnded);
                     }
                 }
@@ -342,39 +422,58 @@ impl Agent {
         retry_step(parts, &payload).await
     }
 
-    /// Carries out row `row_id`'s failover hop: `route/switch`, then the new route's
-    /// `request/header`; the step then goes out again at once. A hop to a route no provider row
-    /// serves, or to the route the step is on, ends the turn with the failure (`Ok(Err)`).
+    /// Carries out a row's failover hop: `route/switch`, then the new route's `request/header`;
+    /// the step then goes out again at once. A hop the host refuses ([`Agent::refused_hop`]) ends
+    /// the turn with the failure (`Ok(Err)`).
     fn switch_route(
         &mut self,
         turn: u64,
         step: u64,
-        code: &str,
         switch: RouteSwitch,
-        row_id: &str,
+        hop: Hop<'_>,
     ) -> Result<Result<(), Failure>, AppendError> {
         let from = self.route_name().to_owned();
         let to = switch.route.into_string();
-        if to == from || !self.assembly.routes.contains_key(&to) {
-            let why = if to == from { "the route the step is on" } else { "a route no provider row serves" };
-            let message = format!("row \"{row_id}\" switched the step to {to:?}, {why}");
-            tracing::warn!("{message}");
-            return Ok(Err(Failure::new(code, message)));
+        if let Some(failure) = self.refused_hop(&from, &to, &hop) {
+            tracing::warn!("{}", failure.message);
+            return Ok(Err(failure));
         }
         let hop = RouteSwitched {
             turn,
             step,
             from,
             to,
-            code: code.to_owned(),
-            row: row_id.to_owned(),
+            code: hop.code.to_owned(),
+            row: hop.row_id.to_owned(),
             reason: switch.reason.into_string(),
         };
         self.append_typed(&hop)?;
         self.turn_route = Some(hop.to.clone());
         self.append_header(HeaderReason::Change)?;
-        self.view.route_switched(&hop.from, &hop.to, code);
+        self.view.route_switched(&hop.from, &hop.to, &hop.code);
         Ok(Ok(()))
+    }
+
+    /// Why the host does not carry out a hop from `from` to `to`: the route the step is on, a
+    /// route no provider row serves, one whose `contextWindow` is below the request, or one hop
+    /// too many in a row ([`MAX_HOPS_IN_A_ROW`], rows that send a step back and forth).
+    fn refused_hop(&self, from: &str, to: &str, hop: &Hop<'_>) -> Option<Failure> {
+        let row = hop.row_id;
+        let window = self.assembly.routes.get(to).and_then(|route| route.context_window);
+        let (code, why) = match () {
+            () if to == from => (hop.code, "the route the step is on".to_owned()),
+            () if !self.assembly.routes.contains_key(to) => (hop.code, "a route no provider row serves".to_owned()),
+            () if window.is_some_and(|window| window < hop.tokens) => (
+                hop.code,
+                format!("whose contextWindow ({}) is below the request (about {} tokens)", window.unwrap_or(0), hop.tokens),
+            ),
+            () if hop.in_a_row > MAX_HOPS_IN_A_ROW => (
+                "FAILOVER_LOOP",
+                format!("hop {} in a row without a retry wait, more than a step may make ({MAX_HOPS_IN_A_ROW}); the failover rows send it back and forth (last failure: {})", hop.in_a_row, hop.code),
+            ),
+            () => return None,
+        };
+        Some(Failure::new(code, format!("row \"{row}\" switched the step to {to:?}, {why}")))
     }
 
     /// Appends `request/header` when the header changed since the last one, or on a resume.
@@ -403,8 +502,9 @@ impl Agent {
         &mut self,
         turn: u64,
         step: u64,
-        completion: Completion,
+        mut completion: Completion,
     ) -> Result<Result<StepOutcome, Failure>, AppendError> {
+        unique_call_ids(&mut completion.tool_calls);
         let mut content = Vec::new();
         if !completion.reasoning.is_empty() {
             content.push(json!({"type": "reasoning", "text": completion.reasoning}));
@@ -447,7 +547,9 @@ impl Agent {
 
     /// Runs a step's tool calls: every `tool/call` is durable before any call is sent; the calls
     /// run at most `maxParallelTools` at once; each `tool/result` is made durable as soon as it
-    /// and the results before it (the model's order) are in, citing its call.
+    /// and the results before it (the model's order) are in, citing its call. A cancelled turn
+    /// keeps every result that had come back; a call still running is recorded as outcome unknown,
+    /// one never sent as not run.
     async fn run_tools(&mut self, turn: u64, step: u64, calls: &[ToolCall]) -> Result<(), AppendError> {
         let mut call_seqs = Vec::with_capacity(calls.len());
         for call in calls {
@@ -459,22 +561,49 @@ impl Agent {
         }
         self.log.commit()?;
         let tools = Arc::clone(&self.assembly.tools);
-        let mut outcomes = futures_util::stream::iter(calls.iter().map(|call| tools.call(call)))
-            .buffered(self.agent().max_parallel_tools);
-        for (call, call_seq) in calls.iter().zip(call_seqs) {
-            let outcome = match self.cancel.is_cancelled() {
+        let mut batch = ToolBatch::new(calls, self.agent().max_parallel_tools);
+        let mut recorded = 0;
+        while recorded < calls.len() {
+            while let Some(outcome) = batch.outcomes[recorded].take() {
+                self.record_tool_result(turn, step, &calls[recorded], outcome, call_seqs[recorded])?;
+                recorded += 1;
+                if recorded == calls.len() {
+                    return Ok(());
+                }
+            }
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            batch.start_more(&tools);
+            tokio::select! {
+                biased;
+                () = batch.next_done() => {}
+                () = self.cancel.cancelled() => break,
+            }
+        }
+        batch.take_finished();
+        for index in recorded..calls.len() {
+            let outcome = batch.outcomes[index].take().unwrap_or_else(|| match index < batch.started {
                 true => ToolOutcome::failed("TOOL_OUTCOME_UNKNOWN", CANCELLED_CALL),
-                false => tokio::select! {
-                    biased;
-                    outcome = outcomes.next() => outcome.expect("one outcome per call"),
-                    () = self.cancel.cancelled() => ToolOutcome::failed("TOOL_OUTCOME_UNKNOWN", CANCELLED_CALL),
-                },
-            };
-            self.view.tool_ended(call, &outcome);
-            self.append_tool_result(turn, step, call, outcome, call_seq)?;
-            self.log.commit()?;
+                false => ToolOutcome::failed("TOOL_CANCELLED", UNSENT_CALL),
+            });
+            self.record_tool_result(turn, step, &calls[index], outcome, call_seqs[index])?;
         }
         Ok(())
+    }
+
+    /// Shows and records one call's outcome, durably.
+    fn record_tool_result(
+        &mut self,
+        turn: u64,
+        step: u64,
+        call: &ToolCall,
+        outcome: ToolOutcome,
+        call_seq: u64,
+    ) -> Result<(), AppendError> {
+        self.view.tool_ended(call, &outcome);
+        self.append_tool_result(turn, step, call, outcome, call_seq)?;
+        self.log.commit()
     }
 
     /// Records one `tool/result`, as DeepSeek Harness writes it: the message names its call in
@@ -487,6 +616,10 @@ impl Agent {
         outcome: ToolOutcome,
         call_seq: u64,
     ) -> Result<(), AppendError> {
+        if let Some(why) = self.keep_attachments(&outcome) {
+            let failed = ToolOutcome::failed("TOOL_RESULT_NOT_KEPT", &why);
+            return self.append_tool_result(turn, step, call, failed, call_seq);
+        }
         let block = json!({"type": "tool-result", "toolCallId": call.id, "content": outcome.content, "isError": outcome.is_error});
         let message = json!({
             "source": {"kind": "tool", "callId": call.id}, "content": [block], "role": "user", "id": self.services.new_id(),
@@ -505,6 +638,17 @@ impl Agent {
             }
             appended => appended.map(|_| ()),
         }
+    }
+
+    /// Keeps a result's attachments with the session before the result names them; why not, when
+    /// one cannot be kept (the result is then an error the model reads).
+    fn keep_attachments(&self, outcome: &ToolOutcome) -> Option<String> {
+        outcome.attachments.iter().find_map(|attachment| {
+            let kept = self.log.location().keep_attachment(&attachment.id, &attachment.bytes);
+            kept.err().map(|err| {
+                format!("its attachment {} ({}) could not be kept: {err}", attachment.id, attachment.mime_type)
+            })
+        })
     }
 
     /// Tells the `agent/request-success` listeners the request of `turn`/`step` was answered (a
@@ -571,6 +715,27 @@ impl Agent {
 /// fields, so the turn loop can hold the route while it lends the view out.)
 fn route_name<'a>(assembly: &'a Assembly, turn_route: &'a Option<String>) -> &'a str {
     turn_route.as_deref().unwrap_or(&assembly.agent.provider)
+}
+
+/// Gives every call of a step an id of its own before anything is recorded: a later call whose
+/// id an earlier one has (a provider that sends one id twice, or an id equal to the `call-N` a
+/// call without one is given) is renamed `<id>-2` (`-3`, …), with a warning. Each call and its
+/// result are then recorded under one id, and no result can answer the wrong call.
+fn unique_call_ids(calls: &mut [ToolCall]) {
+    let mut taken: Vec<String> = Vec::with_capacity(calls.len());
+    for call in calls.iter_mut() {
+        if taken.contains(&call.id) {
+            let renamed = (2..).map(|n| format!("{}-{n}", call.id)).find(|id| !taken.contains(id)).expect("unbounded");
+            tracing::warn!(
+                "the provider gave two tool calls of one step the id {}; the later one ({}) is recorded as {}",
+                json!(call.id),
+                call.name,
+                json!(renamed)
+            );
+            call.id = renamed;
+        }
+        taken.push(call.id.clone());
+    }
 }
 
 /// The host's estimate of a request's size in tokens: the UTF-8 bytes of its text, tool calls

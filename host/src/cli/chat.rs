@@ -7,10 +7,9 @@
 //! line says what changed — `profile web: relay-retry now handles request errors; llm-retry
 //! disabled`. The session's checkers stay the ones it opened with.
 
-use super::exit::{Exit, Outcome, EXIT_INTERRUPTED, EXIT_TERMINATED};
+use super::exit::{Exit, Outcome};
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
@@ -18,7 +17,8 @@ use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
 use super::input;
-use super::turns::{neutralised, next_stop_signal, start, turn_summary, Ready, SessionTarget, TERMINATED};
+use super::shown::neutralised;
+use super::turns::{exit_code_now, start, terminated, turn_summary, Ready, SessionTarget, StopSignals};
 use super::{runtime, Globals, EXIT_FAILED};
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
@@ -90,7 +90,7 @@ impl Input {
                 match line.text(&format!("line {number} of the input")) {
                     Ok(text) => return Ok(Some(text)),
                     Err(why) => {
-                        eprintln!("dsh: {why}; skipped");
+                        say!("dsh: {why}; skipped");
                         *refused = true;
                     }
                 }
@@ -100,21 +100,19 @@ impl Input {
 }
 
 /// Ctrl-C cancels the running turn; between turns it ends the chat (a line editor reads it as a
-/// key, so this only happens when stdin is not a terminal). SIGTERM cancels the running turn and
-/// ends the chat after it, or ends it at once between turns.
+/// key, so this only happens when stdin is not a terminal). A termination signal (SIGTERM,
+/// SIGHUP, SIGQUIT) cancels the running turn and ends the chat after it, or ends it at once
+/// between turns.
 fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut interrupts = signal(SignalKind::interrupt())?;
-    let mut terminations = signal(SignalKind::terminate())?;
+    let mut signals = StopSignals::new()?;
     tokio::spawn(async move {
-        while next_stop_signal(&mut interrupts, &mut terminations).await.is_some() {
+        while signals.next().await.is_some() {
             match current.lock().expect("not poisoned").as_ref() {
                 Some(cancel) => {
                     cancel.cancel();
-                    eprintln!("\ndsh: cancelling the turn");
+                    say!("\ndsh: cancelling the turn");
                 }
-                None if TERMINATED.load(Ordering::SeqCst) => std::process::exit(i32::from(EXIT_TERMINATED)),
-                None => std::process::exit(i32::from(EXIT_INTERRUPTED)),
+                None => std::process::exit(i32::from(exit_code_now())),
             }
         }
     });
@@ -132,17 +130,17 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
         let running = Arc::new(Mutex::new(None));
         handle_chat_interrupts(Arc::clone(&running))?;
         agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
-        eprintln!("dsh: chat in session {} (profile {profile_name}); /exit or Ctrl-D ends it", agent.log.id());
+        say!("dsh: chat in session {} (profile {profile_name}); /exit or Ctrl-D ends it", agent.log.id());
         let mut code: Outcome = Ok(());
         while let Some(line) = tokio::task::block_in_place(|| input.next())? {
             let text = line.trim();
             match text {
                 "" => continue,
                 "/exit" | "/quit" => break,
-                "/help" => eprintln!("{HELP}"),
+                "/help" => say!("{HELP}"),
                 "/waterfall" => show_waterfall(&agent),
                 "/profile" => show_profile(&home, &profile_name, &patches),
-                command if command.starts_with('/') => eprintln!("dsh: unknown command {command}; /help lists them"),
+                command if command.starts_with('/') => say!("dsh: unknown command {command}; /help lists them"),
                 _ => {
                     current = swap_if_changed(globals, &home, &profile_name, &patches, &mut agent, current).await;
                     let cancel = Cancel::default();
@@ -154,20 +152,20 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                     *running.lock().expect("not poisoned") = None;
                     let end = match end {
                         Err(refused @ AppendError::TooLong { .. }) => {
-                            eprintln!("dsh: {refused}; the message was skipped");
+                            say!("dsh: {refused}; the message was skipped");
                             code = Err(Exit::reported(EXIT_FAILED));
                             continue;
                         }
                         end => end?,
                     };
                     if let Some(summary) = turn_summary(&end) {
-                        eprintln!("{summary}");
+                        say!("{summary}");
                     }
                     if matches!(end, TurnEnd::Error(_)) {
                         code = Err(Exit::reported(EXIT_FAILED));
                     }
-                    if TERMINATED.load(Ordering::SeqCst) {
-                        code = Err(Exit::reported(EXIT_TERMINATED));
+                    if terminated() {
+                        code = Err(Exit::reported(exit_code_now()));
                         break;
                     }
                     if agent.view.output_gone() {
@@ -178,8 +176,8 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
             }
         }
         agent.assembly.tools.close().await;
-        eprintln!("session {}", agent.log.id());
-        if input.refused_a_line() && !TERMINATED.load(Ordering::SeqCst) {
+        say!("session {}", agent.log.id());
+        if input.refused_a_line() && !terminated() {
             code = Err(Exit::reported(EXIT_FAILED));
         }
         code
@@ -206,7 +204,7 @@ async fn swap_if_changed(
     let (profile, composition) = match compose_now(home, profile_name, patches) {
         Ok(composed) => composed,
         Err(err) => {
-            eprintln!("dsh: profile {profile_name} no longer composes ({err:#}); keeping its previous rows");
+            say!("dsh: profile {profile_name} no longer composes ({err:#}); keeping its previous rows");
             return current;
         }
     };
@@ -215,21 +213,21 @@ async fn swap_if_changed(
         return current;
     }
     for warning in &composition.warnings {
-        eprintln!("dsh: {warning}");
+        say!("dsh: {warning}");
     }
     let counters = agent.assembly.counters.clone();
     match Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await {
         Ok(assembly) => {
             let change = assembly.change_since(&agent.assembly, &composition.rows);
-            eprintln!("profile {profile_name}: {change}");
+            say!("profile {profile_name}: {change}");
             agent.assembly = assembly;
             next
         }
         Err(problems) => {
             for problem in problems {
-                eprintln!("{problem}");
+                say!("{problem}");
             }
-            eprintln!("dsh: profile {profile_name} changed but cannot run; keeping its previous rows");
+            say!("dsh: profile {profile_name} changed but cannot run; keeping its previous rows");
             current
         }
     }
@@ -237,10 +235,10 @@ async fn swap_if_changed(
 
 fn show_waterfall(agent: &Agent) {
     for (index, listener) in agent.assembly.listeners.iter().enumerate() {
-        eprintln!("{:>3}  {:24} {}", index + 1, listener.row_id(), listener.package());
+        say!("{:>3}  {:24} {}", index + 1, listener.row_id(), listener.package());
     }
     if agent.assembly.listeners.is_empty() {
-        eprintln!("no request-error listeners: failures end the turn");
+        say!("no request-error listeners: failures end the turn");
     }
     let checkers: Vec<&str> = agent
         .assembly
@@ -250,21 +248,21 @@ fn show_waterfall(agent: &Agent) {
         .map(|row| row.row_id())
         .collect();
     if !checkers.is_empty() {
-        eprintln!("checkers: {}", checkers.join(", "));
+        say!("checkers: {}", checkers.join(", "));
     }
 }
 
 fn show_profile(home: &Home, profile_name: &str, patches: &[PathBuf]) {
     match Profile::open(home, profile_name) {
         Ok(profile) => {
-            eprintln!("profile {profile_name} ({})", home.display(&profile.dir));
-            eprintln!("  bundles: {}", profile.manifest.bundles.join(", "));
-            eprintln!("  your layer: {}", home.display(&profile.dir.join("cordis.patch.yml")));
-            eprintln!("  home layer: {}", home.display(&home.patch_path()));
+            say!("profile {profile_name} ({})", home.display(&profile.dir));
+            say!("  bundles: {}", profile.manifest.bundles.join(", "));
+            say!("  your layer: {}", home.display(&profile.dir.join("cordis.patch.yml")));
+            say!("  home layer: {}", home.display(&home.patch_path()));
             for patch in patches {
-                eprintln!("  --patch: {}", neutralised(&patch.display().to_string()));
+                say!("  --patch: {}", neutralised(&patch.display().to_string()));
             }
         }
-        Err(err) => eprintln!("dsh: {err:#}"),
+        Err(err) => say!("dsh: {err:#}"),
     }
 }

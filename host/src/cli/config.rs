@@ -147,7 +147,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
                 "profile": profile_name, "valid": false, "enabledRows": 0, "providers": [], "plugins": [],
                 "problems": [], "warnings": [], "skippedEntries": [], "error": format!("{err:#}"),
             });
-            out!("{}", dsh_abi::js::to_string_pretty(&document))?;
+            out_raw!("{}", dsh_abi::js::to_string_pretty(&document))?;
             return Err(Exit::reported(super::exit::exit_code_of(&err)));
         }
         Err(err) => return Err(err.into()),
@@ -173,9 +173,11 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();
     let mut warnings: Vec<String> = lint::no_effect(&composition, &routes).iter().map(ToString::to_string).collect();
     warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));
+    warnings.extend(lint::inline_credentials(&composition).iter().map(ToString::to_string));
+    warnings.extend(lint::bouncing_failover(&composition).iter().map(ToString::to_string));
     let plugins: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
     if json {
-        out!(
+        out_raw!(
             "{}",
             dsh_abi::js::to_string_pretty(&serde_json::json!({
                 "profile": profile.name,
@@ -191,7 +193,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
         return Exit::unless(problems.is_empty(), EXIT_CONFIG);
     }
     for warning in &warnings {
-        eprintln!("dsh: warning: {warning}");
+        say!("dsh: warning: {warning}");
     }
     if problems.is_empty() {
         out!(
@@ -204,9 +206,9 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
         return Ok(());
     }
     for problem in &problems {
-        eprintln!("{problem}");
+        say!("{problem}");
     }
-    eprintln!(
+    say!(
         "dsh: profile {}: {} problem{} found",
         profile.name,
         problems.len(),
@@ -226,7 +228,7 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
         Ok(assembly) => assembly,
         Err(problems) => {
             for problem in problems {
-                eprintln!("{problem}");
+                say!("{problem}");
             }
             return Err(Exit::reported(EXIT_CONFIG));
         }
@@ -243,7 +245,7 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
                 value
             })
             .collect();
-        out!(
+        out_raw!(
             "{}",
             dsh_abi::js::to_string_pretty(
                 &serde_json::json!({"profile": profile.name, "layer": layer, "routes": routes})
@@ -298,7 +300,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
     let problems: Vec<&Problem> = resolution.unresolved.iter().chain(&load_problems).collect();
     if !problems.is_empty() {
         for problem in problems {
-            eprintln!("{problem}");
+            say!("{problem}");
         }
         return Err(Exit::reported(EXIT_CONFIG));
     }
@@ -315,7 +317,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
                 })
             })
             .collect();
-        out!("{}", dsh_abi::js::to_string_pretty(&entries))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&entries))?;
         return Ok(());
     }
     let id_width = listeners.iter().map(|plugin| plugin.row.row_id.len()).max().unwrap_or(0);

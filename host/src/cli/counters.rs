@@ -57,7 +57,7 @@ pub fn run(home: &Home, profile: &str, patches: &[PathBuf], args: &CountersArgs)
     let failed = reports.iter().any(|report| report.error.is_some());
     if args.json {
         let stores: Vec<Value> = reports.iter().map(StoreReport::to_json).collect();
-        out!("{}", dsh_abi::js::to_string_pretty(&stores))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&stores))?;
     } else if reports.is_empty() {
         out!("profile {profile}: no enabled row keeps shared counters (retry-budget and route-failover do)")?;
     } else {
@@ -76,7 +76,7 @@ fn stores_of(home: &Home, profile_name: &str, patches: &[PathBuf]) -> Result<Vec
     let mut uses: Vec<StoreUse> = Vec::new();
     for plugin in loaded.plugins.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::COUNTERS)) {
         let spec = StoreSpec::parse(plugin.row.config.get(COUNTER_STORE_KEY)).map_err(|why| {
-            eprintln!("dsh: row \"{}\": config.{COUNTER_STORE_KEY}: {why}", plugin.row.row_id);
+            say!("dsh: row \"{}\": config.{COUNTER_STORE_KEY}: {why}", plugin.row.row_id);
             Exit::reported(EXIT_CONFIG)
         })?;
         match uses.iter_mut().find(|used| used.spec == spec) {
@@ -149,7 +149,7 @@ impl StoreReport {
     fn print(&self) -> Outcome {
         out!("{}, used by {}:", self.store, self.rows.join(", "))?;
         if let Some(why) = &self.error {
-            eprintln!("dsh: {}: {why}", self.store);
+            say!("dsh: {}: {why}", self.store);
             return Ok(());
         }
         if self.in_process {

@@ -28,11 +28,15 @@ pub const EXIT_BUSY: u8 = 6;
 pub const EXIT_STORE: u8 = 7;
 /// Stopped by Ctrl-C (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
+/// Stopped by SIGHUP, the terminal closed (128 + 1).
+pub const EXIT_HANGUP: u8 = 129;
+/// Stopped by SIGQUIT (128 + 3).
+pub const EXIT_QUIT: u8 = 131;
 /// Stopped by SIGTERM (128 + 15).
 pub const EXIT_TERMINATED: u8 = 143;
 
 /// Every exit code and what it means, for `dsh man` (EXIT STATUS).
-pub const EXIT_STATUSES: [(u8, &str); 10] = [
+pub const EXIT_STATUSES: [(u8, &str); 12] = [
     (0, "success"),
     (EXIT_FAILED, "the operation ran and failed: a turn ended in error, a library was refused"),
     (EXIT_USAGE, "usage error"),
@@ -45,7 +49,9 @@ pub const EXIT_STATUSES: [(u8, &str); 10] = [
         "the session store (PostgreSQL) cannot be reached, refused the credentials, holds a newer schema, or went away",
     ),
     (EXIT_INTERRUPTED, "interrupted by Ctrl-C (a second Ctrl-C during a turn)"),
-    (EXIT_TERMINATED, "stopped by SIGTERM"),
+    (EXIT_HANGUP, "stopped by SIGHUP (the terminal closed); the running turn is closed in the log first"),
+    (EXIT_QUIT, "stopped by SIGQUIT; the running turn is closed in the log first"),
+    (EXIT_TERMINATED, "stopped by SIGTERM; the running turn is closed in the log first"),
 ];
 
 /// What a command returns.
@@ -80,7 +86,7 @@ impl Exit {
         match self.error {
             Some(err) if stdout_closed(&err) => ExitCode::SUCCESS,
             Some(err) => {
-                eprintln!("dsh: {err:#}");
+                say!("dsh: {err:#}");
                 ExitCode::from(self.code)
             }
             None => ExitCode::from(self.code),

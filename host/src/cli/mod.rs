@@ -3,12 +3,29 @@
 //! Exit codes, one per meaning, are listed in [`exit::EXIT_STATUSES`] (and `dsh man`'s EXIT
 //! STATUS). A closed stdout ends a command quietly.
 
-/// `println!` that hands back the write's result instead of panicking: a closed stdout
-/// (`dsh … | head -1`) becomes an error the command passes up, and `dsh` ends quietly.
+/// `println!` for text a person reads, through [`shown::shown`] (secrets out, control characters
+/// visible), handing back the write's result instead of panicking: a closed stdout (`dsh … |
+/// head -1`) becomes an error the command passes up, and `dsh` ends quietly.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), "{}", $crate::cli::shown::shown(&format!($($arg)*)))
+    }};
+}
+
+/// `println!` of exact output — a JSON document, a log line — handing back the write's result.
+macro_rules! out_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
         writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `eprintln!` through [`shown::shown`]: what dsh says on stderr never holds a secret or an
+/// escape sequence, whatever a server or log put into it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        eprintln!("{}", $crate::cli::shown::shown(&format!($($arg)*)))
     }};
 }
 
@@ -34,6 +51,7 @@ mod plugin;
 mod replay;
 mod run;
 mod session;
+pub(crate) mod shown;
 mod tools;
 mod turns;
 
@@ -141,7 +159,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     let command = Cli::command();
     let is_command = |word: &str| command.find_subcommand(word).is_some();
     if let Some(hint) = habits::hint(error.kind(), &words, is_command) {
-        eprintln!("hint: {hint}");
+        say!("hint: {hint}");
     }
     ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE))
 }
@@ -156,7 +174,7 @@ pub(crate) fn compose(
     let profile = crate::profile::Profile::open(home, profile_name)?;
     let composition = profile.compose(home, patches, scope)?;
     for warning in &composition.warnings {
-        eprintln!("dsh: {warning}");
+        say!("dsh: {warning}");
     }
     Ok((profile, composition))
 }
@@ -204,7 +222,8 @@ fn init_logging(verbose: u8) {
 }
 
 /// Every line dsh logs in the one style its own messages have: `dsh: warning: …`,
-/// `dsh: error: …`, and with `-v` `dsh: info: …` and `dsh: debug: …`.
+/// `dsh: error: …`, and with `-v` `dsh: info: …` and `dsh: debug: …`, through
+/// [`shown::shown`] (a plugin's or a server's words never carry a secret or an escape).
 struct OneStyle;
 
 impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for OneStyle
@@ -220,9 +239,13 @@ where
     ) -> std::fmt::Result {
         let level = event.metadata().level().as_str().to_ascii_lowercase();
         let level = if level == "warn" { "warning".to_owned() } else { level };
-        write!(writer, "dsh: {level}: ")?;
-        tracing_subscriber::fmt::FormatFields::format_fields(fields, writer.by_ref(), event)?;
-        writeln!(writer)
+        let mut message = String::new();
+        tracing_subscriber::fmt::FormatFields::format_fields(
+            fields,
+            tracing_subscriber::fmt::format::Writer::new(&mut message),
+            event,
+        )?;
+        writeln!(writer, "dsh: {level}: {}", shown::shown(&message))
     }
 }
 

@@ -114,7 +114,7 @@ fn dsh_executable() -> anyhow::Result<PathBuf> {
 
 /// Takes the profile's writer lock, waiting for another process that is changing it.
 fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<crate::lock::WriterLock> {
-    Ok(Profile::lock(home, name, |busy| eprintln!("dsh: waiting: {busy}"))?)
+    Ok(Profile::lock(home, name, |busy| say!("dsh: waiting: {busy}"))?)
 }
 
 /// What the profile's long-running hosts do with a change: `dsh chat` picks it up at its next turn.
@@ -156,10 +156,10 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> O
         return Err(err.into());
     }
     if !created.is_empty() {
-        eprintln!("dsh: created profile {} at {}", profile.name, profile.dir.display());
+        say!("dsh: created profile {} at {}", profile.name, profile.dir.display());
     }
     if json {
-        out!("{}", dsh_abi::js::to_string_pretty(&json!({"profile": profile.name, "packages": reports})))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&json!({"profile": profile.name, "packages": reports})))?;
     } else if changed {
         out!("{}", applies_when(&profile.name))?;
     }
@@ -294,7 +294,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> Outcome {
     let profile = Profile::open(&home, profile_name)?;
     let dsh = dsh_executable()?;
     let listed = listing::profile_packages(&home, &profile, |err| {
-        eprintln!("dsh: warning: the rows of profile {} are not shown: {err:#}", profile.name)
+        say!("dsh: warning: the rows of profile {} are not shown: {err:#}", profile.name)
     });
     let entries: Vec<serde_json::Value> = listed
         .iter()
@@ -312,7 +312,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> Outcome {
         })
         .collect();
     if json {
-        out!("{}", dsh_abi::js::to_string_pretty(&entries))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&entries))?;
         return Ok(());
     }
     out!(
@@ -352,7 +352,7 @@ fn inspect_command(path: PathBuf, json: bool) -> Outcome {
     match inspect::inspect_in_child(&dsh_executable()?, &path) {
         Ok(manifest) => {
             if json {
-                out!("{}", dsh_abi::js::to_string_pretty(&manifest))?;
+                out_raw!("{}", dsh_abi::js::to_string_pretty(&manifest))?;
             } else {
                 out_text!("{}", render_manifest(&manifest))?;
             }
@@ -362,7 +362,7 @@ fn inspect_command(path: PathBuf, json: bool) -> Outcome {
             let code = if matches!(err, InspectError::Missing(_)) { EXIT_NOT_FOUND } else { EXIT_FAILED };
             if json {
                 out!("{}", json!({"path": path.display().to_string(), "error": err.to_string()}))?;
-                eprintln!("dsh: {err}");
+                say!("dsh: {err}");
                 return Err(Exit::reported(code));
             }
             match err {

@@ -130,12 +130,12 @@ fn result_text(result: &TurnResult) -> String {
 fn warn_if_unsound(log: &LogRef) {
     let Ok(report) = crate::session::verify::verify_log(log, |_| Vec::new()) else { return };
     if let Some(first) = report.violations.first() {
-        eprintln!(
+        say!(
             "dsh: {} fails dsh session verify ({} violation{}, the first: {}); replaying what it holds",
             log.name(),
             report.violations.len(),
             if report.violations.len() == 1 { "" } else { "s" },
-            super::turns::neutralised(&first.message)
+            super::shown::neutralised(&first.message)
         );
     }
 }
@@ -197,7 +197,7 @@ impl Comparison<'_> {
         let session = match log.reader().and_then(replay::read_session) {
             Ok(session) => session,
             Err(err) => {
-                eprintln!("dsh: {}: cannot be replayed ({err:#}); going on with the others", log.name());
+                say!("dsh: {}: cannot be replayed ({err:#}); going on with the others", log.name());
                 self.unreadable += 1;
                 return Ok(());
             }
@@ -345,9 +345,9 @@ async fn candidate(home: &Home, globals: &Globals, profile: &str, patches: &[Pat
         }
         Err(problems) => {
             for problem in problems {
-                eprintln!("{problem}");
+                say!("{problem}");
             }
-            eprintln!("dsh: candidate profile {} cannot run", profile.name);
+            say!("dsh: candidate profile {} cannot run", profile.name);
             Err(Exit::reported(EXIT_CONFIG))
         }
     }

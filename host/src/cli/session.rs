@@ -9,7 +9,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::turns::{finish, handle_interrupts, neutralised, print_repair, resolve_for, start};
+use super::shown::neutralised;
+use super::turns::{finish, handle_interrupts, print_repair, resolve_for, start};
 use super::{runtime, Globals, EXIT_DAMAGED};
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
@@ -142,9 +143,9 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
         handle_interrupts(agent.cancel.clone())?;
         let mut report = |event: ResumeEvent<'_>| match event {
             ResumeEvent::AlreadyInLog { id } => {
-                eprintln!("dsh: the continuation {id} is already in the log; not enqueued again")
+                say!("dsh: the continuation {id} is already in the log; not enqueued again")
             }
-            ResumeEvent::Continuing { plugin, summary } => eprintln!("dsh: {summary} ({plugin})"),
+            ResumeEvent::Continuing { plugin, summary } => say!("dsh: {summary} ({plugin})"),
             ResumeEvent::Ended(_) => {}
         };
         let resumed = agent_session::resume(&mut agent, &mut report).await?;
@@ -179,7 +180,7 @@ fn damage_json(damage: &Damage) -> serde_json::Value {
 
 fn list(globals: &Globals, json: bool) -> Outcome {
     let store = SessionStore::for_home(globals.home()?.root())?;
-    let summaries = summary::newest_first(&store, |log, err| eprintln!("dsh: {}: {err:#}", log.name()))?;
+    let summaries = summary::newest_first(&store, |log, err| say!("dsh: {}: {err:#}", log.name()))?;
     if json {
         let value: Vec<_> = summaries
             .iter()
@@ -196,7 +197,7 @@ fn list(globals: &Globals, json: bool) -> Outcome {
                 })
             })
             .collect();
-        out!("{}", dsh_abi::js::to_string_pretty(&value))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&value))?;
         return Ok(());
     }
     for summary in &summaries {
@@ -291,10 +292,8 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
             if json {
                 out!("{}", json!({"path": path, "refused": err.to_string()}))?;
             }
-            eprintln!("dsh: {err}");
-            eprintln!(
-                "dsh: repair only cuts a torn last line and closes an interrupted turn; it will not touch this log"
-            );
+            say!("dsh: {err}");
+            say!("dsh: repair only cuts a torn last line and closes an interrupted turn; it will not touch this log");
             Err(Exit::reported(EXIT_DAMAGED))
         }
         Err(err) => Err(err.into()),
@@ -325,11 +324,11 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
     let report = verify::verify_log(&LogRef::File(source.clone()), |header| open_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
         if json {
-            out!("{}", dsh_abi::js::to_string_pretty(&report_json(&report)))?;
+            out_raw!("{}", dsh_abi::js::to_string_pretty(&report_json(&report)))?;
             return Err(Exit::reported(EXIT_DAMAGED));
         }
         print_violations(&report)?;
-        eprintln!(
+        say!(
             "dsh: not imported: {} breaks {} rule{} (see above)",
             source.display(),
             report.violations.len(),
@@ -354,7 +353,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
         return Ok(());
     }
     if let Some(torn) = &imported.torn {
-        eprintln!("dsh: left out the torn last line at {torn} (a crash artefact); {} is unchanged", source.display());
+        say!("dsh: left out the torn last line at {torn} (a crash artefact); {} is unchanged", source.display());
     }
     out!("imported {} as session {} ({} events) into {into}", source.display(), imported.session_id, imported.events)?;
     out!("continue it with: dsh run --session {} \"…\"", imported.session_id)?;
@@ -383,7 +382,7 @@ fn export(globals: &Globals, name: &str, path: Option<&Path>) -> Outcome {
         _ => anyhow::Error::new(err.error).context(format!("cannot write {}", path.display())),
     })?;
     crate::fsutil::sync_dir(folder)?;
-    eprintln!("dsh: exported session {} ({bytes} bytes) to {}", log.name(), path.display());
+    say!("dsh: exported session {} ({bytes} bytes) to {}", log.name(), path.display());
     Ok(())
 }
 
@@ -410,17 +409,17 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
             Ok(report) => reports.push(report),
             Err(err) => {
                 unreadable = true;
-                eprintln!("{}: {err}", log.name());
+                say!("{}: {err}", log.name());
             }
         }
     }
     if json {
         let value: Vec<_> = reports.iter().map(report_json).collect();
-        out!("{}", dsh_abi::js::to_string_pretty(&value))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&value))?;
     } else {
         for report in &reports {
             for note in &report.notes {
-                eprintln!("{}: note: {note}", report.path);
+                say!("{}: note: {note}", report.path);
             }
             print_violations(report)?;
         }
@@ -428,7 +427,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     let violations: usize = reports.iter().map(|report| report.violations.len()).sum();
     let events: u64 = reports.iter().map(|report| report.events).sum();
     if !json {
-        eprintln!(
+        say!(
             "dsh: verified {} log{} ({events} events): {violations} violation{}",
             reports.len(),
             if reports.len() == 1 { "" } else { "s" },

@@ -22,7 +22,7 @@ pub fn run(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> 
         .map(ToString::to_string)
         .collect();
     if !problems.is_empty() {
-        problems.iter().for_each(|problem| eprintln!("{problem}"));
+        problems.iter().for_each(|problem| say!("{problem}"));
         return Err(Exit::reported(EXIT_CONFIG));
     }
     if json {
@@ -34,7 +34,7 @@ pub fn run(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> 
                        "description": tool.description, "inputSchema": tool.input_schema})
             })
             .collect();
-        out!("{}", dsh_abi::js::to_string_pretty(&listed))?;
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&listed))?;
         return Ok(());
     }
     if tools.offered().is_empty() {

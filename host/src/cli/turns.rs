@@ -1,7 +1,7 @@
 //! What `dsh run` and `dsh session resume` share on the terminal: the runtime, starting an agent
 //! over a composed profile, the live retry line, Ctrl-C, and how a turn's end is reported.
 
-use super::exit::{Exit, Outcome, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED};
+use super::exit::{Exit, Outcome, EXIT_FAILED, EXIT_INTERRUPTED};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::compose;
+use super::shown::neutralised;
 use super::{Globals, EXIT_CONFIG};
 use crate::agent::session::{self, Opening, StartError};
 use crate::agent::turn::{Agent, TurnEnd};
@@ -81,23 +82,6 @@ impl TerminalView {
             self.text_open = false;
         }
     }
-}
-
-/// Provider text as a terminal may show it: control characters (escape sequences, carriage
-/// returns, bells) become visible symbols instead of acting on the terminal.
-pub(crate) fn neutralised(text: &str) -> std::borrow::Cow<'_, str> {
-    let acts = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if !text.chars().any(acts) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    text.chars()
-        .map(|c| match c {
-            c if !acts(c) => c,
-            '\u{7f}' => '\u{2421}',
-            c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{FFFD}'),
-            _ => '\u{FFFD}',
-        })
-        .collect()
 }
 
 /// The time left, as `session show` prints delays ([`crate::session::timeline::seconds`]).
@@ -182,7 +166,7 @@ impl TurnView for TerminalView {
             bar.set_message(retry_line(notice, notice.delay));
             self.bar = Some(bar);
         } else {
-            eprintln!("{} ({}: {})", retry_line(notice, notice.delay), notice.code, neutralised(&notice.message));
+            say!("{} ({}: {})", retry_line(notice, notice.delay), notice.code, neutralised(&notice.message));
         }
     }
 
@@ -210,7 +194,7 @@ impl TurnView for TerminalView {
             self.text_open = false;
         }
         if completed && self.live && !retried.is_empty() {
-            eprintln!("{}", recovered_line(&retried));
+            say!("{}", recovered_line(&retried));
         }
     }
 
@@ -220,13 +204,13 @@ impl TurnView for TerminalView {
 
     fn retry_refused(&mut self, row: &str, reason: &str) {
         self.end_text_line();
-        eprintln!("dsh: retry refused by row \"{row}\": {}", neutralised(reason));
+        say!("dsh: retry refused by row \"{row}\": {}", neutralised(reason));
     }
 
     fn route_switched(&mut self, from: &str, to: &str, code: &str) {
         self.end_text_line();
         self.retried.push(code.to_owned());
-        eprintln!("{}", switch_line(from, to, code));
+        say!("{}", switch_line(from, to, code));
     }
 
     fn tool_started(&mut self, _call: &ToolCall) {
@@ -235,7 +219,7 @@ impl TurnView for TerminalView {
     }
 
     fn tool_ended(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
-        eprintln!("{}", tool_line(call, outcome));
+        say!("{}", tool_line(call, outcome));
     }
 }
 
@@ -257,48 +241,71 @@ fn tool_line(call: &ToolCall, outcome: &ToolOutcome) -> String {
     }
 }
 
-/// Set once SIGTERM arrived: the running turn ends as with Ctrl-C (closed in the log), and dsh
-/// exits with [`EXIT_TERMINATED`].
-pub(crate) static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The termination signal (SIGTERM, SIGHUP — the terminal closed — or SIGQUIT) that arrived, 0
+/// while none did: the running turn ends as with Ctrl-C (closed in the log), and dsh exits with
+/// 128 + its number.
+static TERMINATED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Whether a termination signal arrived (a chat then ends after its running turn).
+pub(crate) fn terminated() -> bool {
+    TERMINATED_BY.load(std::sync::atomic::Ordering::SeqCst) != 0
+}
 
 /// The exit code for a process stopped by a signal now, without finishing its turn.
-fn exit_code_now() -> i32 {
-    if TERMINATED.load(std::sync::atomic::Ordering::SeqCst) {
-        i32::from(EXIT_TERMINATED)
-    } else {
-        i32::from(EXIT_INTERRUPTED)
+pub(crate) fn exit_code_now() -> u8 {
+    match TERMINATED_BY.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => EXIT_INTERRUPTED,
+        signal => 128 + signal as u8,
     }
 }
 
-/// Waits for the next Ctrl-C or SIGTERM (noting a SIGTERM); `None` when neither can come.
-pub(crate) async fn next_stop_signal(
-    interrupts: &mut tokio::signal::unix::Signal,
-    terminations: &mut tokio::signal::unix::Signal,
-) -> Option<()> {
-    tokio::select! {
-        got = interrupts.recv() => got,
-        got = terminations.recv() => {
-            TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
-            got
-        }
+/// The signals that stop a turn: Ctrl-C, and the termination signals.
+pub(crate) struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminations: [(tokio::signal::unix::Signal, i32); 3],
+}
+
+impl StopSignals {
+    /// Registers the handlers: a signal that comes right after this returns is never lost.
+    pub(crate) fn new() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminations: [
+                (signal(SignalKind::terminate())?, libc::SIGTERM),
+                (signal(SignalKind::hangup())?, libc::SIGHUP),
+                (signal(SignalKind::quit())?, libc::SIGQUIT),
+            ],
+        })
+    }
+
+    /// Waits for the next stop signal (noting a termination signal); `None` when none can come.
+    pub(crate) async fn next(&mut self) -> Option<()> {
+        let [(term, _), (hup, _), (quit, _)] = &mut self.terminations;
+        let signal = tokio::select! {
+            got = self.interrupt.recv() => return got,
+            got = term.recv() => got.map(|()| libc::SIGTERM),
+            got = hup.recv() => got.map(|()| libc::SIGHUP),
+            got = quit.recv() => got.map(|()| libc::SIGQUIT),
+        }?;
+        TERMINATED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
+        Some(())
     }
 }
 
-/// Ctrl-C or SIGTERM once cancels the turn (it is closed in the log); a second one exits at once
-/// (130, or 143 after a SIGTERM). The handlers are registered before this returns, so a signal
-/// that comes right after is never lost.
+/// Ctrl-C or a termination signal once cancels the turn (it is closed in the log); a second one
+/// exits at once (130, or 128 + the termination signal's number). The handlers are registered
+/// before this returns, so a signal that comes right after is never lost.
 pub(crate) fn handle_interrupts(cancel: Cancel) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut interrupts = signal(SignalKind::interrupt())?;
-    let mut terminations = signal(SignalKind::terminate())?;
+    let mut signals = StopSignals::new()?;
     tokio::spawn(async move {
-        if next_stop_signal(&mut interrupts, &mut terminations).await.is_none() {
+        if signals.next().await.is_none() {
             return;
         }
         cancel.cancel();
-        eprintln!("\ndsh: cancelling the turn (Ctrl-C again exits at once)");
-        if next_stop_signal(&mut interrupts, &mut terminations).await.is_some() {
-            std::process::exit(exit_code_now());
+        say!("\ndsh: cancelling the turn (Ctrl-C again exits at once)");
+        if signals.next().await.is_some() {
+            std::process::exit(i32::from(exit_code_now()));
         }
     });
     Ok(())
@@ -306,7 +313,7 @@ pub(crate) fn handle_interrupts(cancel: Cancel) -> anyhow::Result<()> {
 
 pub(crate) fn print_repair(repair: &Repair) {
     if let Some((at, len, backup)) = &repair.torn {
-        eprintln!(
+        say!(
             "dsh: repaired a torn last line (line {}, byte {}, {len} bytes); kept in {}",
             at.line,
             at.offset,
@@ -314,10 +321,10 @@ pub(crate) fn print_repair(repair: &Repair) {
         );
     }
     if !repair.closers.is_empty() {
-        eprintln!("dsh: closed the interrupted turn ({})", repair.closers.join(", "));
+        say!("dsh: closed the interrupted turn ({})", repair.closers.join(", "));
     }
     for warning in &repair.warnings {
-        eprintln!("dsh: warning: the log already breaks a rule: {warning}");
+        say!("dsh: warning: the log already breaks a rule: {warning}");
     }
 }
 
@@ -370,7 +377,7 @@ pub(crate) fn resolve_for(
         Some(log) => {
             let (patches, notes) = log.patches_for(&meta, explicit_patches);
             for note in notes {
-                eprintln!("dsh: {note}");
+                say!("dsh: {note}");
             }
             patches
         }
@@ -383,9 +390,7 @@ pub(crate) fn resolve_for(
 fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
     match (explicit, remembered) {
         (Some(explicit), Some(remembered)) if explicit != remembered => {
-            eprintln!(
-                "dsh: the session was created with profile {remembered}; running it with profile {explicit} as asked"
-            );
+            say!("dsh: the session was created with profile {remembered}; running it with profile {explicit} as asked");
             explicit.to_owned()
         }
         (Some(explicit), _) => explicit.to_owned(),
@@ -421,7 +426,7 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         Ok(started) => started,
         Err(StartError::Config(problems)) => {
             for problem in problems {
-                eprintln!("{problem}");
+                say!("{problem}");
             }
             return Err(Exit::reported(EXIT_CONFIG));
         }
@@ -429,7 +434,7 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         Err(err) => return Err(err.into()),
     };
     if new_home {
-        eprintln!(
+        say!(
             "dsh: created the dsh home {} (sessions, profiles); {} or --home puts it elsewhere",
             home.root().display(),
             crate::profile::HOME_ENV
@@ -439,7 +444,7 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         print_repair(repair);
     }
     for note in &started.notes {
-        eprintln!("dsh: {note}");
+        say!("dsh: {note}");
     }
     let mut agent = started.agent;
     if json {
@@ -455,13 +460,13 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
 /// Prints how the turn ended and returns the exit code.
 pub(crate) fn finish(agent: &Agent, end: &TurnEnd) -> Outcome {
     if let Some(summary) = turn_summary(end) {
-        eprintln!("{summary}");
+        say!("{summary}");
     }
-    eprintln!("session {}", agent.log.id());
+    say!("session {}", agent.log.id());
     match end {
         TurnEnd::Completed | TurnEnd::MaxTokens => Ok(()),
         TurnEnd::Error(_) => Err(Exit::reported(EXIT_FAILED)),
-        TurnEnd::Aborted => Err(Exit::reported(exit_code_now() as u8)),
+        TurnEnd::Aborted => Err(Exit::reported(exit_code_now())),
     }
 }
 
@@ -501,12 +506,5 @@ mod tests {
             let live = remaining_text(Duration::from_secs_f64(delay_ms / 1000.0));
             assert_eq!(live, crate::session::timeline::seconds(delay_ms), "{delay_ms} ms");
         }
-    }
-
-    #[test]
-    fn control_sequences_are_shown_not_obeyed() {
-        assert_eq!(neutralised("plain\ttext\n"), "plain\ttext\n");
-        assert_eq!(neutralised("\u{1b}[2Jgone\rback\u{7}"), "\u{241b}[2Jgone\u{240d}back\u{2407}");
-        assert_eq!(neutralised("c1 \u{9b}"), "c1 \u{FFFD}");
     }
 }

@@ -33,13 +33,26 @@ impl MachineStore {
     }
 }
 
+/// The most the machine store's file may hold (a counter takes a few dozen bytes).
+pub const MAX_COUNTERS_FILE_BYTES: usize = 16 * 1024 * 1024;
+
 impl MachineStore {
     /// Runs `change` on the counters under the file's lock and writes them back when it says so.
     fn locked<T>(&self, change: impl FnOnce(&mut Map<String, Value>) -> (T, bool)) -> Result<T, String> {
         let mut file = self.file()?;
         file.lock().map_err(|err| format!("cannot lock {}: {err}", self.path.display()))?;
         let mut text = String::new();
-        file.read_to_string(&mut text).map_err(|err| format!("cannot read {}: {err}", self.path.display()))?;
+        (&mut file)
+            .take(MAX_COUNTERS_FILE_BYTES as u64 + 1)
+            .read_to_string(&mut text)
+            .map_err(|err| format!("cannot read {}: {err}", self.path.display()))?;
+        if text.len() > MAX_COUNTERS_FILE_BYTES {
+            let limit = crate::fsutil::size_text(MAX_COUNTERS_FILE_BYTES);
+            return Err(format!(
+                "{} is longer than the {limit} a counters file may hold; fix or delete it",
+                self.path.display()
+            ));
+        }
         let mut counters: Map<String, Value> = match text.trim() {
             "" => Map::new(),
             text => serde_json::from_str(text).map_err(|err| {
@@ -48,7 +61,7 @@ impl MachineStore {
         };
         let (answer, changed) = change(&mut counters);
         if changed {
-            let written = serde_json::to_string(&counters).expect("a JSON object");
+            let written = dsh_abi::js::to_string(&counters);
             file.seek(SeekFrom::Start(0))
                 .and_then(|_| file.set_len(0))
                 .and_then(|()| file.write_all(written.as_bytes()))
@@ -58,10 +71,24 @@ impl MachineStore {
     }
 }
 
+impl MachineStore {
+    /// Says that the entry `key` holds something this dsh did not write there.
+    fn malformed(&self, key: &str, value: &Value, instead: &str) {
+        let shown: String = dsh_abi::js::to_string(value).chars().take(80).collect();
+        tracing::warn!("{}: {key:?} holds {shown}, which is not what dsh keeps there; {instead}", self.path.display());
+    }
+}
+
 impl CounterStore for MachineStore {
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
         self.locked(|counters| {
-            let value = counters.get(key).and_then(Value::as_f64).unwrap_or(initial);
+            let value = match counters.get(key) {
+                None => initial,
+                Some(value) => value.as_f64().filter(|value| value.is_finite()).unwrap_or_else(|| {
+                    self.malformed(key, value, &format!("starting it again from {}", dsh_abi::js::number(initial)));
+                    initial
+                }),
+            };
             let value = clamped(value, delta, floor, ceiling);
             counters.insert(key.to_owned(), Value::from(value));
             (value, true)
@@ -76,8 +103,13 @@ impl CounterStore for MachineStore {
         now_ms: f64,
     ) -> Result<BreakerAnswer, String> {
         self.locked(|entries| {
-            let mut state: BreakerState =
-                entries.get(key).and_then(|value| serde_json::from_value(value.clone()).ok()).unwrap_or_default();
+            let mut state: BreakerState = match entries.get(key) {
+                None => BreakerState::default(),
+                Some(value) => serde_json::from_value(value.clone()).unwrap_or_else(|_| {
+                    self.malformed(key, value, "taking the circuit as closed");
+                    BreakerState::default()
+                }),
+            };
             let answer = breaker::apply(&mut state, event, policy, now_ms);
             // A closed circuit with no failures is no entry at all: the file keeps only news.
             let state = (state != BreakerState::default()).then(|| serde_json::to_value(&state).expect("JSON"));
@@ -138,6 +170,19 @@ fn remove_where(entries: &mut Map<String, Value>, keys: &[String], is_kind: fn(&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counter_of_the_wrong_type_starts_again_from_its_initial_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MachineStore::open(dir.path()).unwrap();
+        std::fs::write(&store.path, r#"{"budget": "ten", "other": 3}"#).unwrap();
+        assert_eq!(store.add("budget", -1.0, 10.0, 0.0, 10.0).unwrap(), 9.0);
+        assert_eq!(
+            std::fs::read_to_string(&store.path).unwrap(),
+            r#"{"budget":9,"other":3}"#,
+            "integers as JSON.stringify writes them"
+        );
+    }
 
     #[test]
     fn two_machine_stores_of_one_home_share_their_counters() {

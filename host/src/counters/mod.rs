@@ -54,6 +54,9 @@ pub trait CounterStore: Send + Sync {
     fn may_wait(&self) -> bool {
         true
     }
+    /// A turn starts: a store that failed during the last one is tried again (until it fails
+    /// again, a store that failed answers at once, so it costs one deadline per turn).
+    fn begin_turn(&self) {}
 }
 
 fn clamped(value: f64, delta: f64, floor: f64, ceiling: f64) -> f64 {
@@ -111,6 +114,13 @@ impl Counters {
 
     pub fn scratch() -> Counters {
         Counters::Scratch(Arc::default())
+    }
+
+    /// Tells every store opened so far that a turn starts ([`CounterStore::begin_turn`]).
+    pub fn begin_turn(&self) {
+        if let Counters::Configured(registry) = self {
+            registry.shared.lock().expect("not poisoned").values().for_each(|store| store.begin_turn());
+        }
     }
 
     /// The store for `spec`: shared by every row of the registry that names it. `Err` holds the

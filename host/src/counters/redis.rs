@@ -83,21 +83,17 @@ return {after, admitted, probe, string.format('%.17g', open_until)}
 /// The prefix of every circuit breaker's Redis key.
 const BREAKER_PREFIX: &str = "dsh:breaker:";
 
+/// The variable a Redis store's password is read from when its URL has none, so no layer needs
+/// to hold it.
+pub const PASSWORD_ENV: &str = "DSH_REDIS_PASSWORD";
+
 pub struct RedisStore {
     /// The URL with its credentials redacted, for messages.
     shown: String,
     info: ConnectionInfo,
     connection: Mutex<Option<TcpStream>>,
-}
-
-/// `url` with any user name and password replaced by `[redacted]`.
-pub fn redacted_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://[redacted]{}", &rest[at..]),
-        None => url.to_owned(),
-    }
+    /// Why the store failed during this turn: it is not tried again until the next.
+    failed: Mutex<Option<String>>,
 }
 
 /// Reads from a socket until a deadline, at most `left` bytes in all.
@@ -143,12 +139,19 @@ fn exchange(stream: &TcpStream, command: &redis::Cmd) -> Result<redis::Value, St
 impl RedisStore {
     /// A store at `url` (`redis://[USER:PASSWORD@]HOST:PORT[/DB]`); it connects at its first update.
     pub fn new(url: &str) -> Result<RedisStore, String> {
-        let shown = redacted_url(url);
-        let info = url.into_connection_info().map_err(|err| format!("{shown} is not a Redis URL: {err}"))?;
+        crate::redact::learn_url(url);
+        let shown = crate::redact::url(url);
+        let mut info = url.into_connection_info().map_err(|err| format!("{shown} is not a Redis URL: {err}"))?;
+        if info.redis.password.is_none() {
+            info.redis.password = std::env::var(PASSWORD_ENV).ok().filter(|password| !password.is_empty());
+        }
+        if let Some(password) = &info.redis.password {
+            crate::redact::learn(password);
+        }
         if !matches!(info.addr, ConnectionAddr::Tcp(..)) {
             return Err(format!("{shown}: only redis://HOST:PORT stores are supported (no TLS, no sockets)"));
         }
-        Ok(RedisStore { shown, info, connection: Mutex::new(None) })
+        Ok(RedisStore { shown, info, connection: Mutex::new(None), failed: Mutex::new(None) })
     }
 
     fn connect(&self) -> Result<TcpStream, String> {
@@ -190,16 +193,27 @@ const KEY_PREFIX: &str = "dsh:counter:";
 const SCAN_BATCH: usize = 256;
 
 impl RedisStore {
-    /// Sends one command on the store's connection (connecting first when needed).
+    /// Sends one command on the store's connection (connecting first when needed). Once a
+    /// command failed, every other fails at once until the next turn begins.
     fn request(&self, command: &redis::Cmd) -> Result<redis::Value, String> {
-        let mut slot = self.connection.lock().map_err(|_| "the Redis store is poisoned".to_owned())?;
-        let stream = match slot.take() {
-            Some(stream) => stream,
-            None => self.connect()?,
-        };
-        let value = exchange(&stream, command).map_err(|why| format!("{}: {why}", self.shown))?;
-        *slot = Some(stream);
-        Ok(value)
+        let poisoned = || "the Redis store is poisoned".to_owned();
+        if let Some(why) = self.failed.lock().map_err(|_| poisoned())?.as_ref() {
+            return Err(format!("{why} (not tried again until the next turn)"));
+        }
+        let mut slot = self.connection.lock().map_err(|_| poisoned())?;
+        let outcome = match slot.take() {
+            Some(stream) => Ok(stream),
+            None => self.connect(),
+        }
+        .and_then(|stream| {
+            let value = exchange(&stream, command).map_err(|why| format!("{}: {why}", self.shown))?;
+            *slot = Some(stream);
+            Ok(value)
+        });
+        if let Err(why) = &outcome {
+            *self.failed.lock().map_err(|_| poisoned())? = Some(why.clone());
+        }
+        outcome
     }
 
     fn number(&self, value: &redis::Value) -> Result<f64, String> {
@@ -345,6 +359,12 @@ impl CounterStore for RedisStore {
         self.delete(KEY_PREFIX, keys)
     }
 
+    fn begin_turn(&self) {
+        if let Ok(mut failed) = self.failed.lock() {
+            *failed = None;
+        }
+    }
+
     fn describe(&self) -> String {
         self.shown.clone()
     }
@@ -380,6 +400,27 @@ mod tests {
     }
 
     #[test]
+    fn a_store_that_failed_is_not_tried_again_until_the_next_turn() {
+        let url = server(|stream| {
+            std::thread::sleep(Duration::from_secs(30));
+            drop(stream);
+        });
+        let store = RedisStore::new(&url).unwrap();
+        let first = store.add("k", 1.0, 0.0, 0.0, 10.0).unwrap_err();
+        assert!(first.contains("no answer within 1000 ms") && !first.contains("not tried again"), "{first}");
+        let second = store.breaker(
+            "b",
+            BreakerEvent::Admit,
+            &BreakerPolicy { failures: 1, window_ms: 1.0, cooldown_ms: 1.0 },
+            0.0,
+        );
+        assert_eq!(second.unwrap_err(), format!("{first} (not tried again until the next turn)"));
+        store.begin_turn();
+        let third = store.add("k", 1.0, 0.0, 0.0, 10.0).unwrap_err();
+        assert_eq!(third, first, "a new turn tries the store again");
+    }
+
+    #[test]
     fn an_endless_reply_is_cut_at_the_reply_cap() {
         let url = server(|mut stream| {
             let mut request = [0u8; 1024];
@@ -391,12 +432,5 @@ mod tests {
         let store = RedisStore::new(&url).unwrap();
         let err = store.add("k", 1.0, 0.0, 0.0, 10.0).unwrap_err();
         assert!(err.contains("longer than 65536 bytes"), "{err}");
-    }
-
-    #[test]
-    fn a_url_with_credentials_is_shown_redacted() {
-        assert_eq!(redacted_url("redis://:pw@h:1/2"), "redis://[redacted]@h:1/2");
-        assert_eq!(redacted_url("redis://user:p@w@h:1"), "redis://[redacted]@h:1");
-        assert_eq!(redacted_url("redis://h:1/0"), "redis://h:1/0");
     }
 }

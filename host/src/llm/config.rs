@@ -34,6 +34,9 @@ pub struct ProviderConfig {
     /// The environment variable holding the API key, read at request time.
     pub api_key_env: Option<String>,
     pub headers: Vec<(String, String)>,
+    /// Headers whose values are read from environment variables at request time:
+    /// `(header, variable)`.
+    pub header_env: Vec<(String, String)>,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
     /// The deadline of a whole attempt.
@@ -97,8 +100,18 @@ pub const OPENAI: Schema = Schema::row(
         Key::new("apiKeyEnv", Kind::Text, "", "the environment variable holding the API key"),
         Key::new("headers", Kind::Mapping, "{}", "extra request headers")
             .refused_as("must be a mapping of header names to values"),
+        HEADER_ENV,
     ],
 );
+
+/// Headers sent from the environment, so a credential header needs no value in a layer.
+pub const HEADER_ENV: Key = Key::new(
+    "headerEnv",
+    Kind::Mapping,
+    "{}",
+    "{HEADER: VARIABLE}: headers whose values are read from environment variables when sent",
+)
+.refused_as("must be a mapping of header names to environment variable names");
 
 /// An `llm-mock` row: a route served by the in-process mock server.
 pub const MOCK: Schema = Schema::row(
@@ -139,6 +152,7 @@ fn common(row_id: &str, row: &mut Row<'_>, endpoint: Endpoint) -> ProviderConfig
         endpoint,
         api_key_env: None,
         headers: Vec::new(),
+        header_env: Vec::new(),
         connect_timeout,
         idle_timeout,
         request_timeout,
@@ -165,6 +179,7 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
         row.refuse("apiKeyEnv", format!("must name an environment variable (letters, digits, _), got \"{name}\""));
     }
     provider.headers = headers(&mut row);
+    provider.header_env = header_env(&mut row);
     row.finish(provider)
 }
 
@@ -186,6 +201,23 @@ pub(crate) fn headers(row: &mut Row<'_>) -> Vec<(String, String)> {
         }
     }
     headers
+}
+
+/// The row's `headerEnv` mapping: each a valid header name and an environment variable's name.
+pub(crate) fn header_env(row: &mut Row<'_>) -> Vec<(String, String)> {
+    let Some(Value::Object(given)) = row.value(HEADER_ENV.name) else { return Vec::new() };
+    let mut found = Vec::new();
+    for (name, value) in given {
+        let path = format!("{}.{name}", HEADER_ENV.name);
+        match value.as_str() {
+            _ if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() => {
+                row.refuse(&path, format!("{name:?} is not a valid header name"))
+            }
+            Some(variable) if is_env_name(variable) => found.push((name, variable.to_owned())),
+            _ => row.refuse(&path, format!("must name an environment variable (letters, digits, _), got {value}")),
+        }
+    }
+    found
 }
 
 /// An `llm-mock` row: `{provider, model, script, …}`; the route is served by an in-process mock

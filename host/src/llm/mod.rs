@@ -7,7 +7,6 @@ pub mod config;
 pub mod mock;
 pub mod openai;
 pub mod policy;
-pub mod redact;
 pub mod retry_after;
 pub mod sse;
 pub mod wire;

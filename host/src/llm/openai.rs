@@ -21,10 +21,10 @@ use serde_json::{json, Map, Value};
 
 use super::classify;
 use super::config::ProviderConfig;
-use super::redact::{Secrets, StreamRedactor};
 use super::retry_after;
 use super::sse::{SseDecoder, SseItem};
 use super::wire::WireOptions;
+use crate::redact::{self, Secrets, StreamRedactor};
 
 /// How much of an error body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -256,6 +256,8 @@ pub struct OpenAiAdapter {
     /// The URL as messages show it: without its credentials.
     shown_url: String,
     api_key_env: Option<String>,
+    /// `(header, variable)`: headers whose values are read at request time, as the key is.
+    header_env: Vec<(String, String)>,
     keys: KeyLookup,
     idle_timeout: Duration,
     request_timeout: Duration,
@@ -296,11 +298,13 @@ impl OpenAiAdapter {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         for (name, value) in &config.headers {
+            redact::learn_header(name, value);
             headers.insert(HeaderName::from_bytes(name.as_bytes())?, HeaderValue::from_str(value)?);
         }
         let client =
             crate::http::client_builder().connect_timeout(config.connect_timeout).default_headers(headers).build()?;
         let url = reqwest::Url::parse(&format!("{}/chat/completions", base_url.trim_end_matches('/')))?;
+        redact::learn_url(url.as_str());
         let mut shown = url.clone();
         let _ = shown.set_username("");
         let _ = shown.set_password(None);
@@ -309,6 +313,7 @@ impl OpenAiAdapter {
             url,
             shown_url: shown.to_string(),
             api_key_env: config.api_key_env.clone(),
+            header_env: config.header_env.clone(),
             keys,
             idle_timeout: config.idle_timeout,
             request_timeout: config.request_timeout,
@@ -344,8 +349,8 @@ impl OpenAiAdapter {
         request: &ChatRequest,
         on_text: &mut dyn FnMut(&str),
     ) -> Result<Completion, AttemptFailure> {
-        let mut secrets = Secrets::default();
-        secrets.add_url_credentials(&self.url);
+        let mut secrets = (*redact::known()).clone();
+        secrets.add_url(self.url.as_str());
         let mut text = StreamText { redactor: StreamRedactor::new(secrets.clone()), text: String::new() };
         let result = self.stream_inner(request, &mut secrets, &mut text, on_text).await;
         result.map_err(|failure| {
@@ -423,11 +428,27 @@ impl OpenAiAdapter {
                 send = send.header("x-deepseek-harness-session-id", session_id);
             }
         }
+        for (header, variable) in &self.header_env {
+            let value = (self.keys)(variable).filter(|value| !value.is_empty()).ok_or_else(|| {
+                let message = format!("the variable {variable} (headerEnv.{header}) is not set");
+                Box::new(Failure::new("MISSING_CREDENTIAL", message))
+            })?;
+            redact::learn(&value);
+            secrets.add(&value);
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                let message = format!("the value of {variable} (headerEnv.{header}) is not a valid header value");
+                Box::new(Failure::new("INVALID_CREDENTIAL", message))
+            })?;
+            value.set_sensitive(true);
+            send = send.header(header.as_str(), value);
+        }
+        text.redactor = StreamRedactor::new(secrets.clone());
         let Some(variable) = &self.api_key_env else { return Ok(send) };
         let key = (self.keys)(variable)
             .filter(|key| !key.is_empty())
             .ok_or_else(|| Failure::new("MISSING_CREDENTIAL", format!("the API key variable {variable} is not set")))
             .map_err(Box::new)?;
+        redact::learn(&key);
         secrets.add(&key);
         text.redactor = StreamRedactor::new(secrets.clone());
         let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
@@ -582,7 +603,8 @@ impl<'a> StreamedAnswer<'a> {
     }
 
     /// The calls in stream order; a call the provider sent no id for gets `call-<index>`, as
-    /// DeepSeek Harness names it; secrets the provider echoed are redacted.
+    /// DeepSeek Harness names it; secrets the provider echoed (in ids, names or arguments) are
+    /// redacted.
     fn finished_tool_calls(&mut self) -> Vec<ToolCall> {
         std::mem::take(&mut self.tool_calls)
             .into_iter()
@@ -590,7 +612,9 @@ impl<'a> StreamedAnswer<'a> {
                 if call.id.is_empty() {
                     call.id = format!("call-{index}");
                 }
-                call.arguments = self.secrets.redact(&call.arguments).into_owned();
+                for field in [&mut call.id, &mut call.name, &mut call.arguments] {
+                    *field = self.secrets.redact(field).into_owned();
+                }
                 call
             })
             .collect()

@@ -14,12 +14,12 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::catalog;
 use super::inspect::{self, ManifestInfo};
+use super::loader::read_library;
 use crate::fsutil;
-use crate::profile::patch::Layer;
+use crate::profile::patch::{Layer, MAX_LAYER_BYTES};
 use crate::profile::{is_package_name, InstalledPackage, Profile, PACKAGE_NAME_RULE};
 use crate::NotFound;
 
@@ -93,10 +93,11 @@ pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
     let path = Path::new(spec);
     if path.is_dir() {
         let dir = std::path::absolute(path)?;
-        if dir.join("dsh-plugin.toml").is_file() {
+        // An entry of either name decides, whatever it is: reading it says when it is no file.
+        if dir.join("dsh-plugin.toml").symlink_metadata().is_ok() {
             return package_dir_candidate(&dir);
         }
-        if dir.join("Cargo.toml").is_file() {
+        if dir.join("Cargo.toml").symlink_metadata().is_ok() {
             return crate_candidate(&dir);
         }
         bail!("{spec} is neither a plugin crate (no Cargo.toml) nor a plugin package (no dsh-plugin.toml)");
@@ -119,8 +120,8 @@ pub fn candidate(spec: &str) -> anyhow::Result<Candidate> {
 
 fn package_dir_candidate(dir: &Path) -> anyhow::Result<Candidate> {
     let manifest_path = dir.join("dsh-plugin.toml");
-    let text =
-        std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let text = fsutil::read_text_limited(&manifest_path, fsutil::MAX_SETTINGS_FILE_BYTES, "a package manifest")
+        .with_context(|| format!("cannot read {}", manifest_path.display()))?;
     let manifest: PackageManifest =
         toml::from_str(&text).with_context(|| format!("invalid {}", manifest_path.display()))?;
     let layer = manifest.bundle.as_ref().map(|bundle| read_bundle_layer(dir, &bundle.patch)).transpose()?;
@@ -135,7 +136,8 @@ fn package_dir_candidate(dir: &Path) -> anyhow::Result<Candidate> {
 
 fn read_bundle_layer(dir: &Path, relative: &str) -> anyhow::Result<String> {
     let path = dir.join(relative);
-    std::fs::read_to_string(&path).with_context(|| format!("cannot read bundle layer {}", path.display()))
+    fsutil::read_text_limited(&path, MAX_LAYER_BYTES, "a layer")
+        .with_context(|| format!("cannot read bundle layer {}", path.display()))
 }
 
 /// The plugin crate at `dir` as cargo reads it (`cargo metadata`).
@@ -231,28 +233,6 @@ fn cdylib_artifact(messages: &[u8], package: &cargo_metadata::PackageId) -> Opti
     })
 }
 
-/// Whether the library at `library` is still the one `plugin add` installed (`recorded` is
-/// its sha256 from `profile.yml`); `Err` says how it differs. The library is never loaded.
-pub fn check_installed_hash(library: &std::path::Path, recorded: &str) -> Result<(), String> {
-    let bytes = std::fs::read(library).map_err(|err| format!("cannot read {}: {err}", library.display()))?;
-    let found = sha256_hex(&bytes);
-    if found == recorded {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} is not the library that was installed (sha256 {}… recorded in profile.yml, {}… found): it changed \
-             after `dsh plugin add`",
-            library.display(),
-            &recorded[..recorded.len().min(12)],
-            &found[..12]
-        ))
-    }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 /// `libfoo-0123456789abcdef.so`: the library's name with the first 16 hex digits of its hash.
 fn content_addressed_name(package: &str, sha256: &str) -> String {
     let plain = catalog::library_file_name(leaf(package));
@@ -286,8 +266,8 @@ fn stage_library(
 ) -> anyhow::Result<(PathBuf, InstalledPackage)> {
     // Read once: the bytes hashed, the copy inspected and the file installed are the same,
     // whatever happens to the source file meanwhile.
-    let bytes = std::fs::read(library).with_context(|| format!("cannot read {}", library.display()))?;
-    let sha256 = sha256_hex(&bytes);
+    let bytes = read_library(library).with_context(|| format!("cannot read {}", library.display()))?;
+    let sha256 = fsutil::sha256_hex(&bytes);
     let file_name = content_addressed_name(&candidate.name, &sha256);
     let staging = stage_package(profile, candidate, &bytes, &file_name)?;
     let copy = staging.join(&file_name);
@@ -427,7 +407,9 @@ fn reconcile_bundles(
 /// Whether the installed package in `dir` declares a bundle layer; `None` when its folder or
 /// manifest cannot be read.
 fn installed_bundle_layer(dir: &Path) -> Option<bool> {
-    let text = std::fs::read_to_string(dir.join("dsh-plugin.toml")).ok()?;
+    let text =
+        fsutil::read_text_limited(&dir.join("dsh-plugin.toml"), fsutil::MAX_SETTINGS_FILE_BYTES, "a package manifest")
+            .ok()?;
     let manifest: PackageManifest = toml::from_str(&text).ok()?;
     Some(manifest.bundle.is_some())
 }

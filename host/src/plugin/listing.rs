@@ -75,7 +75,7 @@ impl Listed {
     /// sound: changed since it was installed, refused by inspection, or missing.
     pub fn library_status(&self, dsh_executable: &Path) -> Result<Option<u32>, String> {
         if let (Some(library), Some(recorded)) = (&self.library, &self.sha256) {
-            super::install::check_installed_hash(library, recorded)?;
+            super::loader::check_installed_hash(library, recorded)?;
         }
         match (&self.library, self.source.as_str()) {
             (Some(library), _) => super::inspect::inspect_in_child(dsh_executable, library)

@@ -24,6 +24,38 @@ use dsh_abi::{ConfigError, InstantiateError, Manifest, PluginModuleRef, ABI_VERS
 
 use super::instance::RowInstance;
 
+/// The largest plugin library dsh reads (to hash, copy or load it): a release build of a plugin
+/// is a few megabytes, a debug build some tens.
+pub const MAX_LIBRARY_BYTES: usize = 512 * 1024 * 1024;
+
+/// Whether the library at `library` is still the one `plugin add` installed (`recorded` is
+/// its sha256 from `profile.yml`); `Err` says how it differs. The library is never loaded.
+pub fn check_installed_hash(library: &std::path::Path, recorded: &str) -> Result<(), String> {
+    let bytes = read_library(library).map_err(|err| format!("cannot read {}: {err}", library.display()))?;
+    check_hash(library, &bytes, recorded)
+}
+
+/// Whether `bytes`, read from `library`, are the library whose sha256 was `recorded`.
+pub fn check_hash(library: &std::path::Path, bytes: &[u8], recorded: &str) -> Result<(), String> {
+    let found = crate::fsutil::sha256_hex(bytes);
+    if found == recorded {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not the library that was installed (sha256 {}… recorded in profile.yml, {}… found): it changed \
+             after `dsh plugin add`",
+            library.display(),
+            &recorded[..recorded.len().min(12)],
+            &found[..12]
+        ))
+    }
+}
+
+/// The bytes of a plugin library, within [`MAX_LIBRARY_BYTES`].
+pub fn read_library(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    crate::fsutil::read_limited(path, MAX_LIBRARY_BYTES, "a plugin library")
+}
+
 /// Why a library could not be used as a plugin.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum LoadError {
@@ -65,7 +97,32 @@ impl PluginLibrary {
         // A name without a slash would make the dynamic loader search its library path.
         let absolute = std::path::absolute(path)
             .map_err(|err| LoadError::Open { path: path.to_owned(), reason: err.to_string() })?;
-        let header = lib_header_from_path(&absolute).map_err(|err| classify(path, err))?;
+        PluginLibrary::load_from(path, &absolute)
+    }
+
+    /// Opens the library `plugin add` installed at `path` only if it is still the one whose
+    /// sha256 it recorded: the file is read once, those bytes are hashed, and those same bytes
+    /// are loaded — from a sealed in-memory copy, so no file swapped in between can run its
+    /// constructor unverified.
+    pub fn load_verified(path: &Path, recorded: &str) -> Result<PluginLibrary, String> {
+        let bytes = read_library(path).map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => LoadError::Missing { path: path.to_owned() }.to_string(),
+            _ => format!("cannot read {}: {err}", path.display()),
+        })?;
+        check_hash(path, &bytes, recorded)?;
+        let copy = sealed_copy(&bytes).map_err(|err| format!("cannot keep a copy of {}: {err}", path.display()))?;
+        let at = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&copy)));
+        let library = PluginLibrary::load_from(path, &at).map_err(|err| err.to_string())?;
+        // Never closed: the dynamic loader knows an open library by its name, so this number
+        // must never come to name another file while the process lives (libraries are never
+        // unloaded either).
+        std::mem::forget(copy);
+        Ok(library)
+    }
+
+    /// Loads the library found at `at`; messages name `path`.
+    fn load_from(path: &Path, at: &Path) -> Result<PluginLibrary, LoadError> {
+        let header = lib_header_from_path(at).map_err(|err| classify(path, err))?;
         let versions = || {
             format!(
                 "[library built against dsh-abi {}, this host uses dsh-abi {}]",
@@ -116,6 +173,27 @@ impl PluginLibrary {
         }
         Ok(PluginLibrary { path: path.to_owned(), module, manifest })
     }
+}
+
+/// `bytes` in an anonymous in-memory file sealed against any change.
+fn sealed_copy(bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::Write as _;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: the name is NUL-terminated; the flags are valid.
+    let raw = unsafe { libc::memfd_create(c"dsh-plugin".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+    let mut file = File::from(owned);
+    file.write_all(bytes)?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor this function owns.
+    if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(OwnedFd::from(file))
 }
 
 /// Why a library could not build an instance for a row.

@@ -85,7 +85,7 @@ impl Home {
     pub fn anonymous_user_id(&self) -> std::io::Result<String> {
         let path = self.root.join(".anonymous-user-id");
         let read = || -> Option<String> {
-            let text = std::fs::read_to_string(&path).ok()?;
+            let text = fsutil::read_text_limited(&path, fsutil::MAX_SETTINGS_FILE_BYTES, "an id file").ok()?;
             let id = text.trim();
             uuid::Uuid::try_parse(id).is_ok().then(|| id.to_owned())
         };
@@ -246,6 +246,12 @@ pub enum LayerScope {
     BundlesOnly,
 }
 
+/// Whether a profile folder has its `profile.yml` entry, whatever it is (reading it says when it
+/// is not a file).
+fn has_manifest(dir: &Path) -> bool {
+    dir.join("profile.yml").symlink_metadata().is_ok()
+}
+
 impl Profile {
     pub fn validate_name(name: &str) -> anyhow::Result<()> {
         if name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".." {
@@ -276,7 +282,7 @@ impl Profile {
     /// with dsh.
     pub fn open(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
-        if !dir.join("profile.yml").is_file() {
+        if !has_manifest(&dir) {
             let Some(template) = bundled::template(name) else {
                 return Err(NotFound(format!(
                     "profile {} does not exist; create it with 'dsh plugin --profile {name} add <package>'",
@@ -285,7 +291,7 @@ impl Profile {
                 .into());
             };
             let _lock = Self::lock(home, name, |busy| eprintln!("dsh: waiting: {busy}"))?;
-            if !dir.join("profile.yml").is_file() {
+            if !has_manifest(&dir) {
                 Self::create(&dir, &template_bundles(template))?;
             }
         }
@@ -296,7 +302,7 @@ impl Profile {
     /// writing anything (for commands that must leave the home as it is).
     pub fn peek(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
-        if dir.join("profile.yml").is_file() {
+        if has_manifest(&dir) {
             return Self::load(home, name, dir);
         }
         match bundled::template(name) {
@@ -315,9 +321,7 @@ impl Profile {
             bundled::PROFILE_TEMPLATES.iter().map(|template| template.name.to_owned()).collect();
         if let Ok(entries) = std::fs::read_dir(home.root().join("profiles")) {
             let created = entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok());
-            names.extend(
-                created.filter(|name| Self::dir_of(home, name).is_ok_and(|dir| dir.join("profile.yml").is_file())),
-            );
+            names.extend(created.filter(|name| Self::dir_of(home, name).is_ok_and(|dir| has_manifest(&dir))));
         }
         names.sort();
         names.dedup();
@@ -327,7 +331,7 @@ impl Profile {
     /// Opens profile `name`, which must exist (no template is instantiated).
     pub fn existing(home: &Home, name: &str) -> anyhow::Result<Profile> {
         let dir = Self::dir_of(home, name)?;
-        if !dir.join("profile.yml").is_file() {
+        if !has_manifest(&dir) {
             return Err(NotFound(format!("profile {} does not exist", json_quote(name))).into());
         }
         Self::load(home, name, dir)
@@ -338,7 +342,7 @@ impl Profile {
     /// exactly that.
     pub fn open_or_create(home: &Home, name: &str, _lock: &WriterLock) -> anyhow::Result<(Profile, Created)> {
         let dir = Self::dir_of(home, name)?;
-        if dir.join("profile.yml").is_file() {
+        if has_manifest(&dir) {
             return Ok((Self::load(home, name, dir)?, Created::default()));
         }
         let bundles: Vec<String> = match bundled::template(name) {
@@ -378,7 +382,8 @@ impl Profile {
     fn load(home: &Home, name: &str, dir: PathBuf) -> anyhow::Result<Profile> {
         let path = dir.join("profile.yml");
         let shown = home.display(&path);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {shown}"))?;
+        let text = fsutil::read_text_limited(&path, fsutil::MAX_SETTINGS_FILE_BYTES, "profile.yml")
+            .with_context(|| format!("cannot read {shown}"))?;
         let manifest: ProfileManifest = yaml::from_str::<Option<ProfileManifest>>(&text)
             .with_context(|| format!("invalid {shown}"))?
             .unwrap_or_default();

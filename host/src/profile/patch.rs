@@ -19,13 +19,13 @@
 //! children are not indexed.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 
 use dsh_abi::js;
 use serde_json::{Map, Value};
 
 use super::yaml;
+use crate::session::meta::PatchCopy;
 
 /// One patch layer: a label (bundle name or file) and its entries, all mappings.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,9 +51,35 @@ impl LayerKind {
     }
 }
 
-/// The longest layer file dsh reads: real layers are a few kilobytes; a layer this long at
-/// [`yaml::MAX_VALUES`] values composes in bounded memory (the README's figure).
-pub const MAX_LAYER_BYTES: usize = 16 * 1024 * 1024;
+pub use crate::fsutil::MAX_LAYER_BYTES;
+
+/// What a session keeps of the `--patch` layer at `path`: the file as read — or, when it holds
+/// credentials written inline, the same layer written as JSON (which is YAML too) with each of
+/// them `[redacted]`, so no copy (in the home, or in a shared database) holds one in clear.
+pub fn session_copy(path: &Path) -> std::io::Result<PatchCopy> {
+    let bytes = crate::fsutil::read_limited(path, MAX_LAYER_BYTES, "a layer")?;
+    let verbatim = PatchCopy::verbatim(path, bytes);
+    let Some(layer) = std::str::from_utf8(&verbatim.bytes).ok().and_then(|text| Layer::parse("", "", text).ok()) else {
+        return Ok(verbatim);
+    };
+    let mut redacted = Vec::new();
+    let mut entries = Vec::with_capacity(layer.entries.len());
+    for (index, entry) in layer.entries.into_iter().enumerate() {
+        let name = match entry.get("id").and_then(Value::as_str) {
+            Some(id) => id.to_owned(),
+            None => format!("entry {}", index + 1),
+        };
+        let mut entry = Value::Object(entry);
+        let taken = crate::redact::take_inline_credentials(&mut entry);
+        redacted.extend(taken.into_iter().map(|found| format!("{name} {}", found.path)));
+        entries.push(entry);
+    }
+    if redacted.is_empty() {
+        return Ok(verbatim);
+    }
+    let text = format!("{}\n", dsh_abi::js::to_string_pretty(&entries));
+    Ok(PatchCopy { bytes: text.into_bytes(), redacted, ..verbatim })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayerError {
@@ -107,14 +133,8 @@ impl Layer {
     /// (the caller named it).
     pub fn read(kind: LayerKind, label: &str, path: &Path, file: &str) -> Result<Layer, LayerError> {
         let failed = |reason: String| LayerError::Read { noun: kind.noun(), file: file.to_owned(), reason };
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|opened| opened.take(MAX_LAYER_BYTES as u64 + 1).read_to_end(&mut bytes))
+        let text = crate::fsutil::read_text_limited(path, MAX_LAYER_BYTES, "a layer")
             .map_err(|err| failed(err.to_string()))?;
-        if bytes.len() > MAX_LAYER_BYTES {
-            return Err(failed(format!("it is longer than the {} MiB a layer may hold", MAX_LAYER_BYTES >> 20)));
-        }
-        let text = String::from_utf8(bytes).map_err(|_| failed("it is not UTF-8 text".to_owned()))?;
         Layer::parse_as(kind, label, file, &text)
     }
 }

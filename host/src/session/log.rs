@@ -303,13 +303,15 @@ impl SessionLog {
         self.state.last_request_header()
     }
 
-    /// Appends one event (buffered) once the gate admits it; see [`SessionLog::commit`] for
-    /// durability.
+    /// Appends one event (buffered) once the gate admits it, with every secret the process knows
+    /// taken out of it ([`crate::redact`]); see [`SessionLog::commit`] for durability.
     pub fn append(&mut self, event: NewEvent<'_>, now_ms: u64) -> Result<Appended, AppendError> {
         self.writer.usable()?;
         let rules = self.gate.rules();
         let seq = rules.next_seq();
         let time = rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
+        let known = crate::redact::known();
+        let data = known.redact_json(&event.data);
         let sources = match event.source_seqs.is_empty() {
             true => String::new(),
             false => format!(",\"sourceEventSeqs\":{}", js::to_string(&event.source_seqs)),
@@ -317,7 +319,7 @@ impl SessionLog {
         let line = format!(
             "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{sources}{}}}",
             js::to_string(event.event_type),
-            event.data,
+            data,
             if event.ignorable { ",\"ignorable\":true" } else { "" },
             if vocabulary::is_surface(event.event_type) { ",\"surfaceOp\":\"append\"" } else { "" },
         );
@@ -328,11 +330,11 @@ impl SessionLog {
             event_type: event.event_type,
             seq: Some(seq as f64),
             time: Some(time as f64),
-            data: &event.data,
+            data: &data,
             ignorable: event.ignorable,
         };
         self.gate.admit(&candidate).map_err(|finding| refusal(event.event_type, finding))?;
-        self.state.take_in(event.event_type, &line, &event.data);
+        self.state.take_in(event.event_type, &line, &data);
         let at = self.writer.push(line, seq, event.event_type)?;
         Ok(Appended { seq, time, at })
     }

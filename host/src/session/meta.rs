@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::fsutil;
+use crate::fsutil::MAX_LAYER_BYTES;
 
 /// The file beside `session.jsonl`.
 pub const META_FILE: &str = "dsh.json";
@@ -35,17 +35,33 @@ pub struct KeptPatch {
     pub sha256: String,
     /// The copy in the session's folder (a file name).
     pub kept: String,
+    /// The keys whose inline credentials the copy does not hold (`[redacted]` in their place).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+/// What a session keeps of a `--patch` layer: the bytes of its copy (the file as read, or — when
+/// it holds inline credentials — the same layer with those redacted), and the sha256 of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchCopy {
+    pub file: PathBuf,
+    pub sha256: String,
+    pub bytes: Vec<u8>,
+    pub redacted: Vec<String>,
+}
+
+impl PatchCopy {
+    /// A copy of `bytes`, read from `file`, holding them as they are.
+    pub fn verbatim(file: &Path, bytes: Vec<u8>) -> PatchCopy {
+        PatchCopy { file: file.to_owned(), sha256: fsutil::sha256_hex(&bytes), bytes, redacted: Vec::new() }
+    }
 }
 
 impl SessionMeta {
     /// What dsh keeps beside the log at `log`; empty when it kept nothing (an imported log, a log
     /// elsewhere) or the file cannot be read.
     pub fn read(log: &Path) -> SessionMeta {
-        std::fs::read(log.with_file_name(META_FILE))
+        fsutil::read_limited(&log.with_file_name(META_FILE), fsutil::MAX_SETTINGS_FILE_BYTES, META_FILE)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default()
@@ -57,15 +73,14 @@ impl SessionMeta {
         fsutil::write_atomic(&log.with_file_name(META_FILE), json.as_bytes())
     }
 
-    /// Copies each of `patches` into the folder of `log` (`patch-1.yml`, …) and records it.
-    pub fn keep_patches(&mut self, log: &Path, patches: &[PathBuf]) -> std::io::Result<()> {
+    /// Writes each of `copies` into the folder of `log` (`patch-1.yml`, …) and records it.
+    pub fn keep_patches(&mut self, log: &Path, copies: &[PatchCopy]) -> std::io::Result<()> {
         let dir = log.parent().unwrap_or(Path::new("."));
-        for (index, file) in patches.iter().enumerate() {
-            let content = std::fs::read(file)?;
+        for (index, copy) in copies.iter().enumerate() {
             let kept = format!("patch-{}.yml", index + 1);
-            fsutil::write_atomic(&dir.join(&kept), &content)?;
-            let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
-            self.patches.push(KeptPatch { file, sha256: sha256_hex(&content), kept });
+            fsutil::write_atomic(&dir.join(&kept), &copy.bytes)?;
+            let file = std::path::absolute(&copy.file).unwrap_or_else(|_| copy.file.clone());
+            self.patches.push(KeptPatch { file, sha256: copy.sha256.clone(), kept, redacted: copy.redacted.clone() });
         }
         Ok(())
     }
@@ -91,28 +106,33 @@ impl SessionMeta {
         }
         let dir = log.parent().unwrap_or(Path::new("."));
         let mut notes = Vec::new();
-        let layers = self
-            .patches
-            .iter()
-            .map(|patch| {
-                let kept = dir.join(&patch.kept);
-                match std::fs::read(&patch.file) {
-                    Ok(now) if sha256_hex(&now) == patch.sha256 => {}
-                    Ok(_) => notes.push(format!(
-                        "--patch {} changed since the session was created; running with the copy kept in {}",
-                        patch.file.display(),
-                        kept.display()
-                    )),
-                    Err(_) => notes.push(format!(
-                        "--patch {} is gone; running with the copy kept in {}",
-                        patch.file.display(),
-                        kept.display()
-                    )),
-                }
-                kept
-            })
-            .collect();
+        let layers = self.patches.iter().map(|patch| patch.layer(dir, &mut notes)).collect();
         (layers, notes)
+    }
+}
+
+impl KeptPatch {
+    /// The layer a continued session runs with: the copy kept in `dir` — or the file itself when
+    /// it is unchanged and the copy lacks its inline credentials — saying when it differs.
+    fn layer(&self, dir: &Path, notes: &mut Vec<String>) -> PathBuf {
+        let kept = dir.join(&self.kept);
+        let why = match fsutil::read_limited(&self.file, MAX_LAYER_BYTES, "a layer") {
+            Ok(now) if fsutil::sha256_hex(&now) == self.sha256 => {
+                return if self.redacted.is_empty() { kept } else { self.file.clone() };
+            }
+            Ok(_) => "changed since the session was created",
+            Err(_) => "is gone",
+        };
+        let mut note =
+            format!("--patch {} {why}; running with the copy kept in {}", self.file.display(), kept.display());
+        if !self.redacted.is_empty() {
+            note.push_str(&format!(
+                ", which holds no credentials ({} redacted): give them through the environment",
+                self.redacted.join(", ")
+            ));
+        }
+        notes.push(note);
+        kept
     }
 }
 
@@ -129,7 +149,9 @@ mod tests {
         std::fs::write(&one, "- id: a\n").unwrap();
         std::fs::write(&two, "- id: b\n").unwrap();
         let mut meta = SessionMeta { profile: Some("web".into()), ..SessionMeta::default() };
-        meta.keep_patches(&log, &[one.clone(), two.clone()]).unwrap();
+        let copies: Vec<PatchCopy> =
+            [&one, &two].map(|file| PatchCopy::verbatim(file, std::fs::read(file).unwrap())).into();
+        meta.keep_patches(&log, &copies).unwrap();
         meta.write(&log).unwrap();
         let meta = SessionMeta::read(&log);
         let (layers, notes) = meta.patches_for(&log, &[]);

@@ -15,7 +15,6 @@
 use dsh_abi::events;
 use std::borrow::Cow;
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
@@ -166,7 +165,7 @@ struct Synthetic {
 
 /// The lines of a log file, decompressed when it is `session.jsonl.zstd`.
 pub fn open_lines(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
-    let mut file = BufReader::with_capacity(BUFFER_BYTES, File::open(path)?);
+    let mut file = BufReader::with_capacity(BUFFER_BYTES, crate::fsutil::open_regular(path)?);
     Ok(match is_compressed(file.fill_buf()?) {
         true => Box::new(BufReader::with_capacity(BUFFER_BYTES, zstd::Decoder::with_buffer(file)?)),
         false => Box::new(file),

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::index::HistoryIndex;
-use super::vocabulary::message_text;
+use super::vocabulary::{message_text, result_text};
 use crate::llm::openai::ToolCall;
 
 /// A model-visible message of the conversation: a user's or the model's text, the tool calls
@@ -54,7 +54,7 @@ impl SurfaceMessage {
         let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
         let text: String = blocks
             .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-result"))
-            .map(message_text)
+            .map(result_text)
             .collect();
         SurfaceMessage { tool_call_id: call_id.map(str::to_owned), ..SurfaceMessage::text("tool", text) }
     }

@@ -59,17 +59,20 @@ pub fn is_surface(event_type: &str) -> bool {
     SURFACE_EVENT_TYPES.contains(&event_type)
 }
 
-/// The text of a message's `text` blocks, joined.
+/// The text of a message's `text` blocks, joined (a streamed answer's blocks are one text).
 pub fn message_text(message: &Value) -> String {
-    message
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|block| block.get("text")?.as_str())
-                .collect()
-        })
-        .unwrap_or_default()
+    texts(message).collect()
+}
+
+/// The text of a tool result's `text` blocks, each on its own lines: separate blocks, as MCP
+/// means them.
+pub fn result_text(result: &Value) -> String {
+    texts(result).collect::<Vec<_>>().join("\n")
+}
+
+fn texts(message: &Value) -> impl Iterator<Item = &str> {
+    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+    blocks
+        .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|block| block.get("text")?.as_str())
 }

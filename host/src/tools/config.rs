@@ -24,10 +24,18 @@ pub const MCP: Schema = Schema::row(
             "with command: the server's environment, exactly these plus PATH and HOME",
         )
         .refused_as("must be a mapping of variable names to strings"),
+        Key::new(
+            "passEnv",
+            Kind::List,
+            "[]",
+            "with command: variables of dsh's own environment the server gets too, e.g. [GITHUB_TOKEN]",
+        )
+        .refused_as("must be a list of environment variable names"),
         Key::new("url", Kind::Text, "", "a server over streamable HTTP: its endpoint, e.g. http://127.0.0.1:3001/mcp")
             .refused_as("must be an http or https URL"),
         Key::new("headers", Kind::Mapping, "{}", "with url: headers sent with every request")
             .refused_as("must be a mapping of header names to strings"),
+        crate::llm::config::HEADER_ENV,
         Key::new(
             "tokenEnv",
             Kind::Text,
@@ -37,6 +45,13 @@ pub const MCP: Schema = Schema::row(
         .refused_as("must name an environment variable"),
         Key::new("tools", Kind::Mapping, "{}", "{allow: [NAME…], deny: [NAME…]}: which of its tools are offered")
             .refused_as("must be a mapping with allow and/or deny"),
+        Key::new(
+            "rename",
+            Kind::Mapping,
+            "{}",
+            "{SERVER_NAME: MODEL_NAME}: the names the model calls some of its tools by",
+        )
+        .refused_as("must be a mapping of the server's tool names to the names the model calls them by"),
         Key::new("callTimeoutMs", Kind::integer(1, MAX_SAFE_INTEGER), "60000", "the longest a call may take")
             .refused_as("must be a whole number of milliseconds, at least 1"),
         Key::new(
@@ -55,11 +70,12 @@ const TRANSPORT_HEADERS: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-
 /// How dsh reaches the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
-    /// A child process speaking MCP on its stdin and stdout.
-    Stdio { command: Vec<String>, env: BTreeMap<String, String> },
-    /// An MCP endpoint over streamable HTTP; the token is read from `token_env` when connecting,
-    /// never kept in the configuration.
-    Http { url: String, headers: Vec<(String, String)>, token_env: Option<String> },
+    /// A child process speaking MCP on its stdin and stdout, with `env` and the variables named
+    /// by `pass_env` (read from dsh's environment when it starts).
+    Stdio { command: Vec<String>, env: BTreeMap<String, String>, pass_env: Vec<String> },
+    /// An MCP endpoint over streamable HTTP; the token (`token_env`) and the `header_env` headers
+    /// are read from the environment when connecting, never kept in the configuration.
+    Http { url: String, headers: Vec<(String, String)>, header_env: Vec<(String, String)>, token_env: Option<String> },
 }
 
 /// A server row, checked.
@@ -71,6 +87,8 @@ pub struct McpConfig {
     /// Only these tools (`None`: every tool).
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
+    /// The names the model calls some of the server's tools by, by their server names.
+    pub rename: BTreeMap<String, String>,
     pub call_timeout: Duration,
     pub start_timeout: Duration,
 }
@@ -89,9 +107,10 @@ pub fn parse_mcp(row_id: &str, config: &Value) -> Result<McpConfig, Vec<ConfigEr
     let mut row = MCP.read(config)?;
     let transport = transport(&mut row);
     let (allow, deny) = filters(&mut row);
+    let rename = renames(&mut row);
     let call_timeout = Duration::from_millis(row.integer("callTimeoutMs"));
     let start_timeout = Duration::from_millis(row.integer("startTimeoutMs"));
-    row.finish(McpConfig { row_id: row_id.to_owned(), transport, allow, deny, call_timeout, start_timeout })
+    row.finish(McpConfig { row_id: row_id.to_owned(), transport, allow, deny, rename, call_timeout, start_timeout })
 }
 
 /// Exactly one of `command` and `url`, and only the keys that go with it.
@@ -101,12 +120,14 @@ fn transport(row: &mut Row<'_>) -> Transport {
         row.refuse("url", "a server is either a command (stdio) or a url (streamable HTTP), not both");
     }
     if has_url {
-        if row.given("env").is_some() {
-            row.refuse("env", "goes with command; a server at a url has its own environment");
+        for key in ["env", "passEnv"] {
+            if row.given(key).is_some() {
+                row.refuse(key, "goes with command; a server at a url has its own environment");
+            }
         }
         return http(row);
     }
-    for key in ["headers", "tokenEnv"] {
+    for key in ["headers", "headerEnv", "tokenEnv"] {
         if row.given(key).is_some() {
             row.refuse(key, "goes with url (a server over streamable HTTP)");
         }
@@ -115,7 +136,15 @@ fn transport(row: &mut Row<'_>) -> Transport {
     if command.is_empty() && !row.problems().iter().any(|problem| problem.path.as_str() == "command") {
         row.refuse("command", "is required: the server's program and arguments (or a url)");
     }
-    Transport::Stdio { command, env: environment(row) }
+    let env = environment(row);
+    let pass_env = strings(row, "passEnv").unwrap_or_default();
+    for (index, name) in pass_env.iter().enumerate().filter(|(_, name)| !crate::llm::config::is_env_name(name)) {
+        row.refuse(
+            &format!("passEnv[{index}]"),
+            format!("must name an environment variable (letters, digits, _), got {name:?}"),
+        );
+    }
+    Transport::Stdio { command, env, pass_env }
 }
 
 fn http(row: &mut Row<'_>) -> Transport {
@@ -128,6 +157,7 @@ fn http(row: &mut Row<'_>) -> Transport {
         row.refuse("tokenEnv", format!("must name an environment variable (letters, digits, _), got \"{name}\""));
     }
     let headers = crate::llm::config::headers(row);
+    let header_env = crate::llm::config::header_env(row);
     for (name, _) in &headers {
         let lower = name.to_ascii_lowercase();
         if TRANSPORT_HEADERS.contains(&lower.as_str()) {
@@ -136,7 +166,12 @@ fn http(row: &mut Row<'_>) -> Transport {
             row.refuse(&format!("headers.{name}"), "is sent from tokenEnv; set one of them");
         }
     }
-    Transport::Http { url, headers, token_env }
+    for (name, _) in &header_env {
+        if TRANSPORT_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            row.refuse(&format!("headerEnv.{name}"), "is set by the MCP transport");
+        }
+    }
+    Transport::Http { url, headers, header_env, token_env }
 }
 
 /// A list of strings under `key`, or `None` (refused) when it is something else.
@@ -163,6 +198,24 @@ fn environment(row: &mut Row<'_>) -> BTreeMap<String, String> {
         }
     }
     env
+}
+
+/// `rename`: each server name to a name the model accepts.
+fn renames(row: &mut Row<'_>) -> BTreeMap<String, String> {
+    let Some(Value::Object(given)) = row.value("rename") else { return BTreeMap::new() };
+    let mut rename = BTreeMap::new();
+    for (name, value) in given {
+        match value.as_str() {
+            Some(offered) if super::is_model_name(offered) => {
+                rename.insert(name, offered.to_owned());
+            }
+            _ => row.refuse(
+                &format!("rename.{name}"),
+                format!("must be a tool name the model accepts (1 to 64 of A-Z a-z 0-9 _ -), got {value}"),
+            ),
+        }
+    }
+    rename
 }
 
 fn filters(row: &mut Row<'_>) -> (Option<Vec<String>>, Vec<String>) {
@@ -203,7 +256,7 @@ mod tests {
             "tools": {"allow": ["read", "write"], "deny": ["write"]}, "callTimeoutMs": 500,
         });
         let parsed = parse_mcp("files", &config).unwrap();
-        let Transport::Stdio { command, env } = &parsed.transport else { panic!("{parsed:?}") };
+        let Transport::Stdio { command, env, .. } = &parsed.transport else { panic!("{parsed:?}") };
         assert_eq!(command, &["python3", "server.py"]);
         assert_eq!(env.get("TOKEN").map(String::as_str), Some("x"));
         assert!(parsed.offers("read") && !parsed.offers("write") && !parsed.offers("other"));
@@ -221,6 +274,7 @@ mod tests {
             Transport::Http {
                 url: "http://127.0.0.1:3001/mcp".into(),
                 headers: vec![("X-Team".into(), "a".into())],
+                header_env: Vec::new(),
                 token_env: Some("MCP_TOKEN".into()),
             }
         );

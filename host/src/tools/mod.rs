@@ -5,6 +5,7 @@
 //! ([`crate::agent::turn`]); this module never touches the log.
 
 pub mod config;
+pub mod guard;
 mod server;
 
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
@@ -27,8 +28,8 @@ const MAX_NAME_CHARS: usize = 64;
 pub struct OfferedTool {
     /// The `mcp` row of its server.
     pub row_id: String,
-    /// The name the model calls it by: the server's, or `<row>__<name>` when several servers
-    /// offer that name.
+    /// The name the model calls it by: its row's `rename`, else the server's (characters the
+    /// model refuses made `_`), or `<row>__<name>` when several servers offer that name.
     pub name: String,
     /// The name its server knows it by.
     pub remote_name: String,
@@ -36,24 +37,43 @@ pub struct OfferedTool {
     pub input_schema: Value,
 }
 
-/// What a call came to: the `tool-result` content the model reads, and for a call that failed
-/// the error the log records (`{name, code}`, as DeepSeek Harness records it).
+/// What a call came to: the `tool-result` content the model reads, the binary parts of it the
+/// session keeps beside its log (images, audio, binary resources, each named in the content by
+/// its sha256), and for a call that failed the error the log records (`{name, code}`, as DeepSeek
+/// Harness records it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
     pub content: Vec<Value>,
+    pub attachments: Vec<Attachment>,
     pub is_error: bool,
     pub error: Option<Value>,
 }
+
+/// Binary content of a tool result, kept durably with the session (its id is its sha256).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    pub id: String,
+    pub mime_type: String,
+    pub bytes: Vec<u8>,
+}
+
+/// The code a result the server flagged `isError` is recorded with.
+pub const TOOL_ERROR: &str = "TOOL_ERROR";
 
 impl ToolOutcome {
     /// A call that produced no result from its tool, with the code that says why.
     pub fn failed(code: &str, message: &str) -> ToolOutcome {
         ToolOutcome {
             content: vec![json!({"type": "text", "text": format!("Error: {message}")})],
+            attachments: Vec::new(),
             is_error: true,
-            error: Some(json!({"name": "ToolCallError", "code": code})),
+            error: Some(error_of(code)),
         }
     }
+}
+
+fn error_of(code: &str) -> Value {
+    json!({"name": "ToolCallError", "code": code})
 }
 
 /// The servers of a profile's `mcp` rows and their tools.
@@ -87,7 +107,9 @@ impl Tools {
                 }
             }
         }
-        tools.offered = offered_names(&tools.servers, listed);
+        let (offered, clashes) = offered_names(&tools.servers, listed);
+        tools.offered = offered;
+        problems.extend(clashes);
         (tools, problems)
     }
 
@@ -147,27 +169,82 @@ fn arguments_of(text: &str) -> Result<Option<serde_json::Map<String, Value>>, St
     }
 }
 
-/// Names unique across servers: a name only one server offers is kept; a name several offer
-/// becomes `<row>__<name>` for each of them.
-fn offered_names(servers: &[Server], listed: Vec<(usize, Tool)>) -> Vec<OfferedTool> {
-    let count = |name: &str| listed.iter().filter(|(_, tool)| tool.name == name).count();
-    listed
+/// Whether the model accepts `name` as a tool name (`^[a-zA-Z0-9_-]{1,64}$`).
+pub fn is_model_name(name: &str) -> bool {
+    (1..=MAX_NAME_CHARS).contains(&name.len())
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+/// The names the model calls the listed tools by, computed once: a tool's row `rename`, else its
+/// server name made acceptable ([`model_name`]); a name several servers arrive at becomes
+/// `<row>__<name>` for each of them. Tools that still share a name are not offered at all, and
+/// each such clash is a problem naming both tools and the fix — so a call can only ever reach
+/// the one tool it was offered as.
+fn offered_names(servers: &[Server], listed: Vec<(usize, Tool)>) -> (Vec<OfferedTool>, Vec<Problem>) {
+    let config = |server: usize| &servers[server].config;
+    let base: Vec<(String, bool)> = listed
         .iter()
-        .map(|(server, tool)| {
-            let row_id = servers[*server].config.row_id.clone();
-            let name = match count(&tool.name) {
-                1 => tool.name.to_string(),
-                _ => format!("{row_id}__{}", tool.name),
-            };
-            OfferedTool {
-                name: model_name(&name),
+        .map(|(server, tool)| match config(*server).rename.get(tool.name.as_ref()) {
+            Some(renamed) => (renamed.clone(), true),
+            None => (model_name(&tool.name), false),
+        })
+        .collect();
+    let rows_offering = |name: &str| {
+        let mut rows: Vec<&str> = listed
+            .iter()
+            .zip(&base)
+            .filter(|(_, (base, _))| base == name)
+            .map(|((server, _), _)| config(*server).row_id.as_str())
+            .collect();
+        rows.dedup();
+        rows.len()
+    };
+    let names: Vec<String> = listed
+        .iter()
+        .zip(&base)
+        .map(|((server, _), (name, renamed))| match !renamed && rows_offering(name) > 1 {
+            true => model_name(&format!("{}__{name}", config(*server).row_id)),
+            false => name.clone(),
+        })
+        .collect();
+    let mut offered = Vec::new();
+    let mut problems = Vec::new();
+    for (index, ((server, tool), name)) in listed.iter().zip(&names).enumerate() {
+        let clash = names.iter().enumerate().find(|(other, other_name)| *other != index && *other_name == name);
+        match clash {
+            Some((other, _)) if other < index => {}
+            Some((other, _)) => {
+                problems.push(name_clash(name, (config(*server), tool), (config(listed[other].0), &listed[other].1)))
+            }
+            None => offered.push(OfferedTool {
+                name: name.clone(),
                 remote_name: tool.name.to_string(),
                 description: tool.description.as_deref().unwrap_or_default().to_owned(),
                 input_schema: Value::Object(tool.input_schema.as_ref().clone()),
-                row_id,
-            }
-        })
-        .collect()
+                row_id: config(*server).row_id.clone(),
+            }),
+        }
+    }
+    (offered, problems)
+}
+
+/// Two tools the model would call by one name: a problem of the first one's row, with the fix.
+fn name_clash(name: &str, first: (&McpConfig, &Tool), second: (&McpConfig, &Tool)) -> Problem {
+    let shown =
+        |(config, tool): (&McpConfig, &Tool)| format!("tool {} of server \"{}\"", json!(tool.name), config.row_id);
+    let message = format!(
+        "{} and {} would both be offered to the model as \"{name}\", so a call could reach the wrong one; \
+         neither is offered",
+        shown(first),
+        shown(second)
+    );
+    let hint = format!(
+        "give one of them another name in its row, e.g. rename: {{{}: {}_2}} in row \"{}\"",
+        json!(second.1.name),
+        name,
+        second.0.row_id
+    );
+    Problem::row(None, &first.0.row_id, message).with_hint(Some(hint))
 }
 
 /// `name` with every character OpenAI refuses replaced by `_`, at most 64 characters.
@@ -176,28 +253,70 @@ fn model_name(name: &str) -> String {
     name.chars().map(|c| if kept(c) { c } else { '_' }).take(MAX_NAME_CHARS).collect()
 }
 
-/// A tool's answer as `tool-result` content: its text blocks, other blocks described, the whole
-/// cut at [`MAX_RESULT_BYTES`].
+/// A tool's answer as `tool-result` content, every block kept: text as it is; an embedded text
+/// resource as its text, headed by its URI; a resource link as its name and URI; an image, audio
+/// or binary resource as an attachment, with a block naming it and a line telling the model what
+/// it is. Text is cut at [`MAX_RESULT_BYTES`] in all; a result the server flags `isError` is
+/// recorded with [`TOOL_ERROR`].
 fn outcome_of(result: CallToolResult) -> ToolOutcome {
-    let mut texts: Vec<String> = result
-        .content
-        .iter()
-        .map(|block| match block {
-            ContentBlock::Text(text) => text.text.clone(),
-            other => format!(
-                "[{} content]",
-                serde_json::to_value(other)
-                    .ok()
-                    .and_then(|v| v["type"].as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            ),
-        })
-        .collect();
+    let mut texts = Vec::new();
+    let mut attachments = Vec::new();
+    for block in &result.content {
+        texts.push(block_text(block, &mut attachments));
+    }
     if texts.is_empty() {
         texts.extend(result.structured_content.as_ref().map(dsh_abi::js::to_string));
     }
-    let content = capped(texts).into_iter().map(|text| json!({"type": "text", "text": text})).collect();
-    ToolOutcome { content, is_error: result.is_error == Some(true), error: None }
+    let mut content: Vec<Value> = capped(texts).into_iter().map(|text| json!({"type": "text", "text": text})).collect();
+    content.extend(attachments.iter().map(attachment_block));
+    let is_error = result.is_error == Some(true);
+    ToolOutcome { content, attachments, is_error, error: is_error.then(|| error_of(TOOL_ERROR)) }
+}
+
+/// The text the model reads for one block; binary content goes to `attachments`.
+fn block_text(block: &ContentBlock, attachments: &mut Vec<Attachment>) -> String {
+    use rmcp::model::ResourceContents;
+    let mut attach = |data: &str, mime_type: &str, what: &str| {
+        let Ok(bytes) = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data.trim()) else {
+            return format!("[{what} {mime_type}: its data is not base64]");
+        };
+        let attachment = Attachment { id: crate::fsutil::sha256_hex(&bytes), mime_type: mime_type.to_owned(), bytes };
+        let line =
+            format!("[{what} {mime_type}, {} bytes, kept as attachment {}]", attachment.bytes.len(), attachment.id);
+        attachments.push(attachment);
+        line
+    };
+    match block {
+        ContentBlock::Text(text) => text.text.clone(),
+        ContentBlock::Image(image) => attach(&image.data, &image.mime_type, "image"),
+        ContentBlock::Audio(audio) => attach(&audio.data, &audio.mime_type, "audio"),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::TextResourceContents { uri, text, .. } => format!("[resource {uri}]\n{text}"),
+            ResourceContents::BlobResourceContents { uri, mime_type, blob, .. } => {
+                attach(blob, mime_type.as_deref().unwrap_or("application/octet-stream"), &format!("resource {uri}"))
+            }
+            other => unknown_block(other),
+        },
+        ContentBlock::ResourceLink(link) => {
+            let title = link.title.as_deref().or(link.description.as_deref()).map(|title| format!(": {title}"));
+            format!("[resource link {} {}{}]", link.name, link.uri, title.unwrap_or_default())
+        }
+        other => unknown_block(other),
+    }
+}
+
+/// A kind of content this dsh does not know, kept whole as its JSON.
+fn unknown_block(block: &impl serde::Serialize) -> String {
+    let json = serde_json::to_value(block).unwrap_or_default();
+    format!("[{} content] {}", json["type"].as_str().unwrap_or("unknown"), dsh_abi::js::to_string(&json))
+}
+
+/// The block a tool result's content names an attachment with (DeepSeek Harness's shape).
+fn attachment_block(attachment: &Attachment) -> Value {
+    let kind = if attachment.mime_type.starts_with("image/") { "image" } else { "file" };
+    json!({"type": kind, "attachment": {
+        "attachmentId": attachment.id, "mimeType": attachment.mime_type, "bytes": attachment.bytes.len(),
+    }})
 }
 
 /// The texts, cut where their total passes [`MAX_RESULT_BYTES`], with a note saying so.

@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+    ProtocolVersion, Tool,
+};
 use rmcp::service::RunningService;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
@@ -18,6 +21,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use super::config::{McpConfig, Transport};
+use super::guard::Lifeline;
 
 /// The most of a server's stderr kept for messages: its last lines say why it failed.
 const STDERR_TAIL_BYTES: usize = 2048;
@@ -25,17 +29,28 @@ const STDERR_TAIL_BYTES: usize = 2048;
 /// How long a server that failed its handshake is given to finish writing its stderr.
 const STDERR_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
-type Session = RunningService<RoleClient, ()>;
+type Session = RunningService<RoleClient, ClientConfig>;
+
+/// What dsh says of itself in `initialize`: the newest protocol version that still has an
+/// `initialize` handshake (the server answers with the version it speaks, which rmcp takes),
+/// and `clientInfo` naming dsh and its version.
+fn client_config() -> ClientConfig {
+    let mut config =
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("dsh", env!("CARGO_PKG_VERSION")));
+    config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+    config
+}
 
 /// The most one message from a server may hold: a result over [`super::MAX_RESULT_BYTES`] is
 /// still read whole, then cut, up to this size (a longer line over stdio is dropped by `rmcp`,
 /// and the call ends at its timeout).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-/// An MCP session and, for a server over stdio, its process (killed when this is dropped).
+/// An MCP session and, for a server over stdio, its guard's lifeline: dropping it (or dsh's
+/// death) ends the server's whole process group ([`super::guard`]).
 struct Connection {
     session: Session,
-    _child: Option<tokio::process::Child>,
+    _lifeline: Option<Lifeline>,
 }
 
 /// Why a call has no result from the server.
@@ -158,53 +173,73 @@ async fn connect(
     deadline: Instant,
 ) -> Result<Connection, String> {
     match &config.transport {
-        Transport::Stdio { command, env } => spawn(command, env, stderr_tail, deadline).await,
-        Transport::Http { url, headers, token_env } => {
-            let session = reach(url, headers, token_env.as_deref(), deadline).await?;
-            Ok(Connection { session, _child: None })
+        Transport::Stdio { command, env, pass_env } => spawn(command, env, pass_env, stderr_tail, deadline).await,
+        Transport::Http { url, headers, header_env, token_env } => {
+            let session = reach(url, headers, header_env, token_env.as_deref(), deadline).await?;
+            Ok(Connection { session, _lifeline: None })
         }
     }
 }
 
-/// Spawns the server with exactly its row's environment (plus PATH and HOME), in a process group
-/// of its own so that a Ctrl-C at the terminal, meant for the turn, does not reach it.
+/// Spawns the server under its guard ([`super::guard`]) with exactly its row's environment (plus
+/// PATH and HOME), in a process group of its own so that a Ctrl-C at the terminal, meant for the
+/// turn, does not reach it.
 async fn spawn(
     command_line: &[String],
     env: &BTreeMap<String, String>,
+    pass_env: &[String],
     stderr_tail: &Arc<Mutex<String>>,
     deadline: Instant,
 ) -> Result<Connection, String> {
-    let (program, arguments) = command_line.split_first().ok_or("the row names no command")?;
-    let mut command = tokio::process::Command::new(program);
-    command.args(arguments).env_clear().kill_on_drop(true).process_group(0);
+    let program = command_line.first().ok_or("the row names no command")?;
+    let lifeline = Lifeline::new().map_err(|err| format!("cannot start {program}: {err}"))?;
+    let mut command = lifeline.guard_command(command_line).map_err(|err| format!("cannot start {program}: {err}"))?;
     for name in ["PATH", "HOME"] {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
     }
+    // Passed variables are secrets by intent (a token the server needs).
+    for name in pass_env {
+        if let Some(value) = std::env::var_os(name) {
+            crate::redact::learn(&value.to_string_lossy());
+            command.env(name, value);
+        }
+    }
     command.envs(env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().map_err(|err| format!("cannot start {program}: {err}"))?;
+    let lifeline = lifeline.started();
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(format!("{program} was started without pipes"));
     };
     let reader = child.stderr.take().map(|stderr| tokio::spawn(keep_tail(stderr, Arc::clone(stderr_tail))));
     let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
     let failure = match handshake(transport, deadline).await {
-        Ok(session) => return Ok(Connection { session, _child: Some(child) }),
+        Ok(session) => return Ok(Connection { session, _lifeline: Some(lifeline) }),
         Err(failure) => failure,
     };
     if let Some(reader) = reader {
         // A server that failed has usually exited: its stderr ends at once, with the reason.
         let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
     }
-    Err(format!("{failure}{}", tail(stderr_tail)))
+    let never_started =
+        matches!(child.try_wait(), Ok(Some(status)) if status.code() == Some(super::guard::NOT_STARTED));
+    let said =
+        stderr_tail.lock().ok().and_then(|kept| kept.lines().rev().find(|line| !line.is_empty()).map(str::to_owned));
+    match said.filter(|_| never_started) {
+        // The guard could not start the program: that is the whole story.
+        Some(why) => Err(why),
+        None => Err(format!("{failure}{}", tail(stderr_tail))),
+    }
 }
 
 /// Opens an MCP session with the endpoint at `url`, sending `headers` and the bearer token from
-/// `token_env`, which no message repeats.
+/// `token_env`; the token and credential headers become secrets of the process first, so no
+/// message, log line or model request can repeat them ([`crate::redact`]).
 async fn reach(
     url: &str,
     headers: &[(String, String)],
+    header_env: &[(String, String)],
     token_env: Option<&str>,
     deadline: Instant,
 ) -> Result<Session, String> {
@@ -212,8 +247,20 @@ async fn reach(
         Some(name) => Some(std::env::var(name).map_err(|_| format!("tokenEnv names ${name}, which is not set"))?),
         None => None,
     };
+    crate::redact::learn_url(url);
+    if let Some(token) = &token {
+        crate::redact::learn(token);
+    }
+    let mut from_env = Vec::new();
+    for (name, variable) in header_env {
+        let value =
+            std::env::var(variable).map_err(|_| format!("headerEnv.{name} names ${variable}, which is not set"))?;
+        crate::redact::learn(&value);
+        from_env.push((name.clone(), value));
+    }
     let mut custom = HashMap::new();
-    for (name, value) in headers {
+    for (name, value) in headers.iter().chain(&from_env) {
+        crate::redact::learn_header(name, value);
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|err| format!("header {name:?}: {err}"))?;
         custom.insert(name, HeaderValue::from_str(value).map_err(|err| format!("header {value:?}: {err}"))?);
     }
@@ -226,10 +273,7 @@ async fn reach(
     }
     let client = crate::http::client_builder().build().map_err(|err| format!("cannot build an HTTP client: {err}"))?;
     let transport = StreamableHttpClientTransport::with_client(client, settings);
-    handshake(transport, deadline).await.map_err(|failure| match &token {
-        Some(token) if !token.is_empty() => failure.replace(token.as_str(), "[redacted]"),
-        _ => failure,
-    })
+    handshake(transport, deadline).await
 }
 
 async fn handshake<T, E, A>(transport: T, deadline: Instant) -> Result<Session, String>
@@ -237,7 +281,7 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    match tokio::time::timeout_at(deadline, ().serve(transport)).await {
+    match tokio::time::timeout_at(deadline, client_config().serve(transport)).await {
         Ok(Ok(session)) => Ok(session),
         Ok(Err(err)) => Err(format!("the MCP handshake failed: {err}")),
         Err(_) => Err("the MCP handshake had no answer in time (startTimeoutMs)".to_owned()),

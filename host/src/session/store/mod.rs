@@ -4,6 +4,7 @@
 
 pub mod postgres;
 
+use crate::fsutil::MAX_LAYER_BYTES;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use serde_json::Value;
 
 use self::postgres::{Connection, Database, StoreError, StoredLines};
 use super::locate::{self, LOG_FILE};
-use super::meta::SessionMeta;
+use super::meta::{PatchCopy, SessionMeta};
 use super::reader::{Damage, LogReader, ReadError};
 use crate::lock::{live_holder, Busy, LockError, WriterLock};
 use crate::NotFound;
@@ -68,12 +69,19 @@ pub enum StoreSettingError {
     Store(#[from] StoreError),
 }
 
+/// `value` as a `postgres://` URL when it is one, whatever the case of its scheme.
+fn postgres_url(value: &str) -> Option<String> {
+    let (scheme, rest) = value.split_once("://")?;
+    matches!(scheme.to_ascii_lowercase().as_str(), "postgres" | "postgresql").then(|| format!("postgres://{rest}"))
+}
+
 impl SessionStore {
     /// The store of the home at `root`: [`STORE_ENV`], else [`STORE_FILE`], else files. A
     /// database is connected to (and its schema checked or created) now.
     pub fn for_home(root: &Path) -> Result<SessionStore, StoreSettingError> {
         let file_path = root.join(STORE_FILE);
-        let file = match std::fs::read_to_string(&file_path) {
+        let read = crate::fsutil::read_text_limited(&file_path, crate::fsutil::MAX_SETTINGS_FILE_BYTES, STORE_FILE);
+        let file = match read {
             Ok(text) => toml::from_str::<StoreFile>(&text)
                 .map_err(|err| StoreSettingError::File { file: file_path.clone(), reason: err.message().to_owned() })?,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => StoreFile::default(),
@@ -85,12 +93,16 @@ impl SessionStore {
         };
         let sessions = root.join("sessions");
         let Some(value) = value.filter(|value| value != "files") else { return Ok(SessionStore::Files(sessions)) };
-        if !value.starts_with("postgres://") && !value.starts_with("postgresql://") {
-            let reason = format!("{value:?} is neither \"files\" nor a postgres:// URL");
+        crate::redact::learn_url(&value);
+        let Some(value) = postgres_url(&value) else {
+            let reason = format!("{:?} is neither \"files\" nor a postgres:// URL", crate::redact::url(&value));
             return Err(StoreSettingError::Value { source_name, reason });
-        }
+        };
         let password_env = file.password_env.as_deref().unwrap_or(PASSWORD_ENV);
         let password = std::env::var(password_env).ok();
+        if let Some(password) = &password {
+            crate::redact::learn(password);
+        }
         let database = Database::new(&value, password)
             .map_err(|reason| StoreSettingError::Value { source_name: source_name.clone(), reason })?;
         let reads = database.connect()?;
@@ -201,6 +213,7 @@ impl Stored {
             Ok((rows.iter().map(|row| row.get(0)).collect(), count))
         });
         let (matching, count) = found.map_err(|err| NotFound(err.to_string()))?;
+        let matching: Vec<String> = matching.into_iter().filter(|id| sound_id(id)).collect();
         match matching.first() {
             Some(first) if first == id || count == 1 => Ok(Some(self.log(first))),
             None => Ok(None),
@@ -214,7 +227,8 @@ impl Stored {
             let rows = client.query("SELECT id, coalesce(created_at, 0) FROM dsh_sessions", &[]).await?;
             Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })?;
-        Ok(rows.into_iter().map(|(id, created)| (created as f64, self.log(&id))).collect())
+        let kept = rows.into_iter().filter(|(id, _)| sound_id(id));
+        Ok(kept.map(|(id, created)| (created as f64, self.log(&id))).collect())
     }
 
     pub fn log(&self, id: &str) -> LogRef {
@@ -230,6 +244,24 @@ impl Stored {
         })
     }
 }
+
+/// Whether an id read from a database can name a session ([`locate::is_session_id`]); any other
+/// (one another program stored, say `../../x` or one holding escapes) is left out with a warning
+/// that shows it escaped, so it never becomes a path or reaches a terminal as it is.
+fn sound_id(id: &str) -> bool {
+    let sound = locate::is_session_id(id);
+    if !sound {
+        tracing::warn!(
+            "the session store holds a session whose id {} is not a session id ({}); it is left out",
+            serde_json::Value::from(id),
+            locate::SESSION_ID_RULE
+        );
+    }
+    sound
+}
+
+/// The name a kept attachment has beside the log, before its sha256.
+pub const ATTACHMENT_PREFIX: &str = "attachment-";
 
 /// One session's log: a file, or a session in a database.
 #[derive(Debug, Clone)]
@@ -314,7 +346,7 @@ impl LogRef {
     }
 
     /// Keeps `meta` and the kept copies of `patches` with the session.
-    pub fn keep_meta(&self, meta: &mut SessionMeta, patches: &[PathBuf]) -> std::io::Result<()> {
+    pub fn keep_meta(&self, meta: &mut SessionMeta, patches: &[PatchCopy]) -> std::io::Result<()> {
         let anchor = self.meta_anchor();
         if let (LogRef::Stored { .. }, Some(folder)) = (self, anchor.parent().filter(|_| !patches.is_empty())) {
             std::fs::create_dir_all(folder)?;
@@ -323,6 +355,27 @@ impl LogRef {
         match self {
             LogRef::File(path) => meta.write(path),
             LogRef::Stored { store, id } => Ok(keep_stored_meta(store, id, meta, &anchor)?),
+        }
+    }
+
+    /// Keeps `bytes` with the session as `attachment-<id>` (a tool result's image or file, `id`
+    /// its sha256), durably, before the event that names it is written: beside the log file, or
+    /// in the database. Keeping one that is there already changes nothing.
+    pub fn keep_attachment(&self, id: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let name = format!("{ATTACHMENT_PREFIX}{id}");
+        match self {
+            LogRef::File(path) => {
+                crate::fsutil::create_atomic(&path.with_file_name(&name), bytes)?;
+                Ok(())
+            }
+            LogRef::Stored { store, id: session } => {
+                let (session, content) = (session.clone(), bytes.to_vec());
+                Ok(store.0.reads.call("attachment", async move |client| {
+                    let sql = "INSERT INTO dsh_session_files (session, name, content) VALUES ($1, $2, $3) \
+                               ON CONFLICT (session, name) DO NOTHING";
+                    client.execute(sql, &[&session, &name, &content]).await.map(|_| ())
+                })?)
+            }
         }
     }
 
@@ -380,7 +433,10 @@ fn keep_stored_meta(store: &Stored, id: &str, meta: &SessionMeta, anchor: &Path)
     let files: Vec<(String, Vec<u8>)> = meta
         .patches
         .iter()
-        .filter_map(|patch| Some((patch.kept.clone(), std::fs::read(folder.join(&patch.kept)).ok()?)))
+        .filter_map(|patch| {
+            let kept = crate::fsutil::read_limited(&folder.join(&patch.kept), MAX_LAYER_BYTES, "a layer").ok()?;
+            Some((patch.kept.clone(), kept))
+        })
         .collect();
     let (session, text) = (id.to_owned(), serde_json::to_string(meta).unwrap_or_default());
     store.0.reads.call("session meta", async move |client| {
