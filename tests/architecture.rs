@@ -1,8 +1,10 @@
-//! The host's module graph has no cycles: none between the top-level modules of `host/src`, and
-//! none between sibling files of one module (a `mod.rs` that declares or re-exports its children
-//! does not count; test code is left out). Read from the sources: every `crate::…` and `super::…`
-//! path outside comments and `#[cfg(test)]` items is an edge. And no function of the host, the
-//! ABI or a plugin is longer than a reader can take in at once.
+//! The module graphs of the host (`host/src`) and of the session log's crate (`session/src`) have
+//! no cycles: none between the top-level modules of a crate, and none between the files of one
+//! module — a `mod.rs` with code of its own is one of them (its `mod` and `pub use` lines only
+//! declare; test code is left out). Read from the sources: every `crate::…` and `super::…` path
+//! outside comments and `#[cfg(test)]` items is an edge. The crates keep their boundaries: the
+//! session crate depends on no provider, plugin or command-line code, and only its PostgreSQL
+//! backend knows PostgreSQL. And no function is longer than a reader can take in at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -141,8 +143,11 @@ struct Source {
     code: String,
 }
 
-fn sources() -> Vec<Source> {
-    let src = workspace_root().join("host/src");
+/// The crates whose module graphs are checked.
+const CRATES: [&str; 2] = ["host/src", "session/src"];
+
+fn sources(crate_src: &str) -> Vec<Source> {
+    let src = workspace_root().join(crate_src);
     files_under(&src)
         .into_iter()
         .filter(|file| file.extension().is_some_and(|ext| ext == "rs"))
@@ -158,63 +163,115 @@ fn sources() -> Vec<Source> {
 }
 
 #[test]
-fn top_level_modules_of_the_host_form_no_cycle() {
-    let sources = sources();
-    let top: BTreeSet<String> = sources.iter().filter_map(|source| source.module.first().cloned()).collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for source in &sources {
-        let Some(from) = source.module.first() else { continue };
-        for target in first_segments(&source.code, "crate") {
-            if top.contains(&target) && target != *from {
-                graph.entry(from.clone()).or_default().insert(target);
+fn top_level_modules_of_each_crate_form_no_cycle() {
+    for crate_src in CRATES {
+        let sources = sources(crate_src);
+        let top: BTreeSet<String> = sources.iter().filter_map(|source| source.module.first().cloned()).collect();
+        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for source in &sources {
+            let Some(from) = source.module.first() else { continue };
+            for target in first_segments(&source.code, "crate") {
+                if top.contains(&target) && target != *from {
+                    graph.entry(from.clone()).or_default().insert(target);
+                }
             }
         }
+        assert!(
+            graph.values().map(BTreeSet::len).sum::<usize>() > 10,
+            "the scan found {crate_src}'s imports: {graph:?}"
+        );
+        assert_eq!(find_cycle(&graph), None, "a cycle between top-level modules of {crate_src}");
     }
-    assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 10, "the scan found the host's imports: {graph:?}");
-    assert_eq!(find_cycle(&graph), None, "a cycle between top-level modules");
+}
+
+/// What a parent's own code (`mod.rs`, `lib.rs`) is called in its module's graph.
+const PARENT: &str = "(mod)";
+
+/// A parent file's code without the lines that only declare its children (`mod x;`, `pub use
+/// x::…;`).
+fn own_code(code: &str) -> String {
+    let declares = |line: &str| {
+        let line = line.trim_start();
+        let public = line.strip_prefix("pub(crate) ").or_else(|| line.strip_prefix("pub "));
+        line.trim_start_matches("pub(crate) ").trim_start_matches("pub ").starts_with("mod ")
+            || public.is_some_and(|rest| rest.starts_with("use "))
+    };
+    code.lines().filter(|line| !declares(line)).collect::<Vec<_>>().join("\n")
+}
+
+/// Whether `code` names module `child` as a path (`child::…`, not `other_child::…`).
+fn names_module(code: &str, child: &str) -> bool {
+    code.match_indices(&format!("{child}::"))
+        .any(|(at, _)| !code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':'))
+}
+
+/// The edges between the files of the module `parent` is the `mod.rs` of: from each child to
+/// the siblings and to the parent's own items it names, and from the parent's own code to the
+/// children it names.
+fn module_graph(sources: &[Source], parent: &Source) -> BTreeMap<String, BTreeSet<String>> {
+    let is_child =
+        |source: &&Source| source.module.len() == parent.module.len() + 1 && source.module.starts_with(&parent.module);
+    let children: BTreeSet<String> =
+        sources.iter().filter(is_child).map(|source| source.module.last().unwrap().clone()).collect();
+    let exported = re_exports(&parent.code);
+    let sibling = |name: &str| -> Option<String> {
+        match children.contains(name) {
+            true => Some(name.to_owned()),
+            false if name == "super" => None,
+            false => Some(exported.get(name).cloned().unwrap_or_else(|| PARENT.to_owned())),
+        }
+    };
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for source in sources.iter().filter(is_child).filter(|source| !source.is_parent) {
+        let from = source.module.last().unwrap().clone();
+        let mut targets: Vec<String> =
+            first_segments(&source.code, "super").iter().filter_map(|t| sibling(t)).collect();
+        if !parent.module.is_empty() {
+            let absolute = format!("crate::{}", parent.module.join("::"));
+            targets.extend(first_segments(&source.code, &absolute).iter().filter_map(|t| sibling(t)));
+        }
+        graph.entry(from.clone()).or_default().extend(targets.into_iter().filter(|target| *target != from));
+    }
+    let own = own_code(&parent.code);
+    let named: BTreeSet<String> = children.iter().filter(|child| names_module(&own, child)).cloned().collect();
+    graph.entry(PARENT.to_owned()).or_default().extend(named);
+    graph
 }
 
 #[test]
-fn sibling_files_of_a_module_form_no_cycle() {
-    let sources = sources();
+fn the_files_of_a_module_form_no_cycle_its_mod_rs_included() {
     let mut edges = 0;
-    let parents: Vec<&Source> = sources.iter().filter(|source| source.is_parent).collect();
-    for parent in parents {
-        let children: BTreeSet<String> = sources
-            .iter()
-            .filter(|source| {
-                source.module.len() == parent.module.len() + 1 && source.module.starts_with(&parent.module)
-            })
-            .map(|source| source.module.last().unwrap().clone())
-            .collect();
-        let exported = re_exports(&parent.code);
-        let sibling = |name: &str| -> Option<String> {
-            if children.contains(name) {
-                Some(name.to_owned())
-            } else {
-                exported.get(name).cloned()
-            }
-        };
-        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for source in sources.iter().filter(|source| !source.is_parent) {
-            if source.module.len() != parent.module.len() + 1 || !source.module.starts_with(&parent.module) {
-                continue;
-            }
-            let from = source.module.last().unwrap().clone();
-            let mut targets: Vec<String> =
-                first_segments(&source.code, "super").iter().filter_map(|t| sibling(t)).collect();
-            let absolute = format!("crate::{}", parent.module.join("::"));
-            if !parent.module.is_empty() {
-                targets.extend(first_segments(&source.code, &absolute).iter().filter_map(|t| sibling(t)));
-            }
-            for target in targets.into_iter().filter(|target| *target != from) {
-                edges += 1;
-                graph.entry(from.clone()).or_default().insert(target);
+    let mut cycles = Vec::new();
+    for crate_src in CRATES {
+        let sources = sources(crate_src);
+        for parent in sources.iter().filter(|source| source.is_parent) {
+            let graph = module_graph(&sources, parent);
+            edges += graph.values().map(BTreeSet::len).sum::<usize>();
+            if let Some(cycle) = find_cycle(&graph) {
+                cycles.push(format!("{crate_src} {:?}: {}", parent.module, cycle.join(" → ")));
             }
         }
-        assert_eq!(find_cycle(&graph), None, "a cycle between the files of module {:?}", parent.module);
     }
-    assert!(edges > 10, "the scan found the sibling imports ({edges})");
+    assert!(cycles.is_empty(), "cycles between the files of a module:\n{}", cycles.join("\n"));
+    assert!(edges > 20, "the scan found the sibling imports ({edges})");
+}
+
+#[test]
+fn the_session_crate_keeps_its_boundaries() {
+    let root = workspace_root();
+    let manifest = std::fs::read_to_string(root.join("session/Cargo.toml")).unwrap();
+    for foreign in ["dsh-host", "llm-retry", "relay-retry", "dsh-retry", "route-failover", "retry-budget", "clap"] {
+        assert!(!manifest.contains(&format!("\n{foreign}")), "dsh-session depends on {foreign}");
+    }
+    assert!(manifest.contains("tokio-postgres = { workspace = true, optional = true }"), "PostgreSQL is a feature");
+    for file in files_under(&root.join("session/src")) {
+        let relative = file.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+        let code = production_code(&std::fs::read_to_string(&file).unwrap());
+        // The store module picks the backend; only the backend itself may know PostgreSQL.
+        if !relative.starts_with("session/src/store/") {
+            assert!(!code.contains("tokio_postgres") && !code.contains("postgres::"), "{relative} knows PostgreSQL");
+        }
+    }
 }
 
 #[test]
@@ -275,7 +332,7 @@ fn long_functions(text: &str, limit: usize) -> Vec<String> {
 fn no_function_is_longer_than_the_limit() {
     let root = workspace_root();
     let mut found = Vec::new();
-    for dir in ["host/src", "abi/src", "plugins"] {
+    for dir in ["host/src", "session/src", "abi/src", "plugins"] {
         for file in
             files_under(&root.join(dir)).into_iter().filter(|file| file.extension().is_some_and(|ext| ext == "rs"))
         {

@@ -12,8 +12,8 @@ use dsh_abi::{
 use dsh_e2e::{artifacts, workspace_root};
 use dsh_host::context::{call_context, CallContext, ScriptedServices};
 use dsh_host::plugin::{PluginLibrary, RowInstance};
-use dsh_host::session::index::HistoryIndex;
 use dsh_host::waterfall::{self, Listener, ListenerError, Outcome};
+use dsh_session::index::HistoryIndex;
 use serde_json::Value;
 
 /// What the rest of the waterfall answers in a vector: `none`, `retry`, or `throw`.

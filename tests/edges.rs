@@ -8,7 +8,7 @@ use dsh_e2e::turns::{route_patch, session_id, spawn_dsh, SECRET};
 use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome};
 use serde_json::Value;
 
-use dsh_host::session::reader::MAX_LINE_BYTES;
+use dsh_session::reader::MAX_LINE_BYTES;
 
 #[test]
 fn a_prompt_one_byte_over_the_line_limit_is_refused_before_anything_is_written() {

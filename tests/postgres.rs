@@ -10,12 +10,12 @@ use dsh_e2e::turns::{route_patch, session_id, spawn_collecting as start, SECRET}
 use dsh_e2e::{wait_until, MockProcess, PostgresServer, Run, TestHome, PG_PASSWORD};
 use serde_json::Value;
 
-/// A home whose sessions live in `server`'s `postgres` database (its schema created by the
-/// first command that reads it).
+/// A home whose sessions live in `server`'s `postgres` database, its schema in place.
 fn stored_home(server: &PostgresServer) -> TestHome {
     let home = TestHome::new();
     server.use_in(&home, &server.url("postgres"));
     home.run(&["session", "list"]).expect_code(0);
+    server.migrate(&server.url("postgres"));
     home
 }
 
@@ -240,9 +240,10 @@ fn a_wrong_password_an_unreachable_server_a_newer_schema_and_a_bad_setting_are_c
         .expect_stderr(&format!("cannot connect to the session store postgres://dsh@127.0.0.1:{closed}/postgres"));
     home.run(&["session", "list"]).expect_code(0);
     server.sql("postgres", "UPDATE dsh_schema SET version = 99");
-    home.run(&["session", "list"])
-        .expect_code(7)
-        .expect_stderr("holds dsh schema version 99; this dsh knows versions up to 1");
+    home.run(&["session", "list"]).expect_code(7).expect_stderr(&format!(
+        "holds dsh schema version 99; this dsh knows versions up to {}",
+        dsh_session::store::postgres::schema::SCHEMA_VERSION
+    ));
     let files = Run::of(home.dsh().env("DSH_SESSIONS", "files").args(["session", "list"]));
     files.expect_code(0);
     home.write("sessions.toml", "store = \"mysql://x\"\n");
@@ -335,4 +336,39 @@ fn a_session_id_in_the_database_that_is_no_session_id_is_left_out_and_never_beco
     assert!(!outside.exists(), "a file was written outside the home");
     let replay = home.run(&["session", "replay", "--all"]);
     assert!(!replay.stdout.contains('\u{1b}') && !replay.stderr.contains('\u{1b}'), "{replay}");
+}
+
+#[test]
+fn commands_that_only_read_never_change_the_schema_and_the_first_write_migrates_with_checksums() {
+    let server = PostgresServer::start();
+    let home = TestHome::new();
+    server.use_in(&home, &server.url("postgres"));
+    for args in [&["session", "list"][..], &["session", "show", "nope"], &["completions", "bash"]] {
+        home.run(args);
+        assert_eq!(
+            server.sql("postgres", "SELECT to_regclass('dsh_schema') IS NULL"),
+            "t\n",
+            "{args:?} created the schema"
+        );
+    }
+    let mock = MockProcess::start(&home, "- ok: hi\n");
+    let patch = route_patch(&home, &mock, dsh_e2e::turns::TINY, "");
+    run_in(&home, &["run", "--patch", patch.to_str().unwrap(), "one"]).expect_code(0);
+    let recorded = server.sql("postgres", "SELECT version, name, length(checksum) FROM dsh_schema ORDER BY version");
+    assert_eq!(recorded, "1|0001_sessions|64\n2|0002_json_safe_retry_view|64\n");
+    server.sql("postgres", "UPDATE dsh_schema SET checksum = repeat('0', 64) WHERE version = 1");
+    let changed = run_in(&home, &["run", "--patch", patch.to_str().unwrap(), "two"]);
+    changed.expect_code(7).expect_stderr("migration 1 (0001_sessions) was applied with checksum 0000");
+}
+
+#[test]
+fn a_nul_or_a_lone_surrogate_in_a_provider_message_leaves_the_retry_view_readable() {
+    let server = PostgresServer::start();
+    let home = stored_home(&server);
+    let script = "- status: 503\n  body: '{\"error\":{\"message\":\"nul \\u0000 lone \\ud800 end\"}}'\n- ok: fine\n";
+    let mock = MockProcess::start(&home, script);
+    let patch = route_patch(&home, &mock, dsh_e2e::turns::TINY, "");
+    run_in(&home, &["run", "--patch", patch.to_str().unwrap(), "hi"]).expect_code(0);
+    let records = server.sql("postgres", "SELECT code, executor FROM dsh_retry_records");
+    assert_eq!(records, "SERVER|llm-retry\n");
 }

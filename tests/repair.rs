@@ -89,11 +89,11 @@ fn a_corrupt_middle_line_is_refused_and_nothing_changes() {
 
 /// A complete turn written through the session-log writer.
 fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
-    use dsh_host::session::log::{NewEvent, SessionLog};
-    use dsh_host::session::writer::SyncPolicy;
+    use dsh_session::log::{NewEvent, SessionLog};
+    use dsh_session::writer::SyncPolicy;
     use serde_json::json;
     let header = json!({"type": "session", "version": 0, "id": "cut", "createdAt": 1, "delegationDepth": 0});
-    let store = dsh_host::session::store::SessionStore::Files(dir.to_owned());
+    let store = dsh_session::store::SessionStore::files(dir.to_owned());
     let mut log = SessionLog::create(&store, "cut", &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();
     let events = [
         ("turn/start", json!({"turn": 1})),
@@ -119,10 +119,10 @@ fn complete_log(dir: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix() {
-    use dsh_host::session::log::SessionLog;
-    use dsh_host::session::store::LogRef;
-    use dsh_host::session::verify::verify_log;
-    use dsh_host::session::writer::SyncPolicy;
+    use dsh_session::log::SessionLog;
+    use dsh_session::store::LogRef;
+    use dsh_session::verify::verify_log;
+    use dsh_session::writer::SyncPolicy;
     let scratch = tempfile::tempdir().unwrap();
     let full = std::fs::read(complete_log(scratch.path())).unwrap();
     let last_start = full[..full.len() - 1].iter().rposition(|byte| *byte == b'\n').unwrap() + 1;
@@ -131,7 +131,7 @@ fn a_log_cut_at_every_byte_of_its_last_record_recovers_to_the_committed_prefix()
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("session.jsonl");
         std::fs::write(&path, &full[..cut]).unwrap();
-        let log = LogRef::File(path.clone());
+        let log = LogRef::file(path.clone());
         let lock = log.lock(scratch.path()).unwrap();
         let (_, repair) = SessionLog::open(&log, lock, |_| Vec::new(), SyncPolicy::Durable, 5000, true).unwrap();
         let repaired = std::fs::read(&path).unwrap();

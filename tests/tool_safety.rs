@@ -42,7 +42,9 @@ fn two_servers_whose_names_collide_once_made_acceptable_are_offered_apart_and_ea
     assert!(!names.contains(&"wipe_all".to_owned()), "{names:?}");
     home.run(&["config", "check", "--patch", patch.to_str().unwrap()]).expect_code(0);
     run_turn(&home, &patch, "wipe").run.expect_code(0).expect_stdout("wiped");
-    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "b:wipe_all\na:wipe.all\n");
+    let mut ran: Vec<String> = std::fs::read_to_string(&ledger).unwrap().lines().map(str::to_owned).collect();
+    ran.sort();
+    assert_eq!(ran, ["a:wipe.all", "b:wipe_all"], "each call ran its own server's tool");
 }
 
 #[test]
@@ -110,8 +112,8 @@ fn every_content_block_of_a_result_is_kept_and_an_error_result_has_a_code() {
     assert_eq!(failed["isError"], true);
     let sent = tools.request(2);
     let messages = sent["messages"].as_array().unwrap();
-    let image_id = dsh_host::fsutil::sha256_hex(b"PNGDATA");
-    let blob_id = dsh_host::fsutil::sha256_hex(&[0, 1, 2]);
+    let image_id = dsh_session::fsutil::sha256_hex(b"PNGDATA");
+    let blob_id = dsh_session::fsutil::sha256_hex(&[0, 1, 2]);
     let expected = format!(
         "first\nsecond\n[resource file:///notes.txt]\nthe notes\n[resource link big.log file:///big.log: The big log]\n\
          [image image/png, 7 bytes, kept as attachment {image_id}]\n\
@@ -133,21 +135,28 @@ fn every_content_block_of_a_result_is_kept_and_an_error_result_has_a_code() {
 fn a_cancelled_tool_step_keeps_the_results_that_came_back_and_calls_never_sent_did_not_run() {
     let script = "- tool_calls: [{name: hang}, {name: append, arguments: {line: done}}]\n- ok: never\n";
     let tools = tool_home(script, "        callTimeoutMs: 600000\n");
-    let child = tools
+    let mut child = tools
         .home
         .dsh()
         .env("DEEPSEEK_API_KEY", SECRET)
-        .args(["run", "--patch"])
+        .args(["-vv", "run", "--patch"])
         .arg(&tools.patch)
         .arg("go")
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let appended = wait_until(std::time::Duration::from_secs(60), || tools.ledger_lines() == ["done"]);
-    assert!(appended, "the second call never ran");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("(append) came back") {
+        let mut line = String::new();
+        assert!(std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0, "dsh ended first: {said}");
+        said.push_str(&line);
+    }
+    assert_eq!(tools.ledger_lines(), ["done"]);
     // SAFETY: signalling a child of this test.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let run = Run::from_child(child);
     run.expect_code(130);
     let log = dsh_e2e::only_session_log(&tools.home).unwrap();

@@ -93,6 +93,7 @@ impl Place {
             server.use_in(home, &server.url("postgres"));
         }
         homes[0].run(&["session", "list"]).expect_code(0);
+        server.migrate(&server.url("postgres"));
         Place { homes, server: Some(server) }
     }
 

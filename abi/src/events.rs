@@ -172,17 +172,92 @@ event_types! {
     RetryStarted => LLM_RETRY_STARTED, false;
     RetryRefused => LLM_RETRY_REFUSED, true;
     RouteSwitched => ROUTE_SWITCH, true;
+    UserMessage => USER_MESSAGE, false;
+    AssistantMessage => ASSISTANT_MESSAGE, false;
+    ToolCallEvent => TOOL_CALL, false;
+    ToolResultEvent => TOOL_RESULT, false;
 }
 
-/// Call ids of the `tool-call` blocks of an assistant message (`callId`, or `id` as DeepSeek
-/// Harness writes them).
+/// `user/message`: the user's (or a plugin's) message that starts a turn.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct UserMessage {
+    pub id: String,
+    pub role: &'static str,
+    pub content: Vec<Value>,
+    pub source: Value,
+}
+
+/// `assistant/message`: the model's answer to a step.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct AssistantMessage {
+    pub turn: u64,
+    pub step: u64,
+    pub message: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+}
+
+/// `tool/call`: a call the model asked for, durable before it is dispatched.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallEvent {
+    pub turn: u64,
+    pub step: u64,
+    pub call_id: String,
+    pub name: String,
+    /// The arguments exactly as the model wrote them.
+    pub arguments: String,
+}
+
+/// `tool/result`: what a call came to; `message` names its call (see [`answered_call`]) and
+/// `error` says why a call has no result of its tool's (`{name, code}`).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct ToolResultEvent {
+    pub turn: u64,
+    pub step: u64,
+    pub message: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// The `tool-call` blocks of an assistant message.
+pub fn tool_calls(message: &Value) -> impl Iterator<Item = &Value> {
+    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+    blocks.filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-call"))
+}
+
+/// The id of a `tool-call` block: `id`, as DeepSeek Harness writes it (and dsh), else `callId`.
+pub fn call_id(block: &Value) -> Option<&str> {
+    block.get("id").or_else(|| block.get("callId"))?.as_str()
+}
+
+/// Call ids of the `tool-call` blocks of an assistant message ([`call_id`]).
 pub fn tool_call_ids(message: &Value) -> impl Iterator<Item = &str> {
-    message.get("content").and_then(Value::as_array).into_iter().flatten().filter_map(|block| {
-        if block.get("type")? != "tool-call" {
-            return None;
-        }
-        block.get("callId").or_else(|| block.get("id"))?.as_str()
-    })
+    tool_calls(message).filter_map(call_id)
+}
+
+/// The call a `tool/result` (its `data`) answers — the one answer every reader gives: the
+/// message's `source.callId`, where every DeepSeek Harness format names it; else the V4
+/// message's `toolCallId`; else the event's own `callId` (older repair closers); else the
+/// `tool-result` block's `toolCallId`.
+pub fn answered_call(data: &Value) -> Option<&str> {
+    let message = data.get("message");
+    let block = message.and_then(|message| message.get("content")?.as_array()?.first());
+    message
+        .and_then(|message| message.pointer("/source/callId"))
+        .or_else(|| message.and_then(|message| message.get("toolCallId")))
+        .or_else(|| data.get("callId"))
+        .or_else(|| {
+            block.filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-result"))?.get("toolCallId")
+        })
+        .and_then(Value::as_str)
+}
+
+/// What is open of a step's calls: the ids of `calls`, in order, that none of `results` (the
+/// `data` of its `tool/result`s) answers.
+pub fn open_calls<'a>(calls: impl IntoIterator<Item = &'a str>, results: &[&'a Value]) -> Vec<&'a str> {
+    let answered: Vec<&str> = results.iter().filter_map(|result| answered_call(result)).collect();
+    calls.into_iter().filter(|call| !answered.contains(call)).collect()
 }
 
 #[cfg(test)]
@@ -210,5 +285,21 @@ mod tests {
         let started = RetryStarted { retry_id: "r".into(), turn: 1, step: 2, retry: 3.into() };
         assert_eq!(js::to_string(&started), r#"{"retryId":"r","turn":1,"step":2,"retry":3}"#);
         assert_eq!((RetryRefused::TYPE, RetryRefused::IGNORABLE), ("llm/retry-refused", true));
+    }
+
+    #[test]
+    fn every_form_of_a_result_names_the_call_it_answers_the_same_way() {
+        let forms = [
+            serde_json::json!({"message": {"source": {"kind": "tool", "callId": "c1"}, "content": []}, "callId": "other"}),
+            serde_json::json!({"message": {"role": "tool", "toolCallId": "c1", "content": []}}),
+            serde_json::json!({"callId": "c1", "message": {"role": "user"}}),
+            serde_json::json!({"message": {"content": [{"type": "tool-result", "toolCallId": "c1", "content": []}]}}),
+        ];
+        assert!(forms.iter().all(|form| answered_call(form) == Some("c1")), "{forms:?}");
+        let message = serde_json::json!({"content": [
+            {"type": "tool-call", "id": "c1", "callId": "stale"}, {"type": "text"}, {"type": "tool-call", "callId": "c2"},
+        ]});
+        assert_eq!(tool_call_ids(&message).collect::<Vec<_>>(), ["c1", "c2"]);
+        assert_eq!(open_calls(tool_call_ids(&message), &[&forms[0]]), ["c2"]);
     }
 }

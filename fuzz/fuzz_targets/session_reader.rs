@@ -4,8 +4,8 @@
 
 use std::io::Cursor;
 
-use dsh_host::session::reader::LogReader;
-use dsh_host::session::structure::StructureRules;
+use dsh_session::reader::LogReader;
+use dsh_session::structure::StructureRules;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

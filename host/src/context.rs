@@ -10,7 +10,7 @@ use abi_stable::std_types::{RString, RVec};
 pub use dsh_abi::context::{Context, NoCounters, ScriptedServices, Services, Session};
 use dsh_abi::{ChainKey, ChainRecord, LogLevel};
 
-use crate::session::index::HistoryIndex;
+use dsh_session::index::HistoryIndex;
 
 /// The real clock, a real RNG, UUID v4 ids and logging through `tracing`.
 #[derive(Debug, Default, Clone, Copy)]

@@ -29,9 +29,9 @@ use dsh_host::llm::mock::{MockAction, MockLog, MockServer, MockStep};
 use dsh_host::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, OpenAiAdapter};
 use dsh_host::llm::{ModelClient, StreamFuture};
 use dsh_host::plugin::PluginLibrary;
-use dsh_host::session::log::SessionLog;
-use dsh_host::session::store::SessionStore;
-use dsh_host::session::writer::SyncPolicy;
+use dsh_session::log::SessionLog;
+use dsh_session::store::SessionStore;
+use dsh_session::writer::SyncPolicy;
 use serde_json::json;
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -131,7 +131,7 @@ async fn first_token_and_throughput() {
 
 fn durable_appends() {
     let dir = tempfile::tempdir().unwrap();
-    let (batched, each) = logs::appends_per_second(&SessionStore::Files(dir.path().to_owned()), "bench", 100_000, 500);
+    let (batched, each) = logs::appends_per_second(&SessionStore::files(dir.path().to_owned()), "bench", 100_000, 500);
     println!("| durable appends, fsync batched every 200 ms | ≥ 20,000 events/s | {batched:.0} events/s (one fsync per event: {each:.0} events/s) |");
 }
 
@@ -268,7 +268,7 @@ fn simulated_day() {
         };
         let header = json!({"type": "session", "version": 0, "id": "day", "createdAt": 1.8e12, "delegationDepth": 0});
         let log = SessionLog::create(
-            &SessionStore::Files(dir.path().to_owned()),
+            &SessionStore::files(dir.path().to_owned()),
             "day",
             &header,
             |header| assembly.open_checkers(header),

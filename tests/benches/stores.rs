@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use dsh_e2e::logs::{self, Shape};
 use dsh_e2e::{artifacts, PostgresServer, TestHome, PG_PASSWORD};
-use dsh_host::session::store::SessionStore;
+use dsh_session::store::SessionStore;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
@@ -74,7 +74,7 @@ fn main() {
     artifacts();
     let scratch = tempfile::tempdir().unwrap();
     let stores = [
-        SessionStore::Files(files.path().join("sessions")),
+        SessionStore::files(files.path().join("sessions")),
         SessionStore::for_home(stored.path()).expect("the bench database"),
     ];
     let measured: Vec<(f64, f64)> =

@@ -21,8 +21,8 @@ use dsh_host::agent::assembly::{load_plugins, PluginRow};
 use dsh_host::context::{call_context, CallContext, SystemServices};
 use dsh_host::counters::Counters;
 use dsh_host::plugin::{PluginLibrary, RowInstance};
-use dsh_host::session::index::HistoryIndex;
 use dsh_host::waterfall::{self, Outcome};
+use dsh_session::index::HistoryIndex;
 use serde_json::{json, Value};
 
 const DEFAULT_KEY: &str =

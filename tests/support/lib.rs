@@ -492,6 +492,14 @@ impl PostgresServer {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Brings database `url`'s dsh schema up to date, as dsh's first write would.
+    pub fn migrate(&self, url: &str) {
+        use dsh_session::store::postgres::{schema, Database};
+        let database = Database::new(url, Some(PG_PASSWORD.to_owned()), "PGPASSWORD").expect("a PostgreSQL URL");
+        let connection = database.connect().expect("connect to the test server");
+        schema::migrate(&connection, url).expect("migrate");
+    }
+
     /// Points `home` at database `url` through its `sessions.toml`.
     pub fn use_in(&self, home: &TestHome, url: &str) {
         home.write("sessions.toml", &format!("store = \"{url}\"\n"));

@@ -177,14 +177,9 @@ fn retry_id(chain: u64) -> String {
 /// Events per second appended through the session-log writer into a new session `id` of
 /// `store`: `batched` events committed as the writer commits (at the latest every 200 ms), then
 /// `single` events with a commit (an fsync, or a database commit) each.
-pub fn appends_per_second(
-    store: &dsh_host::session::store::SessionStore,
-    id: &str,
-    batched: u64,
-    single: u64,
-) -> (f64, f64) {
-    use dsh_host::session::log::{NewEvent, SessionLog};
-    use dsh_host::session::writer::SyncPolicy;
+pub fn appends_per_second(store: &dsh_session::store::SessionStore, id: &str, batched: u64, single: u64) -> (f64, f64) {
+    use dsh_session::log::{NewEvent, SessionLog};
+    use dsh_session::writer::SyncPolicy;
     use serde_json::json;
     let header = json!({"type": "session", "version": 0, "id": id, "createdAt": 1, "delegationDepth": 0});
     let mut log = SessionLog::create(store, id, &header, |_| Vec::new(), SyncPolicy::Durable).unwrap();

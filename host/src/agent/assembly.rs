@@ -25,9 +25,9 @@ use crate::plugin::RowInstance;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, Profile};
-use crate::session::gate::RowChecker;
 use crate::tools::config::{parse_mcp, McpConfig};
 use crate::tools::Tools;
+use dsh_session::gate::RowChecker;
 
 use crate::counters::{Counters, StoreSpec};
 
@@ -85,7 +85,7 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for (position, (row, origin)) in composition.enabled_rows_with_origin().into_iter().enumerate() {
         if let Some(config) = row.get("config") {
-            crate::redact::learn_inline(config);
+            dsh_session::redact::learn_inline(config);
         }
         let Some(row_id) = row.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
             resolution.problems.push(Problem::general(format!("enabled row {} has no id", position + 1)));

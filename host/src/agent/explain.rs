@@ -17,8 +17,8 @@ use crate::context::{CallContext, SessionlessHost};
 use crate::counters::MemoryStore;
 use crate::llm::classify::ADAPTER_CODES;
 use crate::plugin::RowInstance;
-use crate::session::index::HistoryIndex;
 use crate::waterfall::{self, Listener, ListenerError, Outcome};
+use dsh_session::index::HistoryIndex;
 
 /// A chain still retrying after this many retries is shown as one without end.
 pub const UNBOUNDED_AFTER: usize = 12;
@@ -211,7 +211,7 @@ pub fn describe(action: &Action) -> String {
 /// Milliseconds as seconds rounded to tenths, without a trailing `.0`.
 pub(crate) fn seconds(ms: f64) -> String {
     if !ms.is_finite() || ms >= 1e15 {
-        return crate::session::timeline::seconds(ms);
+        return dsh_session::timeline::seconds(ms);
     }
     let tenths = (ms / 100.0).round() / 10.0;
     if tenths.fract() == 0.0 {

@@ -37,7 +37,7 @@ pub fn inline_credentials(composition: &Composition) -> Vec<Problem> {
         let (Some(row_id), Some(config)) = (row.get("id").and_then(Value::as_str), row.get("config")) else {
             continue;
         };
-        for found in crate::redact::inline_credentials(config) {
+        for found in dsh_session::redact::inline_credentials(config) {
             warnings.push(Problem {
                 file: composition.config_layer(row_id).map(str::to_owned),
                 row: Some(row_id.to_owned()),
@@ -94,8 +94,8 @@ fn opposite_pair<'a>(first: &[&'a str], second: &[&str]) -> Option<(&'a str, &'a
 }
 
 /// How to give an inline credential through the environment instead.
-fn instead(found: &crate::redact::InlineCredential) -> String {
-    use crate::redact::Holder;
+fn instead(found: &dsh_session::redact::InlineCredential) -> String {
+    use dsh_session::redact::Holder;
     let key = found.path.rsplit('.').next().unwrap_or(&found.path);
     match &found.holder {
         Holder::Header(name) => {

@@ -28,9 +28,9 @@ use serde_json::Value;
 
 use crate::context::{call_context, Services};
 use crate::plugin::RowInstance;
-use crate::session::index::HistoryIndex;
-use crate::session::reader::{LogReader, ReadError};
 use crate::waterfall::{self, Outcome as WaterfallOutcome};
+use dsh_session::index::HistoryIndex;
+use dsh_session::reader::{LogReader, ReadError};
 
 /// A candidate chain still retrying after this many attempts is "still retrying".
 pub const MAX_ATTEMPTS: usize = 1000;

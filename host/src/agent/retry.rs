@@ -27,8 +27,8 @@ use super::cancel::Cancel;
 use super::view::{RetryNotice, TurnView};
 use crate::context::{call_context, ContextWindows, Services};
 use crate::plugin::RowInstance;
-use crate::session::log::{AppendError, NewEvent, SessionLog};
 use crate::waterfall::{self, Outcome};
+use dsh_session::log::{AppendError, NewEvent, SessionLog};
 
 const RETRY_TICK: Duration = Duration::from_millis(100);
 
@@ -125,7 +125,7 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
 fn notice(retry: &CheckedRetry, failure: &Failure) -> RetryNotice {
     let record: Value = serde_json::from_str(&retry.record).unwrap_or(Value::Null);
     RetryNotice {
-        count: crate::session::timeline::retry_count(&record),
+        count: dsh_session::timeline::retry_count(&record),
         delay: Duration::from_secs_f64(retry.delay_ms / 1000.0),
         code: failure.code.to_string(),
         message: failure.message.to_string(),

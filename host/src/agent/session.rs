@@ -17,11 +17,11 @@ use crate::counters::Counters;
 use crate::problem::Problem;
 use crate::profile::patch::{session_copy, Composition};
 use crate::profile::{Home, Profile};
-use crate::session::log::{AppendError, OpenError, SessionLog};
-use crate::session::meta::SessionMeta;
-use crate::session::repair::Repair;
-use crate::session::store::{LogRef, SessionLock, SessionStore};
-use crate::session::writer::SyncPolicy;
+use dsh_session::log::{AppendError, OpenError, SessionLog};
+use dsh_session::meta::SessionMeta;
+use dsh_session::repair::Repair;
+use dsh_session::store::{LogRef, SessionLock, SessionStore};
+use dsh_session::writer::SyncPolicy;
 
 /// Which log the agent runs over.
 #[derive(Debug)]
@@ -75,10 +75,7 @@ pub async fn start(
                 "cwd": std::env::current_dir().map(|dir| dir.display().to_string()).unwrap_or_default(),
                 "delegationDepth": 0,
             });
-            let dir = match store {
-                SessionStore::Files(sessions) => home.display(sessions),
-                SessionStore::Postgres(_) => store.describe(),
-            };
+            let dir = store.files_folder().map_or_else(|| store.describe(), |sessions| home.display(sessions));
             let cannot_create = |source| StartError::Create { id: id.clone(), dir: dir.clone(), source };
             let log =
                 SessionLog::create(store, &id, &header, |header| assembly.open_checkers(header), SyncPolicy::Durable)
@@ -97,7 +94,11 @@ pub async fn start(
         Opening::Existing { log, lock, keep_route } => {
             let open_checkers = |header: &str| assembly.open_checkers(header);
             let (log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
-            notes = recorded_route(&mut assembly, &log.location().meta(), keep_route);
+            let meta = log
+                .location()
+                .meta()
+                .map_err(|err| OpenError::Io { log: log.location().name(), reason: err.into() })?;
+            notes = recorded_route(&mut assembly, &meta, keep_route);
             (log, Some(repair))
         }
     };

@@ -34,8 +34,8 @@ use super::route::Route;
 use super::view::TurnView;
 use crate::context::{call_context, Services};
 use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, ToolCall};
-use crate::session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
 use crate::tools::ToolOutcome;
+use dsh_session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
 use futures_util::StreamExt;
 
 /// How a step ended: the turn with it, or with tool results the next step sends.
@@ -67,9 +67,12 @@ impl UserInput {
     /// The `user/message` data this input is recorded as; `Err` when it cannot be one log line,
     /// before anything of the turn is written.
     pub fn message_data(&self) -> Result<String, AppendError> {
-        let message = json!({
-            "id": self.id, "role": "user", "content": [{"type": "text", "text": self.text}], "source": self.source,
-        });
+        let message = events::UserMessage {
+            id: self.id.clone(),
+            role: "user",
+            content: vec![json!({"type": "text", "text": self.text})],
+            source: self.source.clone(),
+        };
         let data = js::to_string(&message);
         check_line_fits(events::USER_MESSAGE, &data)?;
         Ok(data)
@@ -145,16 +148,21 @@ impl<'a> ToolBatch<'a> {
     /// Waits for the next call to come back (forever when none runs).
     async fn next_done(&mut self) {
         match self.running.next().await {
-            Some((index, outcome)) => self.outcomes[index] = Some(outcome),
+            Some((index, outcome)) => self.came_back(index, outcome),
             None => std::future::pending().await,
         }
+    }
+
+    fn came_back(&mut self, index: usize, outcome: ToolOutcome) {
+        tracing::debug!("tool call {} ({}) came back", self.calls[index].id, self.calls[index].name);
+        self.outcomes[index] = Some(outcome);
     }
 
     /// Keeps the outcomes of calls that have already come back, without waiting for any.
     fn take_finished(&mut self) {
         use futures_util::FutureExt;
         while let Some(Some((index, outcome))) = self.running.next().now_or_never() {
-            self.outcomes[index] = Some(outcome);
+            self.came_back(index, outcome);
         }
     }
 }
@@ -165,11 +173,6 @@ pub const ATTEMPT_TEXT_LIMIT: usize = 64 * 1024;
 impl Agent {
     fn now_ms(&self) -> u64 {
         self.services.now_ms() as u64
-    }
-
-    fn append(&mut self, event_type: &str, data: &Value) -> Result<(), AppendError> {
-        let now = self.now_ms();
-        self.log.append(NewEvent::new(event_type, data), now).map(|_| ())
     }
 
     fn append_typed<T: EventData>(&mut self, data: &T) -> Result<(), AppendError> {
@@ -519,11 +522,8 @@ impl Agent {
         );
         let source = json!({"kind": "model", "provider": self.route().provider, "model": self.model()});
         let message = json!({"role": "assistant", "content": content, "source": source, "id": self.services.new_id()});
-        let mut data = json!({"turn": turn, "step": step, "message": message});
-        if let Some(usage) = completion.usage {
-            data["usage"] = usage;
-        }
-        match self.append(events::ASSISTANT_MESSAGE, &data) {
+        let answer = events::AssistantMessage { turn, step, message, usage: completion.usage };
+        match self.append_typed(&answer) {
             Err(AppendError::TooLong { bytes, .. }) => {
                 let message =
                     format!("the answer would take a log line of {bytes} bytes, more than a session log line may hold");
@@ -553,10 +553,15 @@ impl Agent {
     async fn run_tools(&mut self, turn: u64, step: u64, calls: &[ToolCall]) -> Result<(), AppendError> {
         let mut call_seqs = Vec::with_capacity(calls.len());
         for call in calls {
-            let data =
-                json!({"turn": turn, "step": step, "callId": call.id, "name": call.name, "arguments": call.arguments});
+            let event = events::ToolCallEvent {
+                turn,
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            };
             let now = self.now_ms();
-            call_seqs.push(self.log.append(NewEvent::new(events::TOOL_CALL, &data), now)?.seq);
+            call_seqs.push(self.log.append(NewEvent::typed(&event), now)?.seq);
             self.view.tool_started(call);
         }
         self.log.commit()?;
@@ -624,11 +629,8 @@ impl Agent {
         let message = json!({
             "source": {"kind": "tool", "callId": call.id}, "content": [block], "role": "user", "id": self.services.new_id(),
         });
-        let mut data = json!({"turn": turn, "step": step, "message": message});
-        if let Some(error) = outcome.error {
-            data["error"] = error;
-        }
-        let event = NewEvent { source_seqs: vec![call_seq], ..NewEvent::new(events::TOOL_RESULT, &data) };
+        let result = events::ToolResultEvent { turn, step, message, error: outcome.error };
+        let event = NewEvent { source_seqs: vec![call_seq], ..NewEvent::typed(&result) };
         let now = self.now_ms();
         match self.log.append(event, now) {
             Err(AppendError::TooLong { bytes, .. }) => {

@@ -10,7 +10,7 @@ use crate::tools::ToolOutcome;
 /// A scheduled retry, as the live display shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryNotice {
-    /// The retry's place in its chain (`2/5`, [`crate::session::timeline::retry_count`]).
+    /// The retry's place in its chain (`2/5`, [`dsh_session::timeline::retry_count`]).
     pub count: String,
     pub delay: Duration,
     pub code: String,

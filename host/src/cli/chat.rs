@@ -16,16 +16,17 @@ use clap::Args;
 use dsh_abi::{Hooks, SessionStartSource};
 use serde_json::{json, Value};
 
+use super::globals::{runtime, Globals};
 use super::input;
 use super::shown::neutralised;
 use super::turns::{exit_code_now, start, terminated, turn_summary, Ready, SessionTarget, StopSignals};
-use super::{runtime, Globals, EXIT_FAILED};
+use super::EXIT_FAILED;
 use crate::agent::assembly::Assembly;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use crate::agent::Cancel;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::log::AppendError;
+use dsh_session::log::AppendError;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {

@@ -5,14 +5,14 @@ use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
 use clap_complete::env::Shells;
 
 use crate::profile::{Home, Profile};
-use crate::session::store::SessionStore;
+use dsh_session::store::SessionStore;
 
 /// The variable the shell sets when it asks `dsh` for completions.
 const COMPLETE_ENV: &str = "COMPLETE";
 
 /// Answers the shell and exits when it is asking for completions; returns otherwise.
 pub fn answer_the_shell() {
-    clap_complete::CompleteEnv::with_factory(<super::Cli as clap::CommandFactory>::command)
+    clap_complete::CompleteEnv::with_factory(<super::args::Cli as clap::CommandFactory>::command)
         .var(COMPLETE_ENV)
         .complete();
 }

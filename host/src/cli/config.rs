@@ -9,7 +9,8 @@ use clap::{Args, Subcommand};
 use dsh_abi::Hooks;
 use serde_json::Value;
 
-use super::{compose, Globals, EXIT_CONFIG};
+use super::globals::{compose, Globals};
+use super::EXIT_CONFIG;
 use crate::agent::assembly::{self as rows, LoadedPlugin};
 use crate::agent::lint;
 use crate::counters::Counters;
@@ -159,7 +160,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     // A profile without MCP servers builds no runtime: `check` stays a quick, synchronous command.
     let server_problems = match resolution.servers.is_empty() {
         true => Vec::new(),
-        false => super::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers)).1,
+        false => super::globals::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers)).1,
     };
     let problems: Vec<&Problem> = resolution
         .unresolved
@@ -221,7 +222,7 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let scratch = std::sync::Arc::new(crate::counters::MemoryStore::default());
     let counters = Counters::Scratch(scratch.clone());
-    let built = super::runtime()?.block_on(async {
+    let built = super::globals::runtime()?.block_on(async {
         crate::agent::Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await
     });
     let assembly = match built {

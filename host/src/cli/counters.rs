@@ -70,7 +70,7 @@ pub fn run(home: &Home, profile: &str, patches: &[PathBuf], args: &CountersArgs)
 
 /// The stores the enabled rows with counters name, each once, in row order.
 fn stores_of(home: &Home, profile_name: &str, patches: &[PathBuf]) -> Result<Vec<StoreUse>, Exit> {
-    let (profile, composition) = super::compose(home, profile_name, patches, LayerScope::All)?;
+    let (profile, composition) = super::globals::compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let loaded = rows::load_plugins(&resolution.plugins, false, &Counters::scratch());
     let mut uses: Vec<StoreUse> = Vec::new();

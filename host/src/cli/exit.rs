@@ -3,13 +3,13 @@
 
 use std::process::ExitCode;
 
-use crate::lock::{Busy, LockError};
-use crate::session::log::{AppendError, OpenError};
-use crate::session::reader::ReadError;
-use crate::session::store::postgres::StoreError;
-use crate::session::store::StoreSettingError;
-use crate::session::writer::WriteFailed;
 use crate::NotFound;
+use dsh_session::lock::{Busy, LockError};
+use dsh_session::log::{AppendError, OpenError};
+use dsh_session::reader::ReadError;
+use dsh_session::store::StoreError;
+use dsh_session::store::StoreSettingError;
+use dsh_session::writer::WriteFailed;
 
 /// The operation ran and failed (a turn ended in error, a library was refused).
 pub const EXIT_FAILED: u8 = 1;
@@ -128,6 +128,10 @@ pub fn exit_code_of(err: &anyhow::Error) -> u8 {
 fn store_unavailable(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         cause.is::<StoreError>()
+            || cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .is_some_and(|inner| inner.is::<StoreError>())
             || matches!(cause.downcast_ref::<StoreSettingError>(), Some(StoreSettingError::Store(_)))
             || matches!(cause.downcast_ref::<LockError>(), Some(LockError::Unavailable(_)))
             || matches!(cause.downcast_ref::<ReadError>(), Some(ReadError::Store(_)))

@@ -3,7 +3,7 @@
 
 use std::io::{self, BufRead, Read};
 
-use crate::session::reader::{read_bounded_line, MAX_LINE_BYTES};
+use dsh_session::reader::{read_bounded_line, MAX_LINE_BYTES};
 
 /// One line of input.
 #[derive(Debug, PartialEq, Eq)]

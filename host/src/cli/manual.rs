@@ -6,12 +6,13 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory};
 
+use super::args::Cli;
 use super::exit::{Outcome, EXIT_STATUSES};
-use super::{Cli, LOG_ENV};
+use super::logging::LOG_ENV;
 use crate::plugin::catalog::PLUGIN_PATH_ENV;
 use crate::profile::HOME_ENV;
-use crate::session::store::{PASSWORD_ENV, STORE_ENV};
 use crate::NotFound;
+use dsh_session::store::{PASSWORD_ENV, STORE_ENV};
 
 #[derive(Debug, Args)]
 pub struct ManArgs {
@@ -57,7 +58,7 @@ fn write_pages(command: &clap::Command, dir: &std::path::Path) -> anyhow::Result
 
 fn render(command: clap::Command, with_reference: bool) -> anyhow::Result<Vec<u8>> {
     let mut page = Vec::new();
-    clap_mangen::Man::new(command).source(format!("dsh {}", super::VERSION)).render(&mut page)?;
+    clap_mangen::Man::new(command).source(format!("dsh {}", super::args::VERSION)).render(&mut page)?;
     if with_reference {
         page.extend_from_slice(reference_sections().as_bytes());
     }

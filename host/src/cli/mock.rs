@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use super::runtime;
+use super::globals::runtime;
 use crate::llm::mock::{self, MockLog, MockServer, Replay};
 use crate::problem::Problem;
 use crate::profile::yaml;
@@ -37,8 +37,9 @@ pub struct MockServerArgs {
 
 pub fn run(args: MockServerArgs) -> Outcome {
     let file = args.script.display().to_string();
-    let text = crate::fsutil::read_text_limited(&args.script, crate::profile::patch::MAX_LAYER_BYTES, "a mock script")
-        .with_context(|| format!("cannot read {file}"))?;
+    let text =
+        dsh_session::fsutil::read_text_limited(&args.script, crate::profile::patch::MAX_LAYER_BYTES, "a mock script")
+            .with_context(|| format!("cannot read {file}"))?;
     let value = yaml::parse(&text).map_err(|err| anyhow::anyhow!("{file}: {err}"))?.unwrap_or(serde_json::Value::Null);
     let script = mock::parse_script(&value).map_err(|errors| {
         let problems: Vec<String> = errors

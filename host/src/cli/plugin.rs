@@ -8,7 +8,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::{Globals, EXIT_FAILED, EXIT_NOT_FOUND};
+use super::globals::Globals;
+use super::{EXIT_FAILED, EXIT_NOT_FOUND};
 use crate::migration;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
 use crate::plugin::{install, listing};
@@ -113,7 +114,7 @@ fn dsh_executable() -> anyhow::Result<PathBuf> {
 }
 
 /// Takes the profile's writer lock, waiting for another process that is changing it.
-fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<crate::lock::WriterLock> {
+fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<dsh_session::lock::WriterLock> {
     Ok(Profile::lock(home, name, |busy| say!("dsh: waiting: {busy}"))?)
 }
 

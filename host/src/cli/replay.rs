@@ -9,12 +9,13 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::{runtime, Globals, EXIT_CONFIG};
+use super::globals::{runtime, Globals};
+use super::EXIT_CONFIG;
 use crate::agent::explain::seconds;
 use crate::agent::replay::{self, Candidate, RecordedTurn, Scratch, Totals, TurnResult};
 use crate::agent::Assembly;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::store::{LogRef, SessionStore};
+use dsh_session::store::{LogRef, SessionStore};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -128,7 +129,7 @@ fn result_text(result: &TurnResult) -> String {
 /// Says when a log breaks a rule `dsh session verify` checks: its replay shows what it holds, which
 /// may not be what happened.
 fn warn_if_unsound(log: &LogRef) {
-    let Ok(report) = crate::session::verify::verify_log(log, |_| Vec::new()) else { return };
+    let Ok(report) = dsh_session::verify::verify_log(log, |_| Vec::new()) else { return };
     if let Some(first) = report.violations.first() {
         say!(
             "dsh: {} fails dsh session verify ({} violation{}, the first: {}); replaying what it holds",
@@ -203,7 +204,7 @@ impl Comparison<'_> {
             }
         };
         warn_if_unsound(log);
-        let own = log.meta().profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
+        let own = log.meta()?.profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
         let keys: Vec<(String, Vec<PathBuf>)> = self
             .specs
             .iter()

@@ -9,9 +9,9 @@ use serde_json::json;
 
 use anyhow::Context;
 
+use super::globals::{runtime, Globals};
 use super::input;
 use super::turns::{finish, handle_interrupts, start, SessionTarget};
-use super::{runtime, Globals};
 use crate::agent::turn::{HeaderReason, UserInput};
 
 #[derive(Debug, Args)]

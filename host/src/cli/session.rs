@@ -9,23 +9,24 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use super::globals::{runtime, Globals};
 use super::shown::neutralised;
 use super::turns::{finish, handle_interrupts, print_repair, resolve_for, start};
-use super::{runtime, Globals, EXIT_DAMAGED};
+use super::EXIT_DAMAGED;
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
 use crate::plugin::catalog;
 use crate::plugin::{PluginLibrary, RowInstance};
-use crate::session::locate::find_log;
-use crate::session::log::{OpenError, SessionLog};
-use crate::session::reader::Damage;
-use crate::session::store::{LogRef, SessionStore};
-use crate::session::summary;
-use crate::session::timeline;
-use crate::session::verify::{self, Report};
-use crate::session::writer::SyncPolicy;
 use crate::NotFound;
+use dsh_session::locate::find_log;
+use dsh_session::log::{OpenError, SessionLog};
+use dsh_session::reader::Damage;
+use dsh_session::store::{LogRef, SessionStore};
+use dsh_session::summary;
+use dsh_session::timeline;
+use dsh_session::verify::{self, Report};
+use dsh_session::writer::SyncPolicy;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
@@ -131,7 +132,7 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
     let home = globals.home()?;
     let store = SessionStore::for_home(home.root())?;
     let log = store.session_log(session)?;
-    let target = resolve_for(store, Some(log), profile, patches);
+    let target = resolve_for(store, Some(log), profile, patches)?;
     runtime()?.block_on(async {
         let mut agent = start(globals, &home, &target, json).await?.agent;
         if json {
@@ -317,11 +318,11 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
             find_log(path).ok_or_else(|| NotFound(format!("{}: no session.jsonl in this directory", path.display())))?
         }
         false if path.is_file() => path.to_owned(),
-        false if path.exists() => return Err(crate::session::import::ImportError::NotAFile(path.to_owned()).into()),
+        false if path.exists() => return Err(dsh_session::import::ImportError::NotAFile(path.to_owned()).into()),
         false => return Err(NotFound(format!("{}: no such file", path.display())).into()),
     };
     let checkers = bundled_invariant()?;
-    let report = verify::verify_log(&LogRef::File(source.clone()), |header| open_checkers(&checkers, header))?;
+    let report = verify::verify_log(&LogRef::file(source.clone()), |header| open_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
         if json {
             out_raw!("{}", dsh_abi::js::to_string_pretty(&report_json(&report)))?;
@@ -337,14 +338,8 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
         return Err(Exit::reported(EXIT_DAMAGED));
     }
     let store = SessionStore::for_home(home.root())?;
-    let imported = match &store {
-        SessionStore::Files(sessions) => crate::session::import::import(&source, sessions)?,
-        SessionStore::Postgres(stored) => crate::session::import::import_stored(&source, stored)?,
-    };
-    let into = match &imported.log {
-        LogRef::File(log) => home.display(log),
-        LogRef::Stored { .. } => store.describe(),
-    };
+    let imported = dsh_session::import::import(&source, &store)?;
+    let into = imported.log.file_path().map_or_else(|| store.describe(), |log| home.display(log));
     if json {
         out!(
             "{}",
@@ -371,7 +366,7 @@ fn export(globals: &Globals, name: &str, path: Option<&Path>) -> Outcome {
         return Ok(out.flush()?);
     };
     let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let staged = crate::fsutil::temp_file_in(folder, ".dsh-export-")?;
+    let staged = dsh_session::fsutil::temp_file_in(folder, ".dsh-export-")?;
     let mut out = std::io::BufWriter::new(staged.as_file());
     let bytes = std::io::copy(&mut lines, &mut out)?;
     out.flush()?;
@@ -381,7 +376,7 @@ fn export(globals: &Globals, name: &str, path: Option<&Path>) -> Outcome {
         std::io::ErrorKind::AlreadyExists => anyhow::anyhow!("{} exists; not overwritten", path.display()),
         _ => anyhow::Error::new(err.error).context(format!("cannot write {}", path.display())),
     })?;
-    crate::fsutil::sync_dir(folder)?;
+    dsh_session::fsutil::sync_dir(folder)?;
     say!("dsh: exported session {} ({bytes} bytes) to {}", log.name(), path.display());
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! Text on its way to a terminal or a pipe a person reads: every secret the process knows taken
-//! out ([`crate::redact`]), and control characters — escape sequences, carriage returns, bells,
+//! out ([`dsh_session::redact`]), and control characters — escape sequences, carriage returns, bells,
 //! an OSC 52 clipboard write — made visible symbols instead of acting on the terminal. Text from
 //! providers, MCP servers, logs and databases reaches the user only through here (the `out!` and
 //! `say!` macros, the log formatter and the live view); exact output (`session export`, JSON
@@ -25,7 +25,7 @@ pub(crate) fn neutralised(text: &str) -> Cow<'_, str> {
 
 /// `text` as dsh shows it: secrets out, control characters visible.
 pub(crate) fn shown(text: &str) -> String {
-    neutralised(&crate::redact::text(text)).into_owned()
+    neutralised(&dsh_session::redact::text(text)).into_owned()
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::compose;
+use super::globals::compose;
+use super::globals::Globals;
 use super::shown::neutralised;
-use super::{Globals, EXIT_CONFIG};
+use super::EXIT_CONFIG;
 use crate::agent::session::{self, Opening, StartError};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
@@ -18,9 +19,9 @@ use crate::agent::Cancel;
 use crate::llm::openai::ToolCall;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
-use crate::session::repair::Repair;
-use crate::session::store::{LogRef, SessionStore};
 use crate::tools::ToolOutcome;
+use dsh_session::repair::Repair;
+use dsh_session::store::{LogRef, SessionStore};
 
 /// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
 /// streams as it comes, and the text of an attempt that fails is marked discarded before the
@@ -84,9 +85,9 @@ impl TerminalView {
     }
 }
 
-/// The time left, as `session show` prints delays ([`crate::session::timeline::seconds`]).
+/// The time left, as `session show` prints delays ([`dsh_session::timeline::seconds`]).
 fn remaining_text(remaining: Duration) -> String {
-    crate::session::timeline::seconds(remaining.as_secs_f64() * 1000.0)
+    dsh_session::timeline::seconds(remaining.as_secs_f64() * 1000.0)
 }
 
 fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {
@@ -359,7 +360,7 @@ impl SessionTarget {
     pub fn resolve(&self, home: &Home) -> anyhow::Result<Resolved> {
         let store = SessionStore::for_home(home.root())?;
         let existing = self.session.as_deref().map(|name| store.session_log(name)).transpose()?;
-        Ok(resolve_for(store, existing, self.profile.as_deref(), &self.patches))
+        Ok(resolve_for(store, existing, self.profile.as_deref(), &self.patches)?)
     }
 }
 
@@ -370,8 +371,8 @@ pub(crate) fn resolve_for(
     existing: Option<LogRef>,
     explicit_profile: Option<&str>,
     explicit_patches: &[PathBuf],
-) -> Resolved {
-    let meta = existing.as_ref().map(LogRef::meta).unwrap_or_default();
+) -> Result<Resolved, dsh_session::store::StoreError> {
+    let meta = existing.as_ref().map(LogRef::meta).transpose()?.unwrap_or_default();
     let profile = profile_for(explicit_profile, meta.profile.clone());
     let patches = match &existing {
         Some(log) => {
@@ -384,7 +385,7 @@ pub(crate) fn resolve_for(
         None => explicit_patches.to_vec(),
     };
     let as_recorded = explicit_profile.is_none() && explicit_patches.is_empty();
-    Resolved { store, existing, profile, patches, as_recorded }
+    Ok(Resolved { store, existing, profile, patches, as_recorded })
 }
 
 fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
@@ -504,7 +505,7 @@ mod tests {
     fn the_countdown_rounds_a_delay_as_session_show_does() {
         for delay_ms in [900.0, 900.4, 918.6, 1_300.0, 9_999.2, 10_000.3, 45.0] {
             let live = remaining_text(Duration::from_secs_f64(delay_ms / 1000.0));
-            assert_eq!(live, crate::session::timeline::seconds(delay_ms), "{delay_ms} ms");
+            assert_eq!(live, dsh_session::timeline::seconds(delay_ms), "{delay_ms} ms");
         }
     }
 }

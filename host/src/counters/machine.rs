@@ -9,7 +9,7 @@ use dsh_abi::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, Breaker
 use serde_json::{Map, Value};
 
 use super::{clamped, CounterStore};
-use crate::lock::open_no_follow;
+use dsh_session::lock::open_no_follow;
 
 /// Counters of every dsh process of the machine: a JSON object in `counters.json`, read and
 /// rewritten under an exclusive `flock` of the file itself. Not fsynced: a crash may lose the
@@ -47,7 +47,7 @@ impl MachineStore {
             .read_to_string(&mut text)
             .map_err(|err| format!("cannot read {}: {err}", self.path.display()))?;
         if text.len() > MAX_COUNTERS_FILE_BYTES {
-            let limit = crate::fsutil::size_text(MAX_COUNTERS_FILE_BYTES);
+            let limit = dsh_session::fsutil::size_text(MAX_COUNTERS_FILE_BYTES);
             return Err(format!(
                 "{} is longer than the {limit} a counters file may hold; fix or delete it",
                 self.path.display()

@@ -139,14 +139,14 @@ fn exchange(stream: &TcpStream, command: &redis::Cmd) -> Result<redis::Value, St
 impl RedisStore {
     /// A store at `url` (`redis://[USER:PASSWORD@]HOST:PORT[/DB]`); it connects at its first update.
     pub fn new(url: &str) -> Result<RedisStore, String> {
-        crate::redact::learn_url(url);
-        let shown = crate::redact::url(url);
+        dsh_session::redact::learn_url(url);
+        let shown = dsh_session::redact::url(url);
         let mut info = url.into_connection_info().map_err(|err| format!("{shown} is not a Redis URL: {err}"))?;
         if info.redis.password.is_none() {
             info.redis.password = std::env::var(PASSWORD_ENV).ok().filter(|password| !password.is_empty());
         }
         if let Some(password) = &info.redis.password {
-            crate::redact::learn(password);
+            dsh_session::redact::learn(password);
         }
         if !matches!(info.addr, ConnectionAddr::Tcp(..)) {
             return Err(format!("{shown}: only redis://HOST:PORT stores are supported (no TLS, no sockets)"));

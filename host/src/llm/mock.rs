@@ -352,7 +352,7 @@ fn recorded_header(name: &str, value: &[u8]) -> (String, String) {
     let value = match (name.as_str(), value.split_once(' ')) {
         ("authorization", Some((scheme, _))) => format!("{scheme} <redacted>"),
         ("authorization", None) => "<redacted>".to_owned(),
-        (name, _) if crate::redact::is_credential_header(name) => "<redacted>".to_owned(),
+        (name, _) if dsh_session::redact::is_credential_header(name) => "<redacted>".to_owned(),
         _ => value.into_owned(),
     };
     (name, value)

@@ -24,7 +24,7 @@ use super::config::ProviderConfig;
 use super::retry_after;
 use super::sse::{SseDecoder, SseItem};
 use super::wire::WireOptions;
-use crate::redact::{self, Secrets, StreamRedactor};
+use dsh_session::redact::{self, Secrets, StreamRedactor};
 
 /// How much of an error body is read to classify it.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -68,14 +68,7 @@ impl ChatMessage {
     }
 }
 
-/// A tool call the model asked for: its id, the tool's name and the arguments exactly as the
-/// model wrote them (JSON text, or not).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: String,
-}
+pub use dsh_session::conversation::ToolCall;
 
 /// A chat-completion request: the conversation, and the session it belongs to (named in the
 /// DeepSeek route's attribution headers).

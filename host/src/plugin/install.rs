@@ -18,10 +18,10 @@ use serde_json::Value;
 use super::catalog;
 use super::inspect::{self, ManifestInfo};
 use super::loader::read_library;
-use crate::fsutil;
 use crate::profile::patch::{Layer, MAX_LAYER_BYTES};
 use crate::profile::{is_package_name, InstalledPackage, Profile, PACKAGE_NAME_RULE};
 use crate::NotFound;
+use dsh_session::fsutil;
 
 /// A package's manifest file, `dsh-plugin.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

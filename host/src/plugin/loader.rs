@@ -37,7 +37,7 @@ pub fn check_installed_hash(library: &std::path::Path, recorded: &str) -> Result
 
 /// Whether `bytes`, read from `library`, are the library whose sha256 was `recorded`.
 pub fn check_hash(library: &std::path::Path, bytes: &[u8], recorded: &str) -> Result<(), String> {
-    let found = crate::fsutil::sha256_hex(bytes);
+    let found = dsh_session::fsutil::sha256_hex(bytes);
     if found == recorded {
         Ok(())
     } else {
@@ -53,7 +53,7 @@ pub fn check_hash(library: &std::path::Path, bytes: &[u8], recorded: &str) -> Re
 
 /// The bytes of a plugin library, within [`MAX_LIBRARY_BYTES`].
 pub fn read_library(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    crate::fsutil::read_limited(path, MAX_LIBRARY_BYTES, "a plugin library")
+    dsh_session::fsutil::read_limited(path, MAX_LIBRARY_BYTES, "a plugin library")
 }
 
 /// Why a library could not be used as a plugin.

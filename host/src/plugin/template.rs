@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 
 use crate::bundled::INTERFACE_FILES;
-use crate::fsutil;
+use dsh_session::fsutil;
 
 const FILES: [(&str, &str); 5] = [
     ("Cargo.toml", include_str!("../../templates/plugin/Cargo.toml.tmpl")),

@@ -13,9 +13,9 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use crate::bundled;
-use crate::fsutil;
-use crate::lock::{LockError, WriterLock};
 use crate::NotFound;
+use dsh_session::fsutil;
+use dsh_session::lock::{LockError, WriterLock};
 use patch::{Composition, Layer, LayerKind};
 
 /// How long a profile change waits for another process changing the same profile.
@@ -267,7 +267,11 @@ impl Profile {
 
     /// Takes the one-writer lock of profile `name`, waiting up to [`PROFILE_LOCK_PATIENCE`] for
     /// another process that is changing it (`waiting` is told once, with the holder).
-    pub fn lock(home: &Home, name: &str, waiting: impl FnOnce(&crate::lock::Busy)) -> Result<WriterLock, LockError> {
+    pub fn lock(
+        home: &Home,
+        name: &str,
+        waiting: impl FnOnce(&dsh_session::lock::Busy),
+    ) -> Result<WriterLock, LockError> {
         Self::validate_name(name).map_err(|err| LockError::Io {
             path: home.locks_dir(),
             reason: std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string()),

@@ -25,7 +25,7 @@ use dsh_abi::js;
 use serde_json::{Map, Value};
 
 use super::yaml;
-use crate::session::meta::PatchCopy;
+use dsh_session::meta::PatchCopy;
 
 /// One patch layer: a label (bundle name or file) and its entries, all mappings.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,13 +51,13 @@ impl LayerKind {
     }
 }
 
-pub use crate::fsutil::MAX_LAYER_BYTES;
+pub use dsh_session::fsutil::MAX_LAYER_BYTES;
 
 /// What a session keeps of the `--patch` layer at `path`: the file as read — or, when it holds
 /// credentials written inline, the same layer written as JSON (which is YAML too) with each of
 /// them `[redacted]`, so no copy (in the home, or in a shared database) holds one in clear.
 pub fn session_copy(path: &Path) -> std::io::Result<PatchCopy> {
-    let bytes = crate::fsutil::read_limited(path, MAX_LAYER_BYTES, "a layer")?;
+    let bytes = dsh_session::fsutil::read_limited(path, MAX_LAYER_BYTES, "a layer")?;
     let verbatim = PatchCopy::verbatim(path, bytes);
     let Some(layer) = std::str::from_utf8(&verbatim.bytes).ok().and_then(|text| Layer::parse("", "", text).ok()) else {
         return Ok(verbatim);
@@ -70,7 +70,7 @@ pub fn session_copy(path: &Path) -> std::io::Result<PatchCopy> {
             None => format!("entry {}", index + 1),
         };
         let mut entry = Value::Object(entry);
-        let taken = crate::redact::take_inline_credentials(&mut entry);
+        let taken = dsh_session::redact::take_inline_credentials(&mut entry);
         redacted.extend(taken.into_iter().map(|found| format!("{name} {}", found.path)));
         entries.push(entry);
     }
@@ -133,7 +133,7 @@ impl Layer {
     /// (the caller named it).
     pub fn read(kind: LayerKind, label: &str, path: &Path, file: &str) -> Result<Layer, LayerError> {
         let failed = |reason: String| LayerError::Read { noun: kind.noun(), file: file.to_owned(), reason };
-        let text = crate::fsutil::read_text_limited(path, MAX_LAYER_BYTES, "a layer")
+        let text = dsh_session::fsutil::read_text_limited(path, MAX_LAYER_BYTES, "a layer")
             .map_err(|err| failed(err.to_string()))?;
         Layer::parse_as(kind, label, file, &text)
     }

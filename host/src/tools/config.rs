@@ -206,7 +206,7 @@ fn renames(row: &mut Row<'_>) -> BTreeMap<String, String> {
     let mut rename = BTreeMap::new();
     for (name, value) in given {
         match value.as_str() {
-            Some(offered) if super::is_model_name(offered) => {
+            Some(offered) if super::names::is_model_name(offered) => {
                 rename.insert(name, offered.to_owned());
             }
             _ => row.refuse(

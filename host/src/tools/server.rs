@@ -202,7 +202,7 @@ async fn spawn(
     // Passed variables are secrets by intent (a token the server needs).
     for name in pass_env {
         if let Some(value) = std::env::var_os(name) {
-            crate::redact::learn(&value.to_string_lossy());
+            dsh_session::redact::learn(&value.to_string_lossy());
             command.env(name, value);
         }
     }
@@ -235,7 +235,7 @@ async fn spawn(
 
 /// Opens an MCP session with the endpoint at `url`, sending `headers` and the bearer token from
 /// `token_env`; the token and credential headers become secrets of the process first, so no
-/// message, log line or model request can repeat them ([`crate::redact`]).
+/// message, log line or model request can repeat them ([`dsh_session::redact`]).
 async fn reach(
     url: &str,
     headers: &[(String, String)],
@@ -247,20 +247,20 @@ async fn reach(
         Some(name) => Some(std::env::var(name).map_err(|_| format!("tokenEnv names ${name}, which is not set"))?),
         None => None,
     };
-    crate::redact::learn_url(url);
+    dsh_session::redact::learn_url(url);
     if let Some(token) = &token {
-        crate::redact::learn(token);
+        dsh_session::redact::learn(token);
     }
     let mut from_env = Vec::new();
     for (name, variable) in header_env {
         let value =
             std::env::var(variable).map_err(|_| format!("headerEnv.{name} names ${variable}, which is not set"))?;
-        crate::redact::learn(&value);
+        dsh_session::redact::learn(&value);
         from_env.push((name.clone(), value));
     }
     let mut custom = HashMap::new();
     for (name, value) in headers.iter().chain(&from_env) {
-        crate::redact::learn_header(name, value);
+        dsh_session::redact::learn_header(name, value);
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|err| format!("header {name:?}: {err}"))?;
         custom.insert(name, HeaderValue::from_str(value).map_err(|err| format!("header {value:?}: {err}"))?);
     }

@@ -12,7 +12,7 @@
 //! A pending retry wins. Everything else fails closed, and so does a proof older than
 //! `resumeMaxAgeMs`.
 
-use dsh_abi::events::tool_call_ids;
+use dsh_abi::events::{open_calls, tool_call_ids};
 use dsh_abi::{js, Continuation};
 use serde_json::Value;
 
@@ -72,10 +72,6 @@ fn is_own_policy_key(key: Option<&Value>) -> bool {
         .and_then(|key| serde_json::from_str::<Value>(key).ok())
         .and_then(|key| key.get(0).cloned())
         .is_some_and(|first| first == "dsh-retry/v1")
-}
-
-fn result_call_id(event: &Value) -> Option<&str> {
-    data(event, "callId").or_else(|| data(event, "message")?.get("source")?.get("callId")).and_then(Value::as_str)
 }
 
 /// Finds the proof in the events of the last turn (whole envelopes, oldest first).
@@ -138,12 +134,12 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
         None => None,
         Some(answer) => {
             let calls: Vec<&str> = data(answer, "message").into_iter().flat_map(tool_call_ids).collect();
-            let answered = |call: &&str| {
-                in_step.iter().any(|event| {
-                    event_type(event) == dsh_abi::events::TOOL_RESULT && result_call_id(event) == Some(*call)
-                })
-            };
-            (!calls.is_empty() && calls.iter().all(answered))
+            let results: Vec<&Value> = in_step
+                .iter()
+                .filter(|event| event_type(event) == dsh_abi::events::TOOL_RESULT)
+                .filter_map(|event| event.get("data"))
+                .collect();
+            (!calls.is_empty() && open_calls(calls, &results).is_empty())
                 .then_some((turn, Proof::InterruptedToolStep { turn, step, time: end_time }))
         }
     }

@@ -105,8 +105,6 @@ struct TurnStep {
 struct ToolEvent {
     #[serde(default, rename = "callId")]
     call_id: Option<String>,
-    #[serde(default)]
-    message: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -343,10 +341,8 @@ impl StructureRules {
                 }
             }
             events::TOOL_RESULT => {
-                let event = serde_json::from_str::<ToolEvent>(data).ok();
-                let call_id = event.and_then(|event| {
-                    event.call_id.or_else(|| event.message?.get("source")?.get("callId")?.as_str().map(str::to_owned))
-                });
+                let event = serde_json::from_str::<Value>(data).ok();
+                let call_id = event.as_ref().and_then(events::answered_call).map(str::to_owned);
                 match call_id {
                     Some(call_id) if self.pending_calls.remove(&call_id) => {}
                     Some(call_id) => violations(format!(

@@ -104,7 +104,7 @@ pub enum ReadError {
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error(transparent)]
-    Store(#[from] super::store::postgres::StoreError),
+    Store(#[from] super::store::StoreError),
     #[error("line 1 (byte 0): {0}")]
     BadHeader(String),
     #[error("the log is empty (no header line)")]

@@ -135,7 +135,8 @@ fn assistant_line(message: &Value) -> String {
 /// `tool result (CALL) · TEXT`, or `tool result (CALL) · error CODE · TEXT`.
 fn tool_result_line(data: &Value) -> String {
     let message = data.get("message").unwrap_or(&Value::Null);
-    let call = message.pointer("/source/callId").or_else(|| data.get("callId"));
+    let call = events::answered_call(data).map(Value::from);
+    let call = call.as_ref();
     let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
     let text: String = blocks.map(message_text).collect();
     let failed = blocks_failed(message);

@@ -3,15 +3,9 @@
 //! write, sync or commit — nothing more is written, never retried in place.
 
 use std::fs::File;
-use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
-
-use super::store::postgres::StoredLine;
-use super::store::StoredWriter;
-use crate::lock::WriterLock;
 
 /// The longest an appended line stays unsynced.
 pub const SYNC_INTERVAL: Duration = Duration::from_millis(200);
@@ -37,49 +31,35 @@ pub struct WriteFailed {
     pub store: bool,
 }
 
-/// Where committed lines go: appended to a file (then fsynced), or inserted into a database in
-/// one statement (a commit) through the connection that holds the session's writer lock.
-pub enum Sink {
-    File { path: PathBuf, file: File, _lock: WriterLock },
-    Stored { writer: StoredWriter, next_line: i64 },
+/// One line of the log, with what a store keys it by.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub seq: Option<i64>,
+    pub event_type: String,
+    pub body: String,
 }
 
-impl Sink {
-    fn name(&self) -> String {
-        match self {
-            Sink::File { path, .. } => path.display().to_string(),
-            Sink::Stored { writer, .. } => writer.id.clone(),
-        }
+/// Where committed lines go: appended to a file, then fsynced; inserted into a database in one
+/// statement (a commit) — each backend's, holding the session's writer lock
+/// ([`crate::store`]).
+pub trait Sink: Send {
+    /// How messages name the log.
+    fn name(&self) -> String;
+    /// Writes `lines` after the log's last, durably unless `policy` says not to.
+    fn write(&mut self, lines: Vec<Line>, policy: SyncPolicy) -> Result<(), String>;
+    /// Whether the log is in a store that can fail as a service (a database), not as a file.
+    fn in_service(&self) -> bool {
+        false
     }
-
-    fn write(&mut self, lines: Vec<StoredLine>, policy: SyncPolicy) -> Result<(), String> {
-        match self {
-            Sink::File { file, .. } => {
-                let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.body.len() + 1).sum());
-                for line in &lines {
-                    bytes.extend_from_slice(line.body.as_bytes());
-                    bytes.push(b'\n');
-                }
-                file.write_all(&bytes)
-                    .and_then(|()| match policy {
-                        SyncPolicy::Durable => file.sync_data(),
-                        SyncPolicy::Unsynced => Ok(()),
-                    })
-                    .map_err(|err| err.to_string())
-            }
-            Sink::Stored { writer, next_line } => {
-                let count = lines.len() as i64;
-                writer.connection.insert_lines(&writer.id, *next_line, lines).map_err(|err| err.to_string())?;
-                *next_line += count;
-                Ok(())
-            }
-        }
+    /// The log file, when the log is one (repair cuts a torn tail from it).
+    fn file(&mut self) -> Option<&mut File> {
+        None
     }
 }
 
 pub struct LogWriter {
-    sink: Sink,
-    pending: Vec<StoredLine>,
+    sink: Box<dyn Sink>,
+    pending: Vec<Line>,
     pending_since: Option<Instant>,
     fatal: Option<String>,
     policy: SyncPolicy,
@@ -87,16 +67,13 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
-    pub fn new(sink: Sink, policy: SyncPolicy) -> Self {
+    pub fn new(sink: Box<dyn Sink>, policy: SyncPolicy) -> Self {
         LogWriter { sink, pending: Vec::new(), pending_since: None, fatal: None, policy, echo: None }
     }
 
     /// The log file, when the log is one (repair cuts a torn tail from it).
     pub fn file(&mut self) -> Option<&mut File> {
-        match &mut self.sink {
-            Sink::File { file, .. } => Some(file),
-            Sink::Stored { .. } => None,
-        }
+        self.sink.file()
     }
 
     pub fn set_echo(&mut self, echo: Echo) {
@@ -106,11 +83,9 @@ impl LogWriter {
     /// `Err` once a write or sync has failed.
     pub fn usable(&self) -> Result<(), WriteFailed> {
         match &self.fatal {
-            Some(reason) => Err(WriteFailed {
-                log: self.sink.name(),
-                reason: reason.clone(),
-                store: matches!(self.sink, Sink::Stored { .. }),
-            }),
+            Some(reason) => {
+                Err(WriteFailed { log: self.sink.name(), reason: reason.clone(), store: self.sink.in_service() })
+            }
             None => Ok(()),
         }
     }
@@ -120,7 +95,7 @@ impl LogWriter {
     /// on the runtime's clock.
     pub fn push(&mut self, line: String, seq: u64, event_type: &str) -> Result<Instant, WriteFailed> {
         self.usable()?;
-        self.pending.push(StoredLine { seq: Some(seq as i64), event_type: event_type.to_owned(), body: line });
+        self.pending.push(Line { seq: Some(seq as i64), event_type: event_type.to_owned(), body: line });
         let at = Instant::now();
         let oldest = *self.pending_since.get_or_insert(at);
         if at.duration_since(oldest) >= SYNC_INTERVAL {

@@ -11,26 +11,24 @@
 //! `session.jsonl.torn-<time>` and cut off; damage anywhere else is refused with its line and byte
 //! offset (nothing after it is silently dropped); an interrupted turn gets its closers appended.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::path::Path;
+use std::io;
 
 use dsh_abi::events::EventData;
 use dsh_abi::js;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::conversation::SurfaceMessage;
 use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
-use super::locate::{lock_file, LOG_FILE};
-use super::reader::{is_compressed, Damage, LogReader, Position, ReadError, MAX_LINE_BYTES};
+use super::locate::LOG_FILE;
+use super::reader::{Damage, LogReader, Position, ReadError, MAX_LINE_BYTES};
 use super::repair::{self, Repair};
-use super::state::{SessionState, SurfaceMessage};
-use super::store::{LogRef, SessionLock, SessionStore, StoredWriter};
+use super::state::SessionState;
+use super::store::{LogRef, OpenSinkError, SessionLock, SessionStore};
 use super::structure::{header_violations, Rule, StructureRules};
 use super::vocabulary;
 use super::writer::{Echo, LogWriter, Sink, SyncPolicy, WriteFailed};
-use crate::fsutil;
 
 /// An event to append.
 #[derive(Debug, Clone)]
@@ -141,14 +139,7 @@ impl SessionLog {
         policy: SyncPolicy,
     ) -> io::Result<SessionLog> {
         let header_line = js::to_string(header);
-        let (location, sink) = match store {
-            SessionStore::Files(sessions) => create_file(sessions, id, &header_line)?,
-            SessionStore::Postgres(stored) => {
-                let writer = StoredWriter::lock(stored, id).map_err(io::Error::other)?;
-                writer.create(&header_line)?;
-                (stored.log(id), Sink::Stored { writer, next_line: 1 })
-            }
-        };
+        let (location, sink) = store.create(id, &header_line)?;
         let checkers = open_checkers(&header_line);
         Ok(SessionLog::assemble(id, location, sink, header_line, checkers, policy))
     }
@@ -156,7 +147,7 @@ impl SessionLog {
     fn assemble(
         id: &str,
         location: LogRef,
-        sink: Sink,
+        sink: Box<dyn Sink>,
         header: String,
         checkers: Vec<RowChecker>,
         policy: SyncPolicy,
@@ -185,10 +176,10 @@ impl SessionLog {
     ) -> Result<(SessionLog, Repair), OpenError> {
         let name = location.name();
         let io_error = |reason| OpenError::Io { log: name.clone(), reason };
-        let (mut reader, sink) = open_sink(location, lock).map_err(|err| match err {
-            SinkError::Compressed => OpenError::Compressed { log: name.clone() },
-            SinkError::Read(reason) => OpenError::Read { log: name.clone(), reason },
-            SinkError::Io(reason) => io_error(reason),
+        let (mut reader, sink) = lock.open().map_err(|err| match err {
+            OpenSinkError::Compressed => OpenError::Compressed { log: name.clone() },
+            OpenSinkError::Read(reason) => OpenError::Read { log: name.clone(), reason },
+            OpenSinkError::Io(reason) => io_error(reason),
         })?;
         let header = reader.header().to_owned();
         if let Some(message) = header_violations(&header).into_iter().next() {
@@ -203,7 +194,7 @@ impl SessionLog {
         let mut repair = Repair::default();
         let torn = log.take_in_existing(&mut reader, &mut repair)?;
         if let Some((at, len)) = torn {
-            let (LogRef::File(path), Some(file)) = (location, log.writer.file()) else {
+            let (Some(path), Some(file)) = (location.file_path(), log.writer.file()) else {
                 let reason = "the last stored line is not an event".to_owned();
                 return Err(OpenError::Corrupt { log: name, at, reason });
             };
@@ -345,48 +336,6 @@ impl SessionLog {
     }
 }
 
-/// Creates `sessions/<id>/session.jsonl` holding `header_line`, atomically, under its lock.
-fn create_file(sessions: &Path, id: &str, header_line: &str) -> io::Result<(LogRef, Sink)> {
-    let dir = sessions.join(id);
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(LOG_FILE);
-    let lock = lock_file(&path).map_err(io::Error::other)?;
-    if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
-        return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
-    }
-    fsutil::sync_dir(sessions)?;
-    let file = OpenOptions::new().read(true).append(true).open(&path)?;
-    Ok((LogRef::File(path.clone()), Sink::File { path, file, _lock: lock }))
-}
-
-enum SinkError {
-    Compressed,
-    Read(ReadError),
-    Io(io::Error),
-}
-
-/// A reader over the log's lines so far and the sink its new lines go to, under `lock`.
-fn open_sink(location: &LogRef, lock: SessionLock) -> Result<(LogReader, Sink), SinkError> {
-    match (location, lock) {
-        (LogRef::File(path), SessionLock::File(lock)) => {
-            let mut start = [0u8; 4];
-            let read = File::open(path).and_then(|mut file| file.read(&mut start)).map_err(SinkError::Io)?;
-            if is_compressed(&start[..read]) {
-                return Err(SinkError::Compressed);
-            }
-            let reader = LogReader::open(path).map_err(SinkError::Read)?;
-            let file = OpenOptions::new().read(true).append(true).open(path).map_err(SinkError::Io)?;
-            Ok((reader, Sink::File { path: path.clone(), file, _lock: lock }))
-        }
-        (LogRef::Stored { .. }, SessionLock::Stored(writer)) => {
-            let reader = writer.reader().map_err(SinkError::Read)?;
-            let next_line = writer.next_line().map_err(|err| SinkError::Io(err.into()))?;
-            Ok((reader, Sink::Stored { writer, next_line }))
-        }
-        _ => Err(SinkError::Io(io::Error::other("the lock taken is not the log's own"))),
-    }
-}
-
 fn refusal(event_type: &str, finding: Finding) -> AppendError {
     match finding.finder {
         Finder::Refused { row } => AppendError::Refused { row, message: finding.message },
@@ -400,15 +349,14 @@ mod tests {
     use serde_json::json;
 
     /// A new log `s` in files under `sessions`, without checkers or syncs.
-    fn scratch_log(sessions: &Path) -> SessionLog {
+    fn scratch_log(sessions: &std::path::Path) -> SessionLog {
         let header = json!({"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0});
-        let store = SessionStore::Files(sessions.to_owned());
+        let store = SessionStore::files(sessions.to_owned());
         SessionLog::create(&store, "s", &header, |_| Vec::new(), SyncPolicy::Unsynced).unwrap()
     }
 
     fn file_of(log: &SessionLog) -> std::path::PathBuf {
-        let LogRef::File(path) = log.location() else { panic!("a file log") };
-        path.clone()
+        log.location().file_path().expect("a file log").to_owned()
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! The durable session log: the single source of truth from which retry budgets, resume
-//! decisions and verification are derived.
+//! `dsh-session`: the durable session log of dsh, the single source of truth from which retry
+//! budgets, resume decisions and verification are derived. The host depends on this crate, never
+//! the other way; it knows no provider, plugin or command line, and only its store backends know
+//! about PostgreSQL.
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`vocabulary`] | the event types both the writer and the verifier know |
+//! | [`conversation`] | the model-visible conversation as the log holds it: messages and tool calls |
 //! | [`reader`], [`read_ahead`] | reading logs as a stream (ours and DeepSeek Harness's, plain and zstd) |
 //! | [`structure`] | the session structure rules |
 //! | [`gate`] | the one check every event passes: structure rules, then checker plugins |
@@ -17,15 +20,23 @@
 //! | [`summary`] | `dsh session list`: each session's turns, last end, damage and writer |
 //! | [`timeline`] | `dsh session show` |
 //! | [`import`] | `dsh session import`: a DeepSeek Harness log copied into the home |
+//! | [`meta`] | what a session keeps beside its log: profile, `--patch` copies, route |
+//! | [`lock`] | one writer per session and per profile (OS locks) |
+//! | [`fsutil`] | durable file writes and bounded file reads |
+//! | [`redact`] | every secret the process knows, and taking them out of what is written or shown |
 
+pub mod conversation;
+pub mod fsutil;
 pub mod gate;
 pub mod import;
 pub mod index;
 pub mod locate;
+pub mod lock;
 pub mod log;
 pub mod meta;
 pub mod read_ahead;
 pub mod reader;
+pub mod redact;
 pub mod repair;
 pub mod state;
 pub mod store;
@@ -35,3 +46,18 @@ pub mod timeline;
 pub mod verify;
 pub mod vocabulary;
 pub mod writer;
+
+/// Something the user named does not exist (a profile, session, plugin or file); exit code 3.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotFound(pub String);
+
+/// `text` on one line (whitespace runs folded to one space), cut to `max_chars` characters with
+/// `…` after a cut.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &folded[..cut]),
+        None => folded,
+    }
+}

@@ -1,21 +1,20 @@
 //! `dsh session import`: a DeepSeek Harness log (`session.jsonl` or `session.jsonl.zstd`, packed
 //! chunk rows or not) copied into the home as a plain log, so `run --session` continues it.
 //!
-//! The copy is written beside the sessions, fsynced, then moved into a new `sessions/<id>/`
-//! directory: a crash leaves the old state or the whole copy, and an existing session is never
-//! overwritten. Packed chunk rows are written out as the `assistant/chunk` events they hold
+//! Each store keeps the copy out of sight until it is whole (files: written beside the sessions,
+//! fsynced, then moved into a new `sessions/<id>/`; a database: one transaction), so a crash
+//! leaves the old state or the whole copy, and an existing session is never overwritten. Packed
+//! chunk rows are written out as the `assistant/chunk` events they hold
 //! (losslessly). A torn last line is left out; the source is never changed.
 
 use dsh_abi::events;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use super::locate::LOG_FILE;
 use super::meta::SessionMeta;
 use super::reader::{Damage, LogReader, ReadError};
-use super::store::postgres::{StoreError, StoredLine};
-use super::store::{LogRef, Stored, StoredWriter};
-use crate::fsutil;
+use super::store::{LogRef, SessionStore, StoreError};
+use super::writer::Line;
 
 /// What an import wrote.
 #[derive(Debug, Clone)]
@@ -60,76 +59,21 @@ fn session_id(header: &str) -> Result<String, ImportError> {
     }
 }
 
-/// Copies the log at `source` into `sessions/<id>/session.jsonl`.
-pub fn import(source: &Path, sessions: &Path) -> Result<Imported, ImportError> {
-    if !std::fs::metadata(source).is_ok_and(|meta| meta.is_file()) {
-        return Err(ImportError::NotAFile(source.to_owned()));
-    }
-    if sessions.exists() && !sessions.is_dir() {
-        return Err(ImportError::SessionsNotAFolder(sessions.to_owned()));
-    }
-    let mut reader = LogReader::open(source)?;
-    let session_id = session_id(reader.header())?;
-    let dir = sessions.join(&session_id);
-    if dir.exists() {
-        return Err(ImportError::Exists { log: dir.join(LOG_FILE).display().to_string(), id: session_id });
-    }
-    std::fs::create_dir_all(sessions)?;
-    let staged = fsutil::temp_file_in(sessions, ".dsh-import-")?;
-    let mut out = BufWriter::new(staged.as_file());
-    writeln!(out, "{}", reader.header())?;
-    let copied = copy_events(&mut reader, |event| {
-        out.write_all(event.line.as_bytes())?;
-        Ok(out.write_all(b"\n")?)
-    })?;
-    let (events, torn, route) = (copied.events, copied.torn, copied.route);
-    out.flush()?;
-    drop(out);
-    staged.as_file().sync_all()?;
-    match std::fs::create_dir(&dir) {
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(ImportError::Exists { log: dir.join(LOG_FILE).display().to_string(), id: session_id })
-        }
-        other => other?,
-    }
-    let log = dir.join(LOG_FILE);
-    staged.persist_noclobber(&log).map_err(|err| err.error)?;
-    route.write(&log)?;
-    fsutil::sync_dir(&dir)?;
-    fsutil::sync_dir(sessions)?;
-    Ok(Imported { session_id, log: LogRef::File(log), events, torn })
-}
-
-/// How many lines an import into a database sends per statement.
-const IMPORT_BATCH: usize = 5_000;
-
-/// Copies the log at `source` into the database as a new session, in one transaction: a crash
-/// or a failure leaves the database as it was. The session's writer lock is held meanwhile.
-pub fn import_stored(source: &Path, stored: &Stored) -> Result<Imported, ImportError> {
+/// Copies the log at `source` into `store` as a new session: nothing of it is seen there until
+/// the whole copy is (see [`crate::store::Backend::begin_import`]); the session's provider and
+/// model are kept with it.
+pub fn import(source: &Path, store: &SessionStore) -> Result<Imported, ImportError> {
     if !std::fs::metadata(source).is_ok_and(|meta| meta.is_file()) {
         return Err(ImportError::NotAFile(source.to_owned()));
     }
     let mut reader = LogReader::open(source)?;
     let session_id = session_id(reader.header())?;
-    let writer = StoredWriter::lock(stored, &session_id)?;
-    if stored.header(&writer.connection, &session_id)?.is_some() {
-        return Err(ImportError::Exists { log: stored.database().shown().to_owned(), id: session_id });
-    }
-    writer.connection.execute("import", "BEGIN")?;
-    writer.create(reader.header())?;
-    let (mut batch, mut next_line) = (Vec::new(), 1);
+    let mut importing = store.begin_import(&session_id, reader.header())?;
     let mut copied = copy_events(&mut reader, |event| {
         let seq = event.seq.filter(|seq| dsh_abi::js::is_safe_integer(*seq)).map(|seq| seq as i64);
-        batch.push(StoredLine { seq, event_type: event.event_type.to_owned(), body: event.line.to_owned() });
-        if batch.len() == IMPORT_BATCH {
-            writer.connection.insert_lines(&session_id, next_line, std::mem::take(&mut batch))?;
-            next_line += IMPORT_BATCH as i64;
-        }
-        Ok(())
+        importing.push(Line { seq, event_type: event.event_type.to_owned(), body: event.line.to_owned() })
     })?;
-    writer.connection.insert_lines(&session_id, next_line, batch)?;
-    writer.connection.execute("import", "COMMIT")?;
-    let log = stored.log(&session_id);
+    let log = importing.finish()?;
     log.keep_meta(&mut copied.route, &[])?;
     Ok(Imported { session_id, log, events: copied.events, torn: copied.torn })
 }
@@ -190,13 +134,13 @@ mod tests {
         let event = r#"{"type":"turn/start","seq":0,"time":2,"data":{"turn":1}}"#;
         std::fs::write(&source, format!("{HEADER}\n{event}\n{{\"type\":\"turn/en")).unwrap();
         let sessions = scratch.path().join("sessions");
-        let imported = import(&source, &sessions).unwrap();
+        let imported = import(&source, &SessionStore::files(sessions.clone())).unwrap();
         assert_eq!(imported.session_id, "s1");
         assert_eq!(imported.events, 1);
         let torn_at = HEADER.len() + event.len() + 2;
         assert_eq!(imported.torn, Some(format!("line 3 (byte {torn_at})")));
         assert_eq!(std::fs::read_to_string(imported.log.meta_anchor()).unwrap(), format!("{HEADER}\n{event}\n"));
-        assert!(matches!(import(&source, &sessions), Err(ImportError::Exists { .. })));
+        assert!(matches!(import(&source, &SessionStore::files(sessions)), Err(ImportError::Exists { .. })));
     }
 
     #[test]
@@ -208,8 +152,8 @@ mod tests {
             r#"{"type":"request/header","seq":1,"time":2,"data":{"header":{"config":{"provider":"p","model":"m-1"}},"reason":"initial"}}"#,
         ];
         std::fs::write(&source, format!("{HEADER}\n{}\n", events.join("\n"))).unwrap();
-        let imported = import(&source, &scratch.path().join("sessions")).unwrap();
-        let meta = imported.log.meta();
+        let imported = import(&source, &SessionStore::files(scratch.path().join("sessions"))).unwrap();
+        let meta = imported.log.meta().unwrap();
         assert_eq!((meta.provider.as_deref(), meta.model.as_deref()), (Some("p"), Some("m-1")));
     }
 
@@ -217,7 +161,7 @@ mod tests {
     fn a_fifo_a_device_and_a_sessions_file_are_named_as_what_they_are() {
         let scratch = tempfile::tempdir().unwrap();
         let sessions = scratch.path().join("sessions");
-        let err = import(Path::new("/dev/zero"), &sessions).unwrap_err();
+        let err = import(Path::new("/dev/zero"), &SessionStore::files(sessions.clone())).unwrap_err();
         assert_eq!(
             err.to_string(),
             "/dev/zero: not a regular file (a log to import is a file, or a session folder holding one)"
@@ -225,7 +169,7 @@ mod tests {
         let source = scratch.path().join("in.jsonl");
         std::fs::write(&source, format!("{HEADER}\n")).unwrap();
         std::fs::write(&sessions, "").unwrap();
-        let err = import(&source, &sessions).unwrap_err();
+        let err = import(&source, &SessionStore::files(sessions)).unwrap_err();
         assert!(err.to_string().ends_with("sessions is not a folder; move it away to keep sessions there"), "{err}");
     }
 
@@ -235,7 +179,7 @@ mod tests {
         let source = scratch.path().join("in.jsonl");
         for id in ["../x", "-rf", "a\\u001b[2Jb", "a\\nb", ""] {
             std::fs::write(&source, format!("{}\n", HEADER.replace("\"s1\"", &format!("\"{id}\"")))).unwrap();
-            let err = import(&source, &scratch.path().join("sessions")).unwrap_err();
+            let err = import(&source, &SessionStore::files(scratch.path().join("sessions"))).unwrap_err();
             assert!(matches!(err, ImportError::BadId(_)), "{id}: {err}");
             assert!(!err.to_string().contains('\u{1b}'), "{err}");
         }

@@ -1,10 +1,7 @@
-//! Session logs in PostgreSQL: the schema (created and migrated by dsh, versioned), connections
-//! with deadlines, the one-writer advisory lock, committing a writer's lines and reading a log
-//! back as the exact JSONL its file would hold.
-//!
-//! Each connection is served by a thread of its own with a small runtime, so the synchronous log
-//! writer can commit from inside the agent's runtime as it fsyncs a file. The password comes
-//! from the environment only and is never part of a message.
+//! Connections to the session store: a `postgres://` URL parsed, with what may be shown of it;
+//! each connection served by a thread of its own with a small runtime (so the synchronous log
+//! writer can commit from inside the agent's runtime as it fsyncs a file), every statement within
+//! a deadline; the advisory locks that make one writer per session, and who holds them.
 
 use std::io::{self, BufRead, Read};
 use std::sync::mpsc;
@@ -14,8 +11,9 @@ use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
 use tokio_postgres::{Client, NoTls};
 
-/// The schema version this dsh writes; a database of a newer one is refused.
-pub const SCHEMA_VERSION: i32 = 1;
+use crate::store::StoreError;
+use crate::writer::Line;
+
 /// The longest a connection attempt may take.
 pub const CONNECT_DEADLINE: Duration = Duration::from_secs(10);
 /// The longest one statement (a commit, a batch of lines) may take.
@@ -23,77 +21,14 @@ pub const QUERY_DEADLINE: Duration = Duration::from_secs(30);
 /// Lines fetched per round trip when a log is read.
 const READ_BATCH: i64 = 5_000;
 
-/// The tables and the view of retry records, version 1.
-const SCHEMA_V1: &str = "
-CREATE TABLE dsh_schema (version integer NOT NULL);
-CREATE TABLE dsh_sessions (
-    id text PRIMARY KEY,
-    created_at bigint,
-    header text NOT NULL,
-    meta text NOT NULL DEFAULT '{}'
-);
-CREATE TABLE dsh_events (
-    session text NOT NULL REFERENCES dsh_sessions (id),
-    line bigint NOT NULL,
-    seq bigint,
-    type text NOT NULL,
-    body text NOT NULL,
-    PRIMARY KEY (session, line),
-    UNIQUE (session, seq)
-);
-CREATE TABLE dsh_session_files (
-    session text NOT NULL REFERENCES dsh_sessions (id),
-    name text NOT NULL,
-    content bytea NOT NULL,
-    PRIMARY KEY (session, name)
-);
-CREATE VIEW dsh_retry_records AS
-SELECT e.session,
-       e.seq,
-       (e.body::jsonb -> 'data' ->> 'turn')::bigint AS turn,
-       e.body::jsonb -> 'data' ->> 'provider' AS provider,
-       e.body::jsonb -> 'data' -> 'failure' ->> 'code' AS code,
-       (e.body::jsonb -> 'data' ->> 'delayMs')::double precision AS delay_ms,
-       CASE
-           WHEN e.body::jsonb -> 'data' ->> 'policyKey' LIKE '[\"relay\"%' THEN 'relay-retry'
-           WHEN e.body::jsonb -> 'data' ->> 'policyKey' LIKE '[\"dsh-retry/%' THEN 'dsh-retry'
-           WHEN e.body::jsonb -> 'data' ->> 'policyKey' LIKE '[\"normal\"%'
-             OR e.body::jsonb -> 'data' ->> 'policyKey' LIKE '[\"always\"%' THEN 'llm-retry'
-           ELSE 'other'
-       END AS executor,
-       to_timestamp((e.body::jsonb ->> 'time')::double precision / 1000) AS at
-FROM dsh_events e
-WHERE e.type = 'llm/retry';
-INSERT INTO dsh_schema (version) VALUES (1);
-";
-
-/// Why the session store cannot be used. Never holds the password.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    #[error("cannot connect to the session store {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("the session store {url} {what} failed: {reason}")]
-    Query { url: String, what: &'static str, reason: String },
-    #[error("the session store {url} did not answer {what} within {}s", deadline.as_secs())]
-    Deadline { url: String, what: &'static str, deadline: Duration },
-    #[error("the session store {url} holds dsh schema version {found}; this dsh knows versions up to {SCHEMA_VERSION} (upgrade dsh)")]
-    NewerSchema { url: String, found: i32 },
-    #[error("the session store {url}: the connection is gone")]
-    Gone { url: String },
-}
-
-impl From<StoreError> for io::Error {
-    fn from(err: StoreError) -> io::Error {
-        io::Error::other(err.to_string())
-    }
-}
-
 /// Where the store is: a `postgres://` URL, parsed, and what may be shown of it.
 #[derive(Clone)]
 pub struct Database {
     config: tokio_postgres::Config,
     /// `postgres://USER@HOST:PORT/DB`, never with a password.
     shown: String,
+    /// The variable the password comes from when the URL has none, for messages.
+    password_env: String,
 }
 
 impl std::fmt::Debug for Database {
@@ -103,8 +38,9 @@ impl std::fmt::Debug for Database {
 }
 
 impl Database {
-    /// Parses `url`; the password (when the URL has none) comes from `password`.
-    pub fn new(url: &str, password: Option<String>) -> Result<Database, String> {
+    /// Parses `url`; the password (when the URL has none) comes from `password`, read from the
+    /// variable `password_env`.
+    pub fn new(url: &str, password: Option<String>, password_env: &str) -> Result<Database, String> {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|err| format!("not a PostgreSQL URL ({err}); expected postgres://USER@HOST:PORT/DB"))?;
@@ -115,7 +51,7 @@ impl Database {
         }
         config.connect_timeout(CONNECT_DEADLINE);
         let shown = shown_url(&config);
-        Ok(Database { config, shown })
+        Ok(Database { config, shown, password_env: password_env.to_owned() })
     }
 
     /// The URL without its password.
@@ -123,14 +59,11 @@ impl Database {
         &self.shown
     }
 
-    /// Opens a connection named `dsh:PID@HOST` (what a busy writer is told) and makes sure the
-    /// schema is this dsh's.
+    /// Opens a connection named `dsh:PID@HOST` (what a busy writer is told).
     pub fn connect(&self) -> Result<Connection, StoreError> {
         let mut config = self.config.clone();
         config.application_name(format!("dsh:{}@{}", std::process::id(), hostname()));
-        let connection = Connection::open(config, self.shown.clone())?;
-        connection.migrate()?;
-        Ok(connection)
+        Connection::open(config, self.shown.clone(), self.password_env.clone())
     }
 }
 
@@ -168,16 +101,25 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn open(config: tokio_postgres::Config, url: String) -> Result<Connection, StoreError> {
+    fn open(config: tokio_postgres::Config, url: String, password_env: String) -> Result<Connection, StoreError> {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let (ready, opened) = mpsc::channel();
         let thread_url = url.clone();
+        let no_password = config.get_password().is_none();
         std::thread::Builder::new()
             .name("dsh-postgres".into())
             .spawn(move || serve(config, thread_url, inbox, ready))
             .map_err(|err| StoreError::Connect { url: url.clone(), reason: err.to_string() })?;
         let gone = || StoreError::Gone { url: url.clone() };
-        opened.recv().map_err(|_| gone())??;
+        opened.recv().map_err(|_| gone())?.map_err(|err| match err {
+            // The server asks for a password the URL does not give: say where dsh reads one.
+            StoreError::Connect { url, reason } if no_password && reason.contains("password missing") => {
+                let reason =
+                    format!("{reason}; the server asks for a password: set {password_env}, or give it in the URL");
+                StoreError::Connect { url, reason }
+            }
+            other => other,
+        })?;
         Ok(Connection { jobs, url })
     }
 
@@ -200,29 +142,6 @@ impl Connection {
         });
         self.jobs.send(run).map_err(|_| StoreError::Gone { url: self.url.clone() })?;
         answer.recv().map_err(|_| StoreError::Gone { url: self.url.clone() })?
-    }
-
-    /// Creates the schema in an empty database, or checks the one there is this dsh's; one
-    /// migrating process at a time (a transaction-scoped advisory lock).
-    fn migrate(&self) -> Result<(), StoreError> {
-        let found = self.call("schema check", async |client| {
-            let transaction = client.transaction().await?;
-            transaction.execute("SELECT pg_advisory_xact_lock(7234298372)", &[]).await?;
-            let exists = transaction.query_one("SELECT to_regclass('dsh_schema') IS NOT NULL", &[]).await?.get(0);
-            let found: i32 = match exists {
-                true => transaction.query_one("SELECT max(version) FROM dsh_schema", &[]).await?.get(0),
-                false => {
-                    transaction.batch_execute(SCHEMA_V1).await?;
-                    SCHEMA_VERSION
-                }
-            };
-            transaction.commit().await?;
-            Ok(found)
-        })?;
-        match found > SCHEMA_VERSION {
-            true => Err(StoreError::NewerSchema { url: self.url.clone(), found }),
-            false => Ok(()),
-        }
     }
 }
 
@@ -263,11 +182,18 @@ fn describe(err: &tokio_postgres::Error) -> String {
     }
 }
 
-/// The advisory-lock key of a session: the first 63 bits of a sha256 of its id.
-pub fn lock_key(session: &str) -> i64 {
-    let digest = Sha256::digest(format!("dsh-session:{session}").as_bytes());
+/// An advisory-lock key: the first 63 bits of the sha256 of `<kind>:<name>`. A session's is
+/// `lock_key("dsh-session", id)`; applying migrations takes `lock_key("dsh-schema",
+/// "migrations")`. Every dsh sharing a database derives the same keys.
+pub fn lock_key(kind: &str, name: &str) -> i64 {
+    let digest = Sha256::digest(format!("{kind}:{name}").as_bytes());
     let bytes: [u8; 8] = digest[..8].try_into().expect("a sha256 has 8 bytes");
     i64::from_be_bytes(bytes) & i64::MAX
+}
+
+/// The advisory-lock key of session `id`'s writer.
+pub fn session_key(id: &str) -> i64 {
+    lock_key("dsh-session", id)
 }
 
 /// Who holds an advisory lock, from its connection's name: `(pid, host)`.
@@ -285,7 +211,7 @@ impl Connection {
     /// Takes the session's writer lock on this connection: `Ok(None)` when taken, else the
     /// holder (`None` inside when it cannot be told).
     pub fn try_lock_session(&self, session: &str) -> Result<Option<Option<(u32, String)>>, StoreError> {
-        let key = lock_key(session);
+        let key = session_key(session);
         self.call("writer lock", async move |client| {
             let taken: bool = client.query_one("SELECT pg_try_advisory_lock($1)", &[&key]).await?.get(0);
             if taken {
@@ -298,7 +224,7 @@ impl Connection {
 
     /// The holder of a session's writer lock now, if any.
     pub fn session_holder(&self, session: &str) -> Result<Option<(u32, String)>, StoreError> {
-        let key = lock_key(session);
+        let key = session_key(session);
         self.call("writer lookup", async move |client| {
             let holder = client.query_opt(HOLDER_QUERY, &[&key]).await?;
             Ok(holder.and_then(|row| parse_holder(row.get::<_, Option<&str>>(0)?)))
@@ -375,14 +301,6 @@ impl BufRead for StoredLines {
     }
 }
 
-/// A line waiting to be committed, with what its row is keyed by.
-#[derive(Debug, Clone)]
-pub struct StoredLine {
-    pub seq: Option<i64>,
-    pub event_type: String,
-    pub body: String,
-}
-
 impl Connection {
     /// Runs statements that return nothing (`BEGIN`, `COMMIT`).
     pub fn execute(&self, what: &'static str, sql: &'static str) -> Result<(), StoreError> {
@@ -391,7 +309,7 @@ impl Connection {
 
     /// Commits `lines` as the session's next lines, from `first_line` on, in one statement: all
     /// of them or none.
-    pub fn insert_lines(&self, session: &str, first_line: i64, lines: Vec<StoredLine>) -> Result<(), StoreError> {
+    pub fn insert_lines(&self, session: &str, first_line: i64, lines: Vec<Line>) -> Result<(), StoreError> {
         let session = session.to_owned();
         let numbers: Vec<i64> = (first_line..first_line + lines.len() as i64).collect();
         let (mut seqs, mut types, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
@@ -419,7 +337,7 @@ mod tests {
 
     #[test]
     fn a_url_is_shown_without_its_password() {
-        let database = Database::new("postgres://ann:secret@db.example:6543/fleet", None).unwrap();
+        let database = Database::new("postgres://ann:secret@db.example:6543/fleet", None, "PGPASSWORD").unwrap();
         assert_eq!(database.shown(), "postgres://ann@db.example:6543/fleet");
         assert!(!format!("{database:?}").contains("secret"));
     }
@@ -433,14 +351,15 @@ mod tests {
 
     #[test]
     fn lock_keys_are_stable_and_not_negative() {
-        assert_eq!(lock_key("a"), lock_key("a"));
-        assert_ne!(lock_key("a"), lock_key("b"));
-        assert!(["a", "b", "c", "764d9a22"].iter().all(|id| lock_key(id) >= 0));
+        assert_eq!(session_key("a"), session_key("a"));
+        assert_ne!(session_key("a"), session_key("b"));
+        assert!(["a", "b", "c", "764d9a22"].iter().all(|id| session_key(id) >= 0));
+        assert_eq!(session_key("a"), lock_key("dsh-session", "a"), "the key of the schema before it");
     }
 
     #[test]
     fn a_bad_url_is_refused_with_the_expected_shape() {
-        let err = Database::new("mysql://x", None).unwrap_err();
+        let err = Database::new("mysql://x", None, "PGPASSWORD").unwrap_err();
         assert!(err.contains("expected postgres://USER@HOST:PORT/DB"), "{err}");
     }
 }

@@ -38,7 +38,7 @@ pub fn newest_first(
     store: &SessionStore,
     mut unreadable: impl FnMut(&LogRef, anyhow::Error),
 ) -> Result<Vec<Summary>, anyhow::Error> {
-    if let SessionStore::Files(sessions) = store {
+    if let Some(sessions) = store.files_folder() {
         if sessions.exists() && !sessions.is_dir() {
             return Err(ImportError::SessionsNotAFolder(sessions.to_owned()).into());
         }
@@ -65,7 +65,7 @@ pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
         last_end: "-".to_owned(),
         damage: None,
         writer: log.writer(),
-        profile: log.meta().profile,
+        profile: log.meta()?.profile,
         first_prompt: None,
     };
     while let Some(next) = reader.next_event() {

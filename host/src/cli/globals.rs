@@ -1,0 +1,42 @@
+//! What every command shares: the global options, composing a profile, the runtime.
+
+use std::path::PathBuf;
+
+use crate::profile::Home;
+
+/// Options every command shares.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    pub(crate) home: Option<PathBuf>,
+    pub(crate) verbose: u8,
+}
+
+impl Globals {
+    pub fn home(&self) -> anyhow::Result<Home> {
+        Home::resolve(self.home.as_deref())
+    }
+
+    pub fn verbose(&self) -> bool {
+        self.verbose > 0
+    }
+}
+
+/// Composes the profile and prints the composition warnings (`dsh: [<layer>] <message>`).
+pub(crate) fn compose(
+    home: &Home,
+    profile_name: &str,
+    patches: &[PathBuf],
+    scope: crate::profile::LayerScope,
+) -> anyhow::Result<(crate::profile::Profile, crate::profile::patch::Composition)> {
+    let profile = crate::profile::Profile::open(home, profile_name)?;
+    let composition = profile.compose(home, patches, scope)?;
+    for warning in &composition.warnings {
+        say!("dsh: {warning}");
+    }
+    Ok((profile, composition))
+}
+
+/// The runtime every command that runs turns or servers uses.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}

@@ -1,0 +1,236 @@
+//! Sessions as files: `sessions/<id>/session.jsonl` under the home (or DeepSeek Harness's
+//! `session.jsonl.zstd`, read-only), `dsh.json` and the kept files beside it, one writer per log
+//! through an OS lock beside it (`session.jsonl.lock`), every line fsynced when committed.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::backend::{created_at, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError};
+use crate::fsutil;
+use crate::import::ImportError;
+use crate::locate::{self, LOG_FILE};
+use crate::lock::{live_holder, LockError, WriterLock};
+use crate::meta::SessionMeta;
+use crate::reader::{is_compressed, Damage, LogReader, ReadError};
+use crate::writer::{Line, Sink, SyncPolicy};
+use crate::NotFound;
+
+/// Logs under this `sessions/` folder.
+pub struct Files {
+    sessions: PathBuf,
+}
+
+impl Files {
+    pub fn new(sessions: PathBuf) -> Files {
+        Files { sessions }
+    }
+}
+
+impl Backend for Files {
+    fn describe(&self) -> String {
+        self.sessions.display().to_string()
+    }
+
+    fn local_folder(&self) -> &Path {
+        &self.sessions
+    }
+
+    fn files_folder(&self) -> Option<&Path> {
+        Some(&self.sessions)
+    }
+
+    fn find(&self, id: &str) -> Result<Option<LogRef>, NotFound> {
+        Ok(locate::find_by_id(&self.sessions, id)?.map(LogRef::file))
+    }
+
+    fn all(&self) -> Result<Vec<(f64, LogRef)>, StoreError> {
+        let logs = locate::session_ids(&self.sessions)
+            .into_iter()
+            .filter_map(|id| locate::find_log(&self.sessions.join(id)).map(LogRef::file));
+        Ok(logs.map(|log| (log.reader().ok().map_or(0.0, |reader| created_at(reader.header())), log)).collect())
+    }
+
+    fn ids(&self) -> Vec<String> {
+        locate::session_ids(&self.sessions)
+    }
+
+    fn create(&self, id: &str, header_line: &str) -> io::Result<(LogRef, Box<dyn Sink>)> {
+        let dir = self.sessions.join(id);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(LOG_FILE);
+        let lock = locate::lock_file(&path).map_err(io::Error::other)?;
+        if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
+        }
+        fsutil::sync_dir(&self.sessions)?;
+        let file = OpenOptions::new().read(true).append(true).open(&path)?;
+        Ok((LogRef::file(path.clone()), Box::new(FileSink { path, file, _lock: lock })))
+    }
+
+    fn begin_import(&self, id: &str, header_line: &str) -> Result<Box<dyn Importing>, ImportError> {
+        let sessions = &self.sessions;
+        if sessions.exists() && !sessions.is_dir() {
+            return Err(ImportError::SessionsNotAFolder(sessions.to_owned()));
+        }
+        let dir = sessions.join(id);
+        if dir.exists() {
+            return Err(ImportError::Exists { log: dir.join(LOG_FILE).display().to_string(), id: id.to_owned() });
+        }
+        std::fs::create_dir_all(sessions)?;
+        let staged = fsutil::temp_file_in(sessions, ".dsh-import-")?;
+        let mut out = BufWriter::new(staged.reopen()?);
+        writeln!(out, "{header_line}")?;
+        Ok(Box::new(FileImport { sessions: sessions.clone(), id: id.to_owned(), staged, out }))
+    }
+}
+
+/// An import into files: the copy is written beside the sessions, fsynced, then moved into a new
+/// `sessions/<id>/` folder — a crash leaves the old state or the whole copy, and an existing
+/// session is never overwritten.
+struct FileImport {
+    sessions: PathBuf,
+    id: String,
+    staged: tempfile::NamedTempFile,
+    out: BufWriter<File>,
+}
+
+impl Importing for FileImport {
+    fn push(&mut self, line: Line) -> Result<(), ImportError> {
+        self.out.write_all(line.body.as_bytes())?;
+        Ok(self.out.write_all(b"\n")?)
+    }
+
+    fn finish(self: Box<Self>) -> Result<LogRef, ImportError> {
+        let FileImport { sessions, id, staged, mut out } = *self;
+        out.flush()?;
+        drop(out);
+        staged.as_file().sync_all()?;
+        let dir = sessions.join(&id);
+        let log = dir.join(LOG_FILE);
+        match std::fs::create_dir(&dir) {
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(ImportError::Exists { log: log.display().to_string(), id })
+            }
+            other => other?,
+        }
+        staged.persist_noclobber(&log).map_err(|err| err.error)?;
+        fsutil::sync_dir(&dir)?;
+        fsutil::sync_dir(&sessions)?;
+        Ok(LogRef::file(log))
+    }
+}
+
+impl LogRef {
+    /// The log file at `path`, wherever it is.
+    pub fn file(path: PathBuf) -> LogRef {
+        LogRef::new(std::sync::Arc::new(FileLog(path)))
+    }
+}
+
+/// A log file, anywhere.
+#[derive(Debug)]
+pub struct FileLog(pub PathBuf);
+
+impl Log for FileLog {
+    fn name(&self) -> String {
+        self.0.display().to_string()
+    }
+
+    fn file(&self) -> Option<&Path> {
+        Some(&self.0)
+    }
+
+    fn reader(&self) -> Result<LogReader, ReadError> {
+        LogReader::open(&self.0)
+    }
+
+    fn lines(&self) -> Result<Box<dyn BufRead + Send>, ReadError> {
+        Ok(crate::reader::open_lines(&self.0)?)
+    }
+
+    fn writer(&self) -> Option<u32> {
+        live_holder(&locate::lock_path(&self.0))
+    }
+
+    fn torn_note(&self, damage: &Damage) -> String {
+        locate::torn_note(&self.0, damage)
+    }
+
+    fn meta_anchor(&self) -> PathBuf {
+        self.0.clone()
+    }
+
+    fn meta(&self) -> Result<SessionMeta, StoreError> {
+        Ok(SessionMeta::read(&self.0))
+    }
+
+    fn store_meta(&self, meta: &SessionMeta) -> io::Result<()> {
+        meta.write(&self.0)
+    }
+
+    fn keep_file(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        fsutil::create_atomic(&self.0.with_file_name(name), bytes).map(|_| ())
+    }
+
+    fn lock(&self, local: &Path) -> Result<SessionLock, LockError> {
+        let mut lock = locate::lock_file(&self.0)?;
+        if !self.0.starts_with(local) {
+            lock.remove_when_released();
+        }
+        Ok(SessionLock(Box::new(HeldFile { path: self.0.clone(), lock })))
+    }
+}
+
+/// A log file's writer lock, held.
+#[derive(Debug)]
+struct HeldFile {
+    path: PathBuf,
+    lock: WriterLock,
+}
+
+impl Held for HeldFile {
+    fn open(self: Box<Self>) -> Result<(LogReader, Box<dyn Sink>), OpenSinkError> {
+        let HeldFile { path, lock } = *self;
+        let mut start = [0u8; 4];
+        let read = File::open(&path).and_then(|mut file| file.read(&mut start)).map_err(OpenSinkError::Io)?;
+        if is_compressed(&start[..read]) {
+            return Err(OpenSinkError::Compressed);
+        }
+        let reader = LogReader::open(&path).map_err(OpenSinkError::Read)?;
+        let file = OpenOptions::new().read(true).append(true).open(&path).map_err(OpenSinkError::Io)?;
+        Ok((reader, Box::new(FileSink { path, file, _lock: lock })))
+    }
+}
+
+/// Lines appended to a log file, then fsynced, under its writer lock.
+struct FileSink {
+    path: PathBuf,
+    file: File,
+    _lock: WriterLock,
+}
+
+impl Sink for FileSink {
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn write(&mut self, lines: Vec<Line>, policy: SyncPolicy) -> Result<(), String> {
+        let mut bytes = Vec::with_capacity(lines.iter().map(|line| line.body.len() + 1).sum());
+        for line in &lines {
+            bytes.extend_from_slice(line.body.as_bytes());
+            bytes.push(b'\n');
+        }
+        self.file
+            .write_all(&bytes)
+            .and_then(|()| match policy {
+                SyncPolicy::Durable => self.file.sync_data(),
+                SyncPolicy::Unsynced => Ok(()),
+            })
+            .map_err(|err| err.to_string())
+    }
+
+    fn file(&mut self) -> Option<&mut File> {
+        Some(&mut self.file)
+    }
+}
