@@ -191,3 +191,30 @@ fn a_counter_of_the_wrong_type_in_the_machine_store_is_a_warning_not_a_silent_re
         .expect_code(1)
         .expect_stderr("\"retry-budget:route:deepseek-official\" holds \"full\", which is not what dsh keeps there; starting it again from 4");
 }
+
+/// The Redis counter script and `dsh_abi::store` answer the same on the same updates, a ceiling
+/// below the floor included, against a real `redis-server` (whole numbers: the script keeps a
+/// value's text as Lua prints it).
+#[test]
+fn the_redis_counter_script_follows_the_counter_maths() {
+    use dsh_host::counters::{CounterStore, MemoryStore, RedisStore};
+    use proptest::prelude::*;
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url).unwrap();
+    let updates = proptest::collection::vec((-5i32..5, -3i32..8, -3i32..8), 1..30);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(64));
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    runner
+        .run(&updates, |updates| {
+            let key = format!("equivalence-{}", case.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            let (mut counters, memory) = (std::collections::HashMap::new(), MemoryStore::default());
+            for (delta, floor, ceiling) in updates {
+                let (delta, floor, ceiling) = (f64::from(delta), f64::from(floor), f64::from(ceiling));
+                let expected = dsh_abi::store::add_in(&mut counters, &key, delta, 4.0, floor, ceiling);
+                prop_assert_eq!(store.add(&key, delta, 4.0, floor, ceiling).unwrap(), expected);
+                prop_assert_eq!(memory.add(&key, delta, 4.0, floor, ceiling).unwrap(), expected);
+            }
+            Ok(())
+        })
+        .unwrap();
+}

@@ -13,7 +13,9 @@
 //! The [`js`] module holds the JSON helpers both sides need to write records the way the
 //! TypeScript reference writes them (JavaScript number formatting, key order preserved); the
 //! [`retry`] module holds the retry maths every executor needs (timer cap, jittered backoff,
-//! chain position, sorted codes) and the check the host applies to every retry decision.
+//! chain position, sorted codes) and the check the host applies to every retry decision; the
+//! [`store`] module holds what a counter store does to a counter or a circuit, for the host's
+//! stores and the author kit's fake host alike.
 
 // `#[sabi_trait]` expands to impl blocks inside a generated constant.
 #![allow(non_local_definitions)]
@@ -31,6 +33,7 @@ pub mod module;
 pub mod plugin;
 pub mod record;
 pub mod retry;
+pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod types;

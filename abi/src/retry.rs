@@ -135,6 +135,12 @@ pub fn check_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> 
     checked(picked, checked_delay(decision.delay_ms)?, record)
 }
 
+/// [`check_decision`] as the host applies it to the decision a row returns (and the author kit's
+/// fake host to a decision it takes in): `Err` is the message of the row's failure.
+pub fn check_row_decision(decision: &RetryDecision) -> Result<CheckedRetry, String> {
+    check_decision(decision).map_err(|why| format!("returned a retry decision the host cannot carry out: {why}"))
+}
+
 /// [`check_decision`], reading the record with serde_json alone: the reference its one-pass
 /// reading is held to (by property tests, and by the `retry_record` fuzz target).
 pub fn check_decision_by_serde(decision: &RetryDecision) -> Result<CheckedRetry, String> {

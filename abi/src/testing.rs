@@ -6,17 +6,21 @@
 //! (`RequestErrorPayload::new(1, 1, "relay", failure("SERVER", 503), None)`), and call the hook:
 //! `plugin.on_request_error(&payload, &host.context())`. A retry a plugin decides can be taken into
 //! the history ([`FakeHost::take_in`]) so the next call continues the chain, as the host's index
-//! of the session log would. The context is the host's own ([`crate::context::Context`]), over
-//! scripted parts.
+//! of the session log would, once the host's own check of the decision passes. The context is
+//! the host's own ([`crate::context::Context`]), over scripted parts; counters and circuits
+//! update through [`crate::store`], as the host's stores do.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use abi_stable::std_types::{ROption, RString, RVec};
 
-use crate::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
+use crate::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
 use crate::context::{Context, Counters, ScriptedServices, Services, Session};
 use crate::host::HostContextRef;
+use crate::js;
+use crate::retry::check_row_decision;
+use crate::store;
 use crate::types::{ChainKey, ChainRecord, Failure, LogLevel, RetryDecision};
 
 /// A host context whose answers a test sets: the host's own [`Context`] over a scripted session,
@@ -37,7 +41,8 @@ pub struct ScriptedSession {
     context_windows: HashMap<String, u64>,
 }
 
-/// Counters and circuit breakers kept in memory, or a store that cannot be reached.
+/// Counters and circuit breakers kept in memory as the host's memory store keeps them (both
+/// update through [`crate::store`]), or a store that cannot be reached.
 #[derive(Debug, Default)]
 pub struct ScriptedCounters {
     values: Mutex<HashMap<String, f64>>,
@@ -79,7 +84,8 @@ impl FakeHost {
         self
     }
 
-    /// A circuit breaker's state, if it was ever touched.
+    /// A circuit breaker's state, while the store keeps an entry for it (a closed circuit without
+    /// failures has none, as in the host's stores).
     pub fn breaker_state(&self, key: &str) -> Option<BreakerState> {
         self.context.counters.breakers.lock().unwrap().get(key).cloned()
     }
@@ -144,21 +150,19 @@ impl FakeHost {
     }
 
     /// Takes a retry the plugin decided into the history, as the host does once the record is
-    /// durable: its chain's last retry becomes this one, and the record joins the turn's
-    /// events. `Err` when the record is not an object with `turn`, `step`, `provider`,
-    /// `policyKey`, `retryId` and `retry`.
+    /// durable: the record joins the turn's events, and its chain's last retry becomes this one.
+    /// `Err` when the host would refuse the decision, with the message the host gives
+    /// ([`check_row_decision`]). A record without `turn`, `step`, `provider` and `policyKey`
+    /// starts no chain, as in the host's index.
     pub fn take_in(&self, decision: &RetryDecision) -> Result<(), String> {
-        let record: serde_json::Value =
-            serde_json::from_str(decision.record.as_str()).map_err(|err| format!("the record is not JSON: {err}"))?;
-        let number = |key: &str| record.get(key).and_then(serde_json::Value::as_u64).ok_or(format!("no {key}"));
-        let text = |key: &str| record.get(key).and_then(serde_json::Value::as_str).ok_or(format!("no {key}"));
-        let key = (number("turn")?, number("step")?, text("provider")?.to_owned(), text("policyKey")?.to_owned());
-        let chain = ChainRecord { retry_id: text("retryId")?.into(), retry: number("retry")? };
+        let checked = check_row_decision(decision)?;
         let session = &self.context.session;
-        session.chains.lock().unwrap().insert(key, chain);
-        let time = self.context.services.now_ms();
-        let line = serde_json::json!({"type": "llm/retry", "seq": 0, "time": time, "data": record});
-        session.last_turn_events.lock().unwrap().push(line.to_string());
+        if let Some((key, chain)) = chain_of(&checked.record) {
+            session.chains.lock().unwrap().insert(key, chain);
+        }
+        let time = js::number(self.context.services.now_ms());
+        let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{time},"data":{}}}"#, checked.record);
+        session.last_turn_events.lock().unwrap().push(line);
         Ok(())
     }
 
@@ -170,6 +174,15 @@ impl FakeHost {
 
 fn chain_key(key: &ChainKey<'_>) -> (u64, u64, String, String) {
     (key.turn, key.step, key.provider.to_string(), key.policy_key.to_string())
+}
+
+/// The chain a checked record continues, read as the host's index reads it.
+fn chain_of(record: &str) -> Option<((u64, u64, String, String), ChainRecord)> {
+    let record: serde_json::Value = serde_json::from_str(record).ok()?;
+    let number = |key: &str| record.get(key).and_then(js::as_safe_u64);
+    let text = |key: &str| record.get(key).and_then(serde_json::Value::as_str).map(str::to_owned);
+    let key = (number("turn")?, number("step")?, text("provider")?, text("policyKey")?);
+    Some((key, ChainRecord { retry_id: text("retryId")?.into(), retry: number("retry")? }))
 }
 
 impl Session for ScriptedSession {
@@ -203,10 +216,7 @@ impl Counters for ScriptedCounters {
         if let Some(why) = &self.down {
             return Err(why.clone());
         }
-        let mut values = self.values.lock().unwrap();
-        let value = values.entry(key.to_owned()).or_insert(initial);
-        *value = (*value + delta).clamp(floor, ceiling);
-        Ok(*value)
+        Ok(store::add_in(&mut self.values.lock().unwrap(), key, delta, initial, floor, ceiling))
     }
 
     fn breaker(
@@ -219,8 +229,7 @@ impl Counters for ScriptedCounters {
         if let Some(why) = &self.down {
             return Err(why.clone());
         }
-        let mut breakers = self.breakers.lock().unwrap();
-        Ok(breaker::apply(breakers.entry(key.to_owned()).or_default(), event, policy, now_ms))
+        Ok(store::apply_in(&mut self.breakers.lock().unwrap(), key, event, policy, now_ms))
     }
 }
 
@@ -245,11 +254,49 @@ mod tests {
         let payload = RequestErrorPayload::new(1, 2, "relay", failure("SERVER", 503), None);
         let key = ChainKey::new(&payload, "k");
         assert!(ctx.last_retry(key).is_none());
-        let record = r#"{"retryId":"r","turn":1,"step":2,"provider":"relay","policyKey":"k","retry":1}"#;
+        let record = r#"{"retryId":"r","turn":1,"step":2,"provider":"relay","policyKey":"k","retry":1,"delayMs":5}"#;
         host.take_in(&RetryDecision { delay_ms: 5.0, record: record.into() }).unwrap();
         assert_eq!(ctx.last_retry(key).into_option().map(|chain| chain.retry), Some(1));
         assert_eq!(ctx.last_turn_events().len(), 1);
         ctx.log(LogLevel::Warn, "careful".into());
         assert_eq!(host.logs(), [(LogLevel::Warn, "careful".to_owned())]);
+    }
+
+    #[test]
+    fn take_in_refuses_what_the_host_refuses_with_the_hosts_message() {
+        let host = FakeHost::new();
+        let record = r#"{"retryId":"r","turn":1,"step":2,"provider":"relay","policyKey":"k","retry":1,"delayMs":5}"#;
+        let differs = RetryDecision { delay_ms: 6.0, record: record.into() };
+        assert_eq!(
+            host.take_in(&differs),
+            Err("returned a retry decision the host cannot carry out: its retry delay 6 differs from its record's delayMs 5".to_owned())
+        );
+        assert_eq!(host.take_in(&differs), check_row_decision(&differs).map(|_| ()));
+        assert!(host.context().last_turn_events().is_empty(), "nothing of a refused decision is kept");
+        let unkeyed = RetryDecision { delay_ms: 5.0, record: r#"{"retryId":"r","retry":1,"delayMs":5}"#.into() };
+        assert_eq!(host.take_in(&unkeyed), Ok(()), "the host writes a record its index cannot key");
+    }
+
+    #[test]
+    fn a_ceiling_below_the_floor_gives_the_hosts_answer_without_a_panic() {
+        let host = FakeHost::new();
+        let added = host.context().counter_add("k".into(), 1.0, 5.0, 3.0, 1.0).into_result();
+        assert_eq!(added, Ok(store::clamped(5.0, 1.0, 3.0, 1.0)));
+        assert_eq!(added, Ok(3.0));
+    }
+
+    #[test]
+    fn a_circuit_closed_again_leaves_no_entry() {
+        let host = FakeHost::new().at(1_000.0);
+        let policy = BreakerPolicy { failures: 1, window_ms: 1_000.0, cooldown_ms: 100.0 };
+        let ctx = host.context();
+        assert!(ctx.breaker("route".into(), BreakerEvent::Admit, policy).into_result().unwrap().admitted);
+        assert_eq!(host.breaker_state("route"), None, "admitting through a closed circuit stores nothing");
+        ctx.breaker("route".into(), BreakerEvent::Failure, policy).into_result().unwrap();
+        assert!(host.breaker_state("route").is_some_and(|state| state.open_until == 1_100.0));
+        host.advance(100.0);
+        assert!(ctx.breaker("route".into(), BreakerEvent::Admit, policy).into_result().unwrap().probe);
+        ctx.breaker("route".into(), BreakerEvent::Success, policy).into_result().unwrap();
+        assert_eq!(host.breaker_state("route"), None);
     }
 }

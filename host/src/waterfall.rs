@@ -5,14 +5,14 @@
 //! `DelegateFirst` (ask the rest first, then decide in `after_downstream`). After the last listener
 //! the answer is "no retry". A listener that fails or panics answers "no retry" for its branch; an
 //! outer delegate-first listener is told the branch failed, with the message. So does a listener
-//! whose retry decision the host cannot carry out ([`check_decision`]: a delay that is not a
+//! whose retry decision the host cannot carry out ([`check_row_decision`]: a delay that is not a
 //! finite number within the timer range, or unlike its record's `delayMs`; a record that is not
 //! one JSON object with the chain fields). Cancellation beats any decision: a delegate-first
 //! listener whose turn was cancelled while the rest of the chain ran is told `Cancelled`. Like a
 //! Cordis waterfall where `next()` is a one-shot continuation.
 
 use abi_stable::std_types::RString;
-use dsh_abi::retry::{check_decision, CheckedRetry};
+use dsh_abi::retry::{check_row_decision, CheckedRetry};
 use dsh_abi::{Answer, Decision, DownstreamOutcome, RequestErrorPayload, RetryDecision, RouteSwitch};
 
 use crate::context::{CallContext, Session};
@@ -160,16 +160,9 @@ fn after_delegating<L: Listener + ?Sized>(
 
 /// A listener's retry decision, once the host has checked it can carry it out.
 fn retried(row_id: &str, decision: RetryDecision, failures: &mut Vec<(String, String)>) -> Branch {
-    match check_decision(&decision) {
+    match check_row_decision(&decision) {
         Ok(checked) => Branch::Retried { decision, checked, row_id: row_id.to_owned() },
-        Err(why) => failed(
-            row_id,
-            ListenerError {
-                panicked: false,
-                message: format!("returned a retry decision the host cannot carry out: {why}"),
-            },
-            failures,
-        ),
+        Err(message) => failed(row_id, ListenerError { panicked: false, message }, failures),
     }
 }
 
@@ -269,7 +262,7 @@ mod tests {
     }
 
     fn retry_by(row: &str, name: &str) -> Outcome {
-        Outcome::Retry { retry: check_decision(&retry(name, 10.0)).unwrap(), row_id: row.to_owned() }
+        Outcome::Retry { retry: dsh_abi::retry::check_decision(&retry(name, 10.0)).unwrap(), row_id: row.to_owned() }
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub const AGENT: Schema = Schema::row(
     &[
         PROVIDER,
         Key::new("model", Kind::Text, "", "overrides the route's model"),
-        Key::new("system", Kind::Any, "", "the system prompt; \"\" sends none (default: DeepSeek Harness's)"),
+        Key::new("system", Kind::String, "", "the system prompt; \"\" sends none (default: DeepSeek Harness's)")
+            .refused_as("must be a string (\"\" sends no system message)"),
         Key::new("maxSteps", Kind::integer(1, 10_000), "50", "the most steps one turn may take")
             .refused_as("must be a whole number from 1 through 10000"),
         Key::new("maxParallelTools", Kind::integer(1, 1_000), "10", "the most tool calls of one step run at once")
@@ -44,14 +45,9 @@ pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<Conf
     let mut row = AGENT.read(config)?;
     let provider = required_text(&mut row, "provider");
     let model = row.text("model");
-    let system = match row.given("system") {
-        None => Some(DEFAULT_SYSTEM.to_owned()),
-        Some(Value::String(text)) if text.is_empty() => None,
-        Some(Value::String(text)) => Some(text.clone()),
-        Some(_) => {
-            row.refuse("system", "must be a string (\"\" sends no system message)");
-            None
-        }
+    let system = match row.is_set("system") {
+        false => Some(DEFAULT_SYSTEM.to_owned()),
+        true => row.text("system").filter(|text| !text.is_empty()),
     };
     let max_steps = row.integer("maxSteps");
     let max_parallel_tools = row.integer("maxParallelTools") as usize;

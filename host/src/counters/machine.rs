@@ -5,10 +5,11 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use dsh_abi::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
+use dsh_abi::store;
 use serde_json::{Map, Value};
 
-use super::{clamped, CounterStore};
+use super::CounterStore;
 use dsh_session::lock::open_no_follow;
 
 /// Counters of every dsh process of the machine: a JSON object in `counters.json`, read and
@@ -89,7 +90,7 @@ impl CounterStore for MachineStore {
                     initial
                 }),
             };
-            let value = clamped(value, delta, floor, ceiling);
+            let value = store::clamped(value, delta, floor, ceiling);
             counters.insert(key.to_owned(), Value::from(value));
             (value, true)
         })
@@ -103,16 +104,14 @@ impl CounterStore for MachineStore {
         now_ms: f64,
     ) -> Result<BreakerAnswer, String> {
         self.locked(|entries| {
-            let mut state: BreakerState = match entries.get(key) {
-                None => BreakerState::default(),
-                Some(value) => serde_json::from_value(value.clone()).unwrap_or_else(|_| {
+            let stored = entries.get(key).map(|value| {
+                serde_json::from_value(value.clone()).unwrap_or_else(|_| {
                     self.malformed(key, value, "taking the circuit as closed");
                     BreakerState::default()
-                }),
-            };
-            let answer = breaker::apply(&mut state, event, policy, now_ms);
-            // A closed circuit with no failures is no entry at all: the file keeps only news.
-            let state = (state != BreakerState::default()).then(|| serde_json::to_value(&state).expect("JSON"));
+                })
+            });
+            let (answer, kept) = store::apply_stored(stored, event, policy, now_ms);
+            let state = kept.map(|state| serde_json::to_value(&state).expect("JSON"));
             let changed = entries.get(key) != state.as_ref();
             match state {
                 Some(state) if changed => entries.insert(key.to_owned(), state),

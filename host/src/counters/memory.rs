@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use dsh_abi::breaker::{self, BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
+use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy, BreakerState};
+use dsh_abi::store;
 
-use super::{clamped, CounterStore};
+use super::CounterStore;
 
 /// Counters and circuit breakers of one process.
 #[derive(Default)]
@@ -29,9 +30,7 @@ impl MemoryStore {
 impl CounterStore for MemoryStore {
     fn add(&self, key: &str, delta: f64, initial: f64, floor: f64, ceiling: f64) -> Result<f64, String> {
         let mut counters = self.counters.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
-        let value = counters.entry(key.to_owned()).or_insert(initial);
-        *value = clamped(*value, delta, floor, ceiling);
-        Ok(*value)
+        Ok(store::add_in(&mut counters, key, delta, initial, floor, ceiling))
     }
 
     fn breaker(
@@ -42,12 +41,7 @@ impl CounterStore for MemoryStore {
         now_ms: f64,
     ) -> Result<BreakerAnswer, String> {
         let mut breakers = self.breakers.lock().map_err(|_| "the memory store is poisoned".to_owned())?;
-        let state = breakers.entry(key.to_owned()).or_default();
-        let answer = breaker::apply(state, event, policy, now_ms);
-        if *state == BreakerState::default() {
-            breakers.remove(key);
-        }
-        Ok(answer)
+        Ok(store::apply_in(&mut breakers, key, event, policy, now_ms))
     }
 
     fn breakers(&self) -> Result<Vec<(String, BreakerState)>, String> {
@@ -94,6 +88,17 @@ mod tests {
         assert_eq!(store.add("k", -1.0, 10.0, 0.0, 10.0), Ok(9.0));
         assert_eq!(store.add("k", 5.0, 10.0, 0.0, 10.0), Ok(10.0));
         assert_eq!(store.add("k", -50.0, 10.0, 0.0, 10.0), Ok(0.0));
+    }
+
+    #[test]
+    fn a_ceiling_below_the_floor_is_the_floor_and_a_closed_circuit_is_no_entry() {
+        let store = MemoryStore::default();
+        assert_eq!(store.add("k", 1.0, 5.0, 3.0, 1.0), Ok(3.0));
+        let policy = BreakerPolicy { failures: 1, window_ms: 1_000.0, cooldown_ms: 100.0 };
+        store.breaker("route", BreakerEvent::Failure, &policy, 0.0).unwrap();
+        store.breaker("route", BreakerEvent::Admit, &policy, 100.0).unwrap();
+        store.breaker("route", BreakerEvent::Success, &policy, 101.0).unwrap();
+        assert_eq!(store.breakers(), Ok(vec![]));
     }
 
     #[test]

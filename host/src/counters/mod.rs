@@ -2,9 +2,11 @@
 //! config names — `memory` (this process, [`memory`]), `machine` (every dsh process of the
 //! machine: a small state file under the home, updated under an OS lock, [`machine`]) or
 //! `redis://HOST:PORT` (a fleet: one atomic script per update, [`redis`]). Each update is one
-//! step: add, clamp to `[floor, ceiling]`, return the new value; a counter never touched starts at
-//! its `initial` value. A store that cannot answer within its deadline fails the update, and the
-//! row's `onStoreError` decides.
+//! step: add, clamp to `[floor, ceiling]` (a ceiling below the floor is the floor), return the new
+//! value; a counter never touched starts at its `initial` value. The maths of both updates is
+//! [`dsh_abi::store`]'s (which the author kit's fake host uses too; in Redis, scripts that follow
+//! it). A store that cannot answer within its deadline fails the update, and the row's
+//! `onStoreError` decides.
 //!
 //! The same stores keep circuit breakers (`breaker`): each event is applied to a circuit's state
 //! in one atomic step, with [`dsh_abi::breaker::apply`]'s maths (in Redis, a script that follows
@@ -57,10 +59,6 @@ pub trait CounterStore: Send + Sync {
     /// A turn starts: a store that failed during the last one is tried again (until it fails
     /// again, a store that failed answers at once, so it costs one deadline per turn).
     fn begin_turn(&self) {}
-}
-
-fn clamped(value: f64, delta: f64, floor: f64, ceiling: f64) -> f64 {
-    (value + delta).clamp(floor, ceiling.max(floor))
 }
 
 /// Where a row's counters are, from its config's `store` (`None`: memory).

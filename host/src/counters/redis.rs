@@ -24,10 +24,12 @@ pub const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest reply read from the store; an update's reply is a number of a few bytes.
 pub const MAX_REPLY_BYTES: usize = 64 * 1024;
 
+/// [`dsh_abi::store::clamped`] as one script: a ceiling below the floor is the floor.
 const ADD_SCRIPT: &str = r"
 local value = tonumber(redis.call('GET', KEYS[1]) or ARGV[2])
 value = value + tonumber(ARGV[1])
 local floor, ceiling = tonumber(ARGV[3]), tonumber(ARGV[4])
+if ceiling < floor then ceiling = floor end
 if value < floor then value = floor end
 if value > ceiling then value = ceiling end
 redis.call('SET', KEYS[1], tostring(value))

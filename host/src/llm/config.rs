@@ -98,20 +98,31 @@ pub const OPENAI: Schema = Schema::row(
     route_keys![
         Key::new("baseUrl", Kind::Text, "", "an http or https URL ending before /chat/completions"),
         Key::new("apiKeyEnv", Kind::Text, "", "the environment variable holding the API key"),
-        Key::new("headers", Kind::Mapping, "{}", "extra request headers")
-            .refused_as("must be a mapping of header names to values"),
+        Key::new("headers", HEADER_MAP, "{}", "extra request headers"),
         HEADER_ENV,
     ],
 );
 
+/// A header's name, as the HTTP client takes it.
+const HEADER_NAME: Kind =
+    Kind::matching("a valid header name", |name| reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok());
+/// A header's value, as the HTTP client takes it.
+const HEADER_VALUE: Kind = Kind::matching("a header value (a string of visible characters)", |value| {
+    reqwest::header::HeaderValue::from_str(value).is_ok()
+});
+/// The name of an environment variable.
+pub(crate) const ENV_NAME: Kind = Kind::matching("a variable name (letters, digits, _)", is_env_name);
+
+/// Headers and their values, as the HTTP client takes them.
+pub(crate) const HEADER_MAP: Kind = Kind::map_of(&HEADER_NAME, &HEADER_VALUE);
+
 /// Headers sent from the environment, so a credential header needs no value in a layer.
 pub const HEADER_ENV: Key = Key::new(
     "headerEnv",
-    Kind::Mapping,
+    Kind::map_of(&HEADER_NAME, &ENV_NAME),
     "{}",
     "{HEADER: VARIABLE}: headers whose values are read from environment variables when sent",
-)
-.refused_as("must be a mapping of header names to environment variable names");
+);
 
 /// An `llm-mock` row: a route served by the in-process mock server.
 pub const MOCK: Schema = Schema::row(
@@ -183,41 +194,14 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
     row.finish(provider)
 }
 
-/// The row's `headers` mapping; every name and value that is not a valid header is refused.
+/// The row's `headers` mapping, each a valid header name and value.
 pub(crate) fn headers(row: &mut Row<'_>) -> Vec<(String, String)> {
-    let Some(Value::Object(given)) = row.value("headers") else {
-        return Vec::new();
-    };
-    let mut headers = Vec::new();
-    for (name, value) in given {
-        match value {
-            Value::String(text) if reqwest::header::HeaderValue::from_str(&text).is_ok() => headers.push((name, text)),
-            _ => row.refuse(&format!("headers.{name}"), "must be a header value (a string of visible characters)"),
-        }
-    }
-    for (name, _) in &headers {
-        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            row.refuse("headers", format!("{name:?} is not a valid header name"));
-        }
-    }
-    headers
+    row.string_entries("headers")
 }
 
-/// The row's `headerEnv` mapping: each a valid header name and an environment variable's name.
+/// The row's `headerEnv` mapping, each a valid header name and an environment variable's name.
 pub(crate) fn header_env(row: &mut Row<'_>) -> Vec<(String, String)> {
-    let Some(Value::Object(given)) = row.value(HEADER_ENV.name) else { return Vec::new() };
-    let mut found = Vec::new();
-    for (name, value) in given {
-        let path = format!("{}.{name}", HEADER_ENV.name);
-        match value.as_str() {
-            _ if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() => {
-                row.refuse(&path, format!("{name:?} is not a valid header name"))
-            }
-            Some(variable) if is_env_name(variable) => found.push((name, variable.to_owned())),
-            _ => row.refuse(&path, format!("must name an environment variable (letters, digits, _), got {value}")),
-        }
-    }
-    found
+    row.string_entries(HEADER_ENV.name)
 }
 
 /// An `llm-mock` row: `{provider, model, script, …}`; the route is served by an in-process mock

@@ -97,13 +97,13 @@ pub const STEP: Schema = Schema::row(
         Key::new("invalidUtf8", Kind::Flag, "", "200, a frame whose bytes are not UTF-8"),
         Key::new("keepAlive", MILLISECONDS, "", "200, then a ping comment every N ms, forever")
             .refused_as(MILLISECONDS_RULE),
-        Key::new("frames", Kind::List, "", "200, each item sent as one data: frame")
+        Key::new("frames", Kind::list_of(&Kind::String), "", "200, each item sent as one data: frame")
             .refused_as("must be a list of strings"),
-        Key::new("tool_calls", Kind::List, "", "200, an answer asking for these tool calls ({name, arguments?, id?})")
+        Key::new("tool_calls", Kind::LIST, "", "200, an answer asking for these tool calls ({name, arguments?, id?})")
             .refused_as(TOOL_CALLS_RULE),
         Key::new("delayMs", MILLISECONDS, "0", "wait before answering").refused_as(MILLISECONDS_RULE),
         Key::new("hold", Kind::Text, "", "answer only once POST /mock/release/NAME arrives"),
-        Key::new("headers", Kind::Mapping, "{}", "response headers").refused_as("must be a mapping"),
+        Key::new("headers", Kind::MAPPING, "{}", "response headers").refused_as("must be a mapping"),
         Key::new("body", Kind::Any, "", "the body of a status response: a string, or a mapping sent as JSON"),
         Key::new("chunkBytes", Kind::integer(0, MAX_SAFE_INTEGER), "0", "write the response in pieces of N bytes")
             .refused_as("must be a non-negative integer"),
@@ -195,13 +195,7 @@ fn parse_action(row: &mut Row<'_>, action: &str) -> MockAction {
         "empty" => MockAction::Empty,
         "stall" => MockAction::Stall(whole_number(row, action)),
         "keepAlive" => MockAction::KeepAlive(whole_number(row, action).max(1)),
-        "frames" => {
-            let frames: Option<Vec<String>> = row.list(action).iter().map(|f| f.as_str().map(str::to_owned)).collect();
-            MockAction::Frames(frames.unwrap_or_else(|| {
-                row.refuse(action, "must be a list of strings");
-                Vec::new()
-            }))
-        }
+        "frames" => MockAction::Frames(row.strings(action)),
         "tool_calls" => {
             let calls: Option<Vec<MockToolCall>> = row.list(action).iter().map(tool_call).collect();
             MockAction::ToolCalls(calls.unwrap_or_else(|| {

@@ -12,8 +12,6 @@
 //! In `always` mode `maxRetries` and `retryableCodes` are tolerated and ignored: layered configs
 //! leave them behind after a mode switch.
 
-use std::collections::HashSet;
-
 use abi_stable::std_types::{RString, RVec};
 use dsh_abi::config::{Key, Kind, Row, Schema, MAX_SAFE_INTEGER};
 use dsh_abi::retry::MAX_DELAY_MS;
@@ -22,6 +20,8 @@ use serde_json::Value;
 
 const DELAY_RULE: &str = "must be a positive finite number no greater than 2147483647";
 const DELAY: Kind = Kind::number_above(0.0, MAX_DELAY_MS);
+/// A failure code as the reference takes it: any string but the empty one.
+const CODE: Kind = Kind::matching("a non-empty string", |code| !code.is_empty());
 
 /// The keys of `retryPolicy`, with the reference's messages.
 pub const POLICY: Schema = Schema::row(
@@ -38,13 +38,14 @@ pub const POLICY: Schema = Schema::row(
             .refused_as("must be a non-negative safe integer"),
         Key::new(
             "retryableCodes",
-            Kind::List,
+            Kind::list_of(&CODE).distinct().non_empty(),
             r#"["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"]"#,
             "failure codes retried (normal only)",
         )
-        .refused_as("must be a list of failure codes"),
-        Key::new("backoff", Kind::Mapping, "{}", "initialDelayMs, maxDelayMs, jitterRatio")
-            .refused_as("must be a mapping"),
+        .refused_as("must be a list of failure codes")
+        .items_refused_as("must contain only non-empty strings")
+        .repeats_refused_as("must not contain duplicates"),
+        Key::new("backoff", Kind::Nested(&BACKOFF), "{}", "the waits").refused_as("must be a mapping"),
     ],
 );
 
@@ -79,37 +80,12 @@ pub fn resolve(config: Option<&Value>) -> Result<RetryPolicy, Vec<ConfigError>> 
     };
     let (max_retries, retryable_codes) = match mode {
         PolicyMode::Always => (0, RVec::new()),
-        PolicyMode::Normal => (row.integer("maxRetries"), retryable_codes(&mut row)),
-    };
-    let backoff = row.value("backoff").unwrap_or_default();
-    let (initial_delay_ms, max_delay_ms, jitter_ratio) = match BACKOFF.read_at("retryPolicy.backoff", &backoff) {
-        Ok(mut nested) => {
-            let delays = delays(&mut nested);
-            row.absorb(nested);
-            delays
+        PolicyMode::Normal => {
+            (row.integer("maxRetries"), row.strings("retryableCodes").into_iter().map(RString::from).collect())
         }
-        Err(errors) => unreachable!("backoff was checked to be a mapping: {errors:?}"),
     };
+    let (initial_delay_ms, max_delay_ms, jitter_ratio) = row.nested("backoff", delays);
     row.finish(RetryPolicy { mode, max_retries, retryable_codes, initial_delay_ms, max_delay_ms, jitter_ratio })
-}
-
-fn retryable_codes(row: &mut Row<'_>) -> RVec<RString> {
-    let items = row.list("retryableCodes");
-    let problem = if row.given("retryableCodes").is_some_and(|value| !value.is_array()) {
-        None
-    } else if items.is_empty() {
-        Some("must not be empty")
-    } else if items.iter().any(|item| item.as_str().is_none_or(str::is_empty)) {
-        Some("must contain only non-empty strings")
-    } else if items.iter().filter_map(Value::as_str).collect::<HashSet<_>>().len() != items.len() {
-        Some("must not contain duplicates")
-    } else {
-        None
-    };
-    if let Some(message) = problem {
-        row.refuse("retryableCodes", message);
-    }
-    items.iter().filter_map(Value::as_str).map(RString::from).collect()
 }
 
 /// `(initialDelayMs, maxDelayMs, jitterRatio)`, the first at most the second.

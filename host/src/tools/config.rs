@@ -8,6 +8,8 @@ use dsh_abi::config::{Key, Kind, Row, Schema, MAX_SAFE_INTEGER};
 use dsh_abi::ConfigError;
 use serde_json::Value;
 
+use crate::llm::config::{ENV_NAME, HEADER_MAP};
+
 /// How long a tool call may take when the row does not say.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -15,26 +17,30 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MCP: Schema = Schema::row(
     "mcp",
     &[
-        Key::new("command", Kind::List, "", "a server over stdio: its program and arguments, e.g. [npx, -y, PACKAGE]")
-            .refused_as("must be a non-empty list of strings (the program, then its arguments)"),
+        Key::new(
+            "command",
+            Kind::list_of(&Kind::String),
+            "",
+            "a server over stdio: its program and arguments, e.g. [npx, -y, PACKAGE]",
+        )
+        .refused_as("must be a non-empty list of strings (the program, then its arguments)")
+        .items_refused_as("must list strings only"),
         Key::new(
             "env",
-            Kind::Mapping,
+            Kind::map_of(&ENV_NAME, &Kind::String),
             "{}",
             "with command: the server's environment, exactly these plus PATH and HOME",
         )
-        .refused_as("must be a mapping of variable names to strings"),
+        .items_refused_as("must be a string"),
         Key::new(
             "passEnv",
-            Kind::List,
+            Kind::list_of(&ENV_NAME),
             "[]",
             "with command: variables of dsh's own environment the server gets too, e.g. [GITHUB_TOKEN]",
-        )
-        .refused_as("must be a list of environment variable names"),
+        ),
         Key::new("url", Kind::Text, "", "a server over streamable HTTP: its endpoint, e.g. http://127.0.0.1:3001/mcp")
             .refused_as("must be an http or https URL"),
-        Key::new("headers", Kind::Mapping, "{}", "with url: headers sent with every request")
-            .refused_as("must be a mapping of header names to strings"),
+        Key::new("headers", HEADER_MAP, "{}", "with url: headers sent with every request"),
         crate::llm::config::HEADER_ENV,
         Key::new(
             "tokenEnv",
@@ -43,15 +49,14 @@ pub const MCP: Schema = Schema::row(
             "with url: the environment variable whose value is sent as a bearer token",
         )
         .refused_as("must name an environment variable"),
-        Key::new("tools", Kind::Mapping, "{}", "{allow: [NAME…], deny: [NAME…]}: which of its tools are offered")
+        Key::new("tools", Kind::Nested(&TOOLS), "{}", "which of its tools are offered")
             .refused_as("must be a mapping with allow and/or deny"),
         Key::new(
             "rename",
-            Kind::Mapping,
+            Kind::map_of(&Kind::String, &TOOL_NAME),
             "{}",
             "{SERVER_NAME: MODEL_NAME}: the names the model calls some of its tools by",
-        )
-        .refused_as("must be a mapping of the server's tool names to the names the model calls them by"),
+        ),
         Key::new("callTimeoutMs", Kind::integer(1, MAX_SAFE_INTEGER), "60000", "the longest a call may take")
             .refused_as("must be a whole number of milliseconds, at least 1"),
         Key::new(
@@ -63,6 +68,22 @@ pub const MCP: Schema = Schema::row(
         .refused_as("must be a whole number of milliseconds, at least 1"),
     ],
 );
+
+/// The keys of `tools`.
+const TOOLS: Schema = Schema::row(
+    "tools",
+    &[
+        Key::new("allow", Kind::list_of(&Kind::String), "", "only these tools are offered")
+            .refused_as("must be a list of tool names"),
+        Key::new("deny", Kind::list_of(&Kind::String), "[]", "these tools are never offered")
+            .refused_as("must be a list of tool names"),
+    ],
+)
+.unknown_keys_refused_as("unknown key (tools takes allow and deny)");
+
+/// A name the model calls a tool by.
+const TOOL_NAME: Kind =
+    Kind::matching("a tool name the model accepts (1 to 64 of A-Z a-z 0-9 _ -)", super::is_model_name);
 
 /// Headers the MCP transport sets itself.
 const TRANSPORT_HEADERS: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"];
@@ -107,7 +128,7 @@ pub fn parse_mcp(row_id: &str, config: &Value) -> Result<McpConfig, Vec<ConfigEr
     let mut row = MCP.read(config)?;
     let transport = transport(&mut row);
     let (allow, deny) = filters(&mut row);
-    let rename = renames(&mut row);
+    let rename = row.string_entries("rename").into_iter().collect();
     let call_timeout = Duration::from_millis(row.integer("callTimeoutMs"));
     let start_timeout = Duration::from_millis(row.integer("startTimeoutMs"));
     row.finish(McpConfig { row_id: row_id.to_owned(), transport, allow, deny, rename, call_timeout, start_timeout })
@@ -132,18 +153,12 @@ fn transport(row: &mut Row<'_>) -> Transport {
             row.refuse(key, "goes with url (a server over streamable HTTP)");
         }
     }
-    let command = strings(row, "command").unwrap_or_default();
+    let command = row.strings("command");
     if command.is_empty() && !row.problems().iter().any(|problem| problem.path.as_str() == "command") {
         row.refuse("command", "is required: the server's program and arguments (or a url)");
     }
-    let env = environment(row);
-    let pass_env = strings(row, "passEnv").unwrap_or_default();
-    for (index, name) in pass_env.iter().enumerate().filter(|(_, name)| !crate::llm::config::is_env_name(name)) {
-        row.refuse(
-            &format!("passEnv[{index}]"),
-            format!("must name an environment variable (letters, digits, _), got {name:?}"),
-        );
-    }
+    let env = row.string_entries("env").into_iter().collect();
+    let pass_env = row.strings("passEnv");
     Transport::Stdio { command, env, pass_env }
 }
 
@@ -174,65 +189,9 @@ fn http(row: &mut Row<'_>) -> Transport {
     Transport::Http { url, headers, header_env, token_env }
 }
 
-/// A list of strings under `key`, or `None` (refused) when it is something else.
-fn strings(row: &mut Row<'_>, key: &str) -> Option<Vec<String>> {
-    let given = row.given(key)?.clone();
-    let list: Option<Vec<String>> =
-        given.as_array().and_then(|items| items.iter().map(|item| item.as_str().map(str::to_owned)).collect());
-    if list.is_none() && given.is_array() {
-        row.refuse(key, "must list strings only");
-    }
-    list
-}
-
-fn environment(row: &mut Row<'_>) -> BTreeMap<String, String> {
-    let Some(Value::Object(given)) = row.value("env") else { return BTreeMap::new() };
-    let mut env = BTreeMap::new();
-    for (name, value) in given {
-        match value {
-            Value::String(text) if crate::llm::config::is_env_name(&name) => {
-                env.insert(name, text);
-            }
-            Value::String(_) => row.refuse(&format!("env.{name}"), "is not a variable name (letters, digits, _)"),
-            _ => row.refuse(&format!("env.{name}"), "must be a string"),
-        }
-    }
-    env
-}
-
-/// `rename`: each server name to a name the model accepts.
-fn renames(row: &mut Row<'_>) -> BTreeMap<String, String> {
-    let Some(Value::Object(given)) = row.value("rename") else { return BTreeMap::new() };
-    let mut rename = BTreeMap::new();
-    for (name, value) in given {
-        match value.as_str() {
-            Some(offered) if super::names::is_model_name(offered) => {
-                rename.insert(name, offered.to_owned());
-            }
-            _ => row.refuse(
-                &format!("rename.{name}"),
-                format!("must be a tool name the model accepts (1 to 64 of A-Z a-z 0-9 _ -), got {value}"),
-            ),
-        }
-    }
-    rename
-}
-
+/// `tools`: only the tools `allow` lists (`None`: every tool), none that `deny` lists.
 fn filters(row: &mut Row<'_>) -> (Option<Vec<String>>, Vec<String>) {
-    let Some(Value::Object(given)) = row.value("tools") else { return (None, Vec::new()) };
-    let mut list = |key: &str| -> Option<Vec<String>> {
-        let value = given.get(key)?;
-        let names = value.as_array().and_then(|items| items.iter().map(|i| i.as_str().map(str::to_owned)).collect());
-        if names.is_none() {
-            row.refuse(&format!("tools.{key}"), "must be a list of tool names");
-        }
-        names
-    };
-    let (allow, deny) = (list("allow"), list("deny").unwrap_or_default());
-    for key in given.keys().filter(|key| !matches!(key.as_str(), "allow" | "deny")) {
-        row.refuse(&format!("tools.{key}"), "unknown key (tools takes allow and deny)");
-    }
-    (allow, deny)
+    row.nested("tools", |tools| (tools.is_set("allow").then(|| tools.strings("allow")), tools.strings("deny")))
 }
 
 #[cfg(test)]
@@ -303,6 +262,28 @@ mod tests {
                 "tokenEnv: must name an environment variable (letters, digits, _), got \"1T\"",
                 "headers.Accept: is set by the MCP transport",
                 "headers.Authorization: is sent from tokenEnv; set one of them",
+            ]
+        );
+    }
+
+    #[test]
+    fn variables_and_headers_are_each_named_where_they_are_wrong() {
+        assert_eq!(
+            problems(json!({"command": ["x"], "passEnv": ["GITHUB_TOKEN", "1X", 5], "rename": {"read": "a b"}})),
+            [
+                "passEnv[1]: must be a variable name (letters, digits, _), got \"1X\"",
+                "passEnv[2]: must be a variable name (letters, digits, _), got 5",
+                "rename.read: must be a tool name the model accepts (1 to 64 of A-Z a-z 0-9 _ -), got \"a b\"",
+            ]
+        );
+        assert_eq!(
+            problems(
+                json!({"url": "http://h/mcp", "headers": {"X Y": "a", "X-Ok": "\n"}, "headerEnv": {"X-Key": "1X"}})
+            ),
+            [
+                "headers.X Y: is not a valid header name",
+                "headers.X-Ok: must be a header value (a string of visible characters), got \"\\n\"",
+                "headerEnv.X-Key: must be a variable name (letters, digits, _), got \"1X\"",
             ]
         );
     }

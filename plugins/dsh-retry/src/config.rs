@@ -13,6 +13,9 @@ do not blindly repeat tool calls that have side effects.";
 
 const SAFE_COUNT: Kind = Kind::integer(0, MAX_SAFE_INTEGER);
 const DELAY: Kind = Kind::number(0.0, MAX_DELAY_MS);
+/// Strings, normalised once read ([`strings`]); a list holding anything else is refused with its
+/// key's message.
+const STRINGS: Kind = Kind::list_of(&Kind::String);
 
 /// The row's keys. The messages for a value of the wrong kind are the reference's.
 pub const SCHEMA: Schema = Schema::plugin(
@@ -24,7 +27,7 @@ pub const SCHEMA: Schema = Schema::plugin(
             .refused_as("overloadMaxRetries must be a non-negative safe integer"),
         Key::new(
             "retryableCodes",
-            Kind::List,
+            STRINGS,
             r#"["STREAM_CLOSED", "MALFORMED_RESPONSE", "PI_AI_ERROR", "API_ERROR", "MODEL_ERROR", "INTERNAL_ERROR",
                 "PROVIDER_ERROR", "UNKNOWN"]"#,
             "codes, trimmed and upper-cased; \"*\" matches any",
@@ -38,9 +41,9 @@ pub const SCHEMA: Schema = Schema::plugin(
             .refused_as(MAX_DELAY_RULE),
         Key::new("jitterRatio", Kind::number(0.0, 1.0), "0.1", "random spread of each wait")
             .refused_as("jitterRatio must be between 0 and 1"),
-        Key::new("providers", Kind::List, "[]", "route names to serve; empty serves all")
+        Key::new("providers", STRINGS, "[]", "route names to serve; empty serves all")
             .refused_as("providers must be a list of strings"),
-        Key::new("excludeProviders", Kind::List, "[]", "route names never served; wins over providers")
+        Key::new("excludeProviders", STRINGS, "[]", "route names never served; wins over providers")
             .refused_as("excludeProviders must be a list of strings"),
         Key::new("respectRetryAfter", Kind::Flag, "true", "honour a provider hint up to maxDelayMs")
             .refused_as("respectRetryAfter must be true or false"),
@@ -76,26 +79,17 @@ pub struct FallbackConfig {
     pub resume_prompt: String,
 }
 
-/// Trims and deduplicates (first kept), dropping blanks; `upper` also upper-cases.
-fn normalise(values: &[Value], upper: bool) -> Option<Vec<String>> {
+/// A list of strings, trimmed and deduplicated (first kept), blanks dropped; `upper` also
+/// upper-cases.
+fn strings(row: &mut Row<'_>, key: &str, upper: bool) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for value in values {
-        let text = value.as_str()?.trim();
-        let text = if upper { text.to_uppercase() } else { text.to_owned() };
+    for text in row.strings(key) {
+        let text = if upper { text.trim().to_uppercase() } else { text.trim().to_owned() };
         if !text.is_empty() && !out.contains(&text) {
             out.push(text);
         }
     }
-    Some(out)
-}
-
-/// A list of strings, normalised; a list holding anything else is refused as the key's kind.
-fn strings(row: &mut Row<'_>, key: &str, upper: bool) -> Vec<String> {
-    let items = row.list(key);
-    normalise(&items, upper).unwrap_or_else(|| {
-        row.refuse(key, SCHEMA.key(key).refusal.unwrap_or("must be a list of strings"));
-        Vec::new()
-    })
+    out
 }
 
 impl FallbackConfig {

@@ -12,24 +12,20 @@ pub const SCHEMA: Schema = Schema::plugin(
     &[
         Key::new(
             "schedule",
-            Kind::List,
+            Kind::list_of(&WAIT),
             "[2000, 5000, 5000, 5000, 10000]",
-            "waits before retries 1..n in ms, integers 0..2147483647; its length is the bounded head",
+            "waits before retries 1..n in ms; its length is the bounded head",
         ),
-        Key::new(
-            "tailDelayMs",
-            Kind::integer(0, MAX_DELAY_MS_INTEGER),
-            "20000",
-            "wait before every later retry, in ms",
-        ),
+        Key::new("tailDelayMs", WAIT, "20000", "wait before every later retry, in ms"),
         Key::new(
             "retryableCodes",
-            Kind::List,
+            Kind::list_of(&Kind::Text).distinct().non_empty(),
             r#"["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT", "STREAM_CLOSED", "PI_AI_ERROR",
                 "AUTH", "QUOTA", "ACCOUNT_QUOTA", "ACCOUNT_TOKEN_INVALID", "INVALID_CREDENTIAL",
                 "MALFORMED_RESPONSE", "HTTP_*"]"#,
             "exact failure codes, or prefix rules ending in * such as HTTP_*",
-        ),
+        )
+        .repeats_refused_as("duplicate code {item}"),
         Key::new("respectRetryAfter", Kind::Flag, "false", "a longer provider hint replaces the scheduled wait"),
     ],
 );
@@ -52,13 +48,7 @@ const WAIT: Kind = Kind::integer(0, MAX_DELAY_MS_INTEGER);
 impl RelayConfig {
     pub fn parse(config: &Value) -> Result<RelayConfig, Vec<ConfigError>> {
         let mut row = SCHEMA.read(config)?;
-        let mut schedule = Vec::new();
-        for (index, wait) in row.list("schedule").iter().enumerate() {
-            match js::as_safe_u64(wait).filter(|ms| *ms <= MAX_DELAY_MS_INTEGER) {
-                Some(ms) => schedule.push(ms),
-                None => row.refuse(&format!("schedule[{index}]"), format!("must be {}, got {wait}", WAIT.describe())),
-            }
-        }
+        let schedule = row.list("schedule").iter().filter_map(js::as_safe_u64).collect();
         let tail_delay_ms = row.integer("tailDelayMs");
         let respect_retry_after = row.flag("respectRetryAfter");
         let (codes, prefixes) = split_rules(codes(&mut row));
@@ -80,29 +70,21 @@ impl RelayConfig {
     }
 }
 
+/// The codes and prefix rules, each in the same pass as the schema's checks: a bare `*` is
+/// refused with its reason, a `*` anywhere but at the end of a rule by the rule.
 fn codes(row: &mut Row<'_>) -> Vec<String> {
-    let items = row.list("retryableCodes");
-    if row.given("retryableCodes").and_then(Value::as_array).is_some_and(Vec::is_empty) {
-        row.refuse("retryableCodes", "must not be empty");
-    }
-    let mut seen: Vec<String> = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        let path = format!("retryableCodes[{index}]");
-        let Some(code) = item.as_str().filter(|code| !code.trim().is_empty()) else {
-            row.refuse(&path, format!("must be a non-empty string, got {item}"));
-            continue;
-        };
-        if code == "*" {
+    let rules = row.list_where("retryableCodes", |row, path, code| match code.as_str() {
+        Some("*") => {
             row.refuse("retryableCodes", BARE_STAR);
-        } else if code.find('*').is_some_and(|star| star != code.len() - 1) {
-            row.refuse(&path, format!("\"*\" may only end a prefix rule such as \"HTTP_*\", got \"{code}\""));
-        } else if seen.iter().any(|earlier| earlier == code) {
-            row.refuse(&path, format!("duplicate code \"{code}\""));
-        } else {
-            seen.push(code.to_owned());
+            false
         }
-    }
-    seen
+        Some(rule) if rule.find('*').is_some_and(|star| star != rule.len() - 1) => {
+            row.refuse(path, format!("\"*\" may only end a prefix rule such as \"HTTP_*\", got \"{rule}\""));
+            false
+        }
+        _ => true,
+    });
+    rules.into_iter().filter_map(|rule| rule.as_str().map(str::to_owned)).collect()
 }
 
 fn split_rules(rules: Vec<String>) -> (Vec<String>, Vec<String>) {

@@ -21,20 +21,22 @@ use serde_json::Value;
 const NAME: &str = "route-failover";
 
 const WINDOW: Kind = Kind::integer(1, MAX_DELAY_MS_INTEGER);
+/// Distinct non-empty names.
+const NAMES: Kind = Kind::list_of(&Kind::Text).distinct();
 
 /// The row's keys; `store` is where the host keeps the circuits (the `counters` capability).
 pub const SCHEMA: Schema = Schema::plugin(
     NAME,
     &[
-        Key::new(ROUTES_KEY, Kind::List, "", "provider names of provider rows, in the order a step tries them"),
+        Key::new(ROUTES_KEY, NAMES, "", "provider names of provider rows, in the order a step tries them"),
         // An outage's codes, unless the row names others.
         Key::new(
             "codes",
-            Kind::List,
+            NAMES,
             r#"["SERVER","TIMEOUT","TRANSPORT","RATE_LIMIT","EMPTY_RESPONSE","STREAM_CLOSED"]"#,
             "failure codes that move a step to the next route",
         ),
-        Key::new("breaker", Kind::Mapping, r#"{"failures":3,"windowMs":30000,"cooldownMs":30000}"#, "each route's circuit"),
+        Key::new("breaker", Kind::Nested(&BREAKER), "{}", "each route's circuit"),
         Key::new(COUNTER_STORE_KEY, Kind::CounterStore, "\"memory\"", "where the circuits are kept (the host opens it)"),
         Key::new(
             "onStoreError",
@@ -75,50 +77,22 @@ pub struct RouteFailover {
     warned: OncePerTurn,
 }
 
-/// The distinct non-empty names of a list key; a blank or repeated item is refused by index.
-fn names(row: &mut dsh_abi::Row<'_>, key: &str) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for (index, item) in row.list(key).iter().enumerate() {
-        let path = format!("{key}[{index}]");
-        match item.as_str().filter(|name| !name.trim().is_empty()) {
-            None => row.refuse(&path, format!("must be a non-empty string, got {item}")),
-            Some(name) => match names.iter().position(|seen| seen == name) {
-                Some(first) => row.refuse(&path, format!("\"{name}\" is listed twice (first at {key}[{first}])")),
-                None => names.push(name.to_owned()),
-            },
-        }
-    }
-    names
-}
-
 impl RouteFailover {
     pub fn new(_row_id: &str, config: &Value) -> Result<RouteFailover, Vec<ConfigError>> {
         let mut row = SCHEMA.read(config)?;
         if !row.is_set(ROUTES_KEY) {
             row.refuse(ROUTES_KEY, "is required: the provider names of the routes to fail over between");
         }
-        let routes = names(&mut row, ROUTES_KEY);
+        let routes = row.strings(ROUTES_KEY);
         if routes.len() == 1 {
             row.refuse(ROUTES_KEY, "names one route: failover needs at least two");
         }
-        let codes = names(&mut row, "codes");
-        let breaker = row.value("breaker").unwrap_or(Value::Null);
-        let policy = match BREAKER.read_at("breaker", &breaker) {
-            Ok(mut nested) => {
-                let failures = nested.integer("failures") as u32;
-                let policy = BreakerPolicy {
-                    failures,
-                    window_ms: nested.number("windowMs"),
-                    cooldown_ms: nested.number("cooldownMs"),
-                };
-                row.absorb(nested);
-                policy
-            }
-            Err(errors) => {
-                errors.into_iter().for_each(|error| row.refuse(error.path.as_str(), error.message));
-                BreakerPolicy { failures: 1, window_ms: 1.0, cooldown_ms: 1.0 }
-            }
-        };
+        let codes = row.strings("codes");
+        let policy = row.nested("breaker", |breaker| BreakerPolicy {
+            failures: breaker.integer("failures") as u32,
+            window_ms: breaker.number("windowMs"),
+            cooldown_ms: breaker.number("cooldownMs"),
+        });
         row.value(COUNTER_STORE_KEY);
         let fail_open = row.text("onStoreError").as_deref() != Some("closed");
         row.finish(RouteFailover { routes, codes, policy, fail_open, warned: OncePerTurn::default() })
