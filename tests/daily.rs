@@ -232,3 +232,76 @@ fn spawn_chat(home: &TestHome, patch: &std::path::Path) -> std::process::Child {
         .spawn()
         .unwrap()
 }
+
+#[test]
+fn a_mistyped_command_gets_clap_s_tip_and_no_hint_to_run_it_as_a_task() {
+    let home = TestHome::new();
+    for words in [["sesion", "list"], ["confg", "check"]] {
+        let run = home.run(&words);
+        run.expect_code(2).expect_stderr("tip: a similar subcommand exists");
+        assert!(!run.stderr.contains("dsh run"), "{run}");
+    }
+}
+
+#[test]
+fn deepseek_harness_invocations_are_told_their_dsh_command() {
+    let home = TestHome::new();
+    home.run(&["--profile", "web"])
+        .expect_code(2)
+        .expect_stderr("hint: dsh talks with the agent through a command: `dsh chat --profile web`");
+    home.run(&["--profile", "headless", "job"])
+        .expect_code(2)
+        .expect_stderr("hint: dsh runs a task through a command: `dsh run --profile headless job`");
+    let web = home.run(&["web"]);
+    web.expect_code(2).expect_stderr("`web` browser front end is not in dsh yet");
+    assert!(!web.stderr.contains("dsh run"), "{web}");
+}
+
+#[test]
+fn a_manual_page_prints_by_the_name_dsh_1_gives_it() {
+    let home = TestHome::new();
+    let by_words = home.run(&["man", "session", "repair"]);
+    by_words.expect_code(0).expect_stdout(".TH dsh-session-repair 1");
+    for name in ["session-repair", "dsh-session-repair"] {
+        assert_eq!(home.run(&["man", name]).expect_code(0).stdout, by_words.stdout, "{name}");
+    }
+}
+
+#[test]
+fn an_http_mcp_server_that_is_not_running_is_one_sentence_with_a_hint() {
+    let home = TestHome::new();
+    let layer = home.write(
+        "tickets.yml",
+        "- insert:\n    - id: tickets\n      name: mcp\n      config: {url: 'http://127.0.0.1:1/mcp', startTimeoutMs: 20000}\n",
+    );
+    let tools = home.run(&["config", "tools", "--patch", layer.to_str().unwrap()]);
+    tools.expect_code(4).expect_stderr("row \"tickets\": the MCP server cannot be used: the MCP handshake failed: ");
+    tools.expect_stderr("hint: is the MCP server at http://127.0.0.1:1/mcp running and reachable?");
+    for internal in ["rmcp::", "reqwest", " { "] {
+        assert!(!tools.stderr.contains(internal), "{internal}: {tools}");
+    }
+}
+
+#[test]
+fn plugin_add_of_a_package_whose_rows_need_more_says_what_and_how() {
+    let home = TestHome::new();
+    let add = home.run(&["plugin", "--profile", "fo", "add", "route-failover"]);
+    add.expect_code(0).expect_stderr("dsh: warning: profile fo does not run yet, 1 problem to fix:");
+    add.expect_stderr("no enabled provider row serves route \"backup\"");
+    add.expect_stderr("hint: a provider row with `provider: backup` serves it");
+    let json = home.run(&["plugin", "--profile", "fo", "add", "--json", "route-failover"]);
+    let document: Value = serde_json::from_str(&json.expect_code(0).stdout).unwrap();
+    assert_eq!(document["problems"].as_array().map(Vec::len), Some(1), "{json}");
+    let quiet = home.run(&["plugin", "--profile", "r", "add", "relay-retry"]);
+    assert!(!quiet.expect_code(0).stderr.contains("does not run yet"), "{quiet}");
+}
+
+#[test]
+fn check_refuses_what_a_run_refuses_a_profile_without_an_agent_row() {
+    let home = TestHome::new();
+    let layer = home.write("no-agent.yml", "- {id: agent, disabled: true}\n");
+    let check = home.run(&["config", "check", "--patch", layer.to_str().unwrap()]);
+    check.expect_code(4).expect_stderr("no enabled agent row");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&layer).arg("hi"));
+    run.expect_code(4).expect_stderr("no enabled agent row");
+}

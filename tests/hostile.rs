@@ -89,6 +89,22 @@ fn every_kind_of_retry_after_is_classified() {
 }
 
 #[test]
+fn a_gateway_s_forwarded_wait_hint_is_read_when_the_plain_headers_are_missing() {
+    let script = "\
+- {status: 429, headers: {llm_provider-retry-after: '0.02'}}
+- {status: 429, headers: {llm_provider-retry-after-ms: '15'}}
+- {status: 429, headers: {retry-after: '0.01', llm_provider-retry-after-ms: '99'}}
+- ok: through
+";
+    let policy = "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 2000, jitterRatio: 0}}";
+    let (turn, _) = hostile_turn(script, policy);
+    turn.run.expect_code(0);
+    let hints: Vec<Option<f64>> =
+        attempt_failures(&turn).iter().map(|failure| failure["providerRetryAfterMs"].as_f64()).collect();
+    assert_eq!(hints, [Some(20.0), Some(15.0), Some(10.0)], "a plain header wins over the gateway's");
+}
+
+#[test]
 fn keep_alive_comments_cannot_keep_an_attempt_open_past_its_deadline() {
     let (turn, _) = hostile_turn(
         "- keepAlive: 50\n",

@@ -100,6 +100,42 @@ fn a_guard_naming_the_reference_package_meets_the_row_that_replaces_it() {
 }
 
 #[test]
+fn a_deepseek_harness_override_of_the_provider_row_is_applied_never_skipped() {
+    let home = TestHome::new();
+    let whole = "{provider: deepseek-official, baseUrl: 'https://api.deepseek.com/v1', model: deepseek-v4-flash, apiKeyEnv: DEEPSEEK_API_KEY}";
+    let patch = home
+        .write("h3.yml", &format!("- {{id: llm-deepseek, name: '@deepseek-ai/dsh-llm-deepseek', config: {whole}}}\n"));
+    let check = home.run(&["config", "--patch", patch.to_str().unwrap(), "check"]);
+    check.expect_code(0).expect_stderr("is DeepSeek Harness's package; in dsh the row is package \"llm-openai\"");
+    assert!(!check.stderr.contains("name mismatch"), "{check}");
+    let dump = home.run(&["config", "--patch", patch.to_str().unwrap(), "dump"]);
+    dump.expect_code(0).expect_stdout("deepseek-v4-flash");
+    let partial =
+        home.write("h3-model.yml", "- {id: llm-deepseek, name: '@deepseek-ai/dsh-llm-deepseek', config: {model: m}}\n");
+    home.run(&["config", "--patch", partial.to_str().unwrap(), "check"])
+        .expect_code(4)
+        .expect_stderr("row \"llm-deepseek\"");
+}
+
+#[test]
+fn deepseek_harness_packages_dsh_does_not_have_say_what_to_do_instead() {
+    let home = TestHome::new();
+    for (package, instead) in [
+        ("@deepseek-ai/dsh-tools", "`mcp` row"),
+        ("@deepseek-ai/dsh-web-search-deepseek", "searches the web"),
+        ("@deepseek-ai/dsh-session-persistence-jsonl", "always keeps session logs"),
+    ] {
+        home.run(&["plugin", "add", package])
+            .expect_code(3)
+            .expect_stderr(&format!("{package} is a DeepSeek Harness package dsh does not have: "))
+            .expect_stderr(instead);
+    }
+    home.run(&["plugin", "add", "@deepseek-ai/dsh-llm-deepseek"])
+        .expect_code(0)
+        .expect_stdout("nothing to install (its row is the base bundle's llm-deepseek");
+}
+
+#[test]
 fn a_deepseek_harness_row_id_points_to_the_row_that_does_its_job() {
     let home = TestHome::new();
     let patch =

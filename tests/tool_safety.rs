@@ -247,7 +247,13 @@ fn what_a_server_prints_reaches_the_terminal_with_its_escapes_made_visible() {
 }
 
 #[test]
-fn sighup_mid_turn_closes_the_turn_as_sigterm_does() {
+fn sighup_and_sigquit_mid_turn_close_the_turn_as_sigterm_does() {
+    for (signal, code) in [(libc::SIGHUP, 129), (libc::SIGQUIT, 131)] {
+        a_signal_mid_tool_call_closes_the_turn(signal, code);
+    }
+}
+
+fn a_signal_mid_tool_call_closes_the_turn(signal: i32, code: i32) {
     let tools = tool_home("- tool_calls: [{name: hang}]\n- ok: never\n", "        callTimeoutMs: 600000\n");
     let child = tools
         .home
@@ -266,9 +272,9 @@ fn sighup_mid_turn_closes_the_turn_as_sigterm_does() {
     });
     assert!(calling);
     // SAFETY: signalling a child of this test.
-    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let run = Run::from_child(child);
-    run.expect_code(129);
+    run.expect_code(code);
     let id = session_id(&run);
     let events = log_events(&tools.home.path().join("sessions").join(id).join("session.jsonl"));
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "aborted", "the turn is closed, not left open");

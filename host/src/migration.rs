@@ -10,26 +10,83 @@ pub struct Replacement {
     pub bundled: &'static str,
     /// Whether the base bundle already runs it, so there is nothing to install.
     pub in_base_bundle: bool,
+    /// Where its settings live in dsh.
+    pub settings: &'static str,
 }
 
-const REPLACEMENTS: [Replacement; 3] = [
-    Replacement { reference: "@deepseek-ai/dsh-llm-retry", bundled: "llm-retry", in_base_bundle: true },
-    Replacement { reference: "@syncended/dsh-retry", bundled: "dsh-retry", in_base_bundle: false },
-    Replacement { reference: "imrcpan/dsh-retry", bundled: "relay-retry", in_base_bundle: false },
+const REPLACEMENTS: [Replacement; 4] = [
+    Replacement {
+        reference: "@deepseek-ai/dsh-llm-retry",
+        bundled: "llm-retry",
+        in_base_bundle: true,
+        settings: "its settings are each provider row's retryPolicy",
+    },
+    Replacement {
+        reference: "@deepseek-ai/dsh-llm-deepseek",
+        bundled: "llm-openai",
+        in_base_bundle: true,
+        settings: "its row is the base bundle's llm-deepseek, whose config sets provider, baseUrl, model and apiKeyEnv",
+    },
+    Replacement {
+        reference: "@syncended/dsh-retry",
+        bundled: "dsh-retry",
+        in_base_bundle: false,
+        settings: "its settings are its row's config",
+    },
+    Replacement {
+        reference: "imrcpan/dsh-retry",
+        bundled: "relay-retry",
+        in_base_bundle: false,
+        settings: "its settings are its row's config",
+    },
 ];
+
+/// DeepSeek Harness packages dsh has no replacement for, by the start of their name after
+/// `@deepseek-ai/`, with what a user does in dsh instead (the first that matches).
+const WITHOUT_REPLACEMENT: [(&str, &str); 9] = [
+    ("dsh-llm", "each route is a provider row of package llm-openai (the base bundle's llm-deepseek is one)"),
+    (
+        "dsh-session",
+        "dsh always keeps session logs (JSONL under $DSH_HOME/sessions, or PostgreSQL through DSH_SESSIONS): there is \
+         nothing to install",
+    ),
+    ("dsh-web-search", "an MCP server that searches the web gives the agent that tool: add it as an `mcp` row"),
+    ("dsh-web-fetch", "an MCP server that fetches pages gives the agent that tool: add it as an `mcp` row"),
+    (
+        "dsh-tool",
+        "dsh's tools come from MCP servers: add an `mcp` row per server (the README's \"Tools from MCP servers\")",
+    ),
+    ("dsh-mcp", "dsh talks to MCP servers itself: add an `mcp` row per server"),
+    ("dsh-headless", "`dsh run \"task\"` runs one task without a terminal user interface"),
+    ("dsh-web", "dsh has no browser front end yet: `dsh chat` talks with the agent in the terminal"),
+    ("dsh-client", "dsh has no browser front end yet: `dsh chat` talks with the agent in the terminal"),
+];
+
+/// What to do in dsh instead of installing the DeepSeek Harness package `spec`, when dsh has no
+/// package that replaces it.
+pub fn instead_of(spec: &str) -> Option<&'static str> {
+    let name = package_name(spec);
+    let name = name.strip_prefix("@deepseek-ai/")?;
+    WITHOUT_REPLACEMENT.iter().find(|(start, _)| name.starts_with(start)).map(|(_, instead)| *instead)
+}
 
 /// The replacement of a DeepSeek Harness package spec: an npm name with an optional version
 /// (`@syncended/dsh-retry@1.2.0`) or a GitHub spec (`github:imrcpan/dsh-retry#main`,
 /// `imrcpan/dsh-retry`).
 pub fn replacement(spec: &str) -> Option<Replacement> {
+    let name = package_name(spec);
+    REPLACEMENTS.iter().copied().find(|replacement| replacement.reference.eq_ignore_ascii_case(name))
+}
+
+/// The package a spec names, without its source prefix, version or git reference.
+fn package_name(spec: &str) -> &str {
     let spec = spec.trim().strip_prefix("npm:").unwrap_or(spec.trim());
     let spec = spec.strip_prefix("github:").unwrap_or(spec);
     let spec = spec.split_once('#').map_or(spec, |(name, _)| name);
-    let name = match spec.strip_prefix('@') {
+    match spec.strip_prefix('@') {
         Some(scoped) => &spec[..1 + scoped.find('@').unwrap_or(scoped.len())],
         None => spec.split_once('@').map_or(spec, |(name, _)| name),
-    };
-    REPLACEMENTS.iter().copied().find(|replacement| replacement.reference.eq_ignore_ascii_case(name))
+    }
 }
 
 /// Whether `spec` names an npm or GitHub package rather than a dsh package or a path.
@@ -94,6 +151,16 @@ mod tests {
         assert_eq!(bundled("imrcpan/dsh-retry#v2"), Some("relay-retry"));
         assert_eq!(bundled("@someone/else"), None);
         assert_eq!(bundled("dsh-retry"), None);
+        assert_eq!(bundled("@deepseek-ai/dsh-llm-deepseek@0.2.1"), Some("llm-openai"));
+    }
+
+    #[test]
+    fn reference_packages_without_a_replacement_say_what_to_do_instead() {
+        assert!(instead_of("@deepseek-ai/dsh-tools").unwrap().contains("`mcp` row"));
+        assert!(instead_of("@deepseek-ai/dsh-web-search-deepseek@0.2.1").unwrap().contains("searches the web"));
+        assert!(instead_of("npm:@deepseek-ai/dsh-session-persistence-jsonl").unwrap().contains("nothing to install"));
+        assert!(instead_of("@deepseek-ai/dsh-web").unwrap().contains("`dsh chat`"));
+        assert_eq!(instead_of("@someone/dsh-tools"), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use dsh_abi::config::{COUNTER_STORE_KEY, ROUTES_KEY};
 use dsh_abi::{ConfigError, Hooks};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::config::{parse_agent, AgentConfig};
 use super::route::Route;
@@ -62,6 +62,35 @@ pub struct Resolution {
     pub problems: Vec<Problem>,
     /// The route of every enabled provider row, valid or not.
     pub route_names: Vec<String>,
+}
+
+/// A profile's rows resolved and loaded, with every problem that keeps it from running.
+pub struct Checked {
+    /// The rows; its `unresolved` and `problems` are moved into [`Checked::problems`].
+    pub resolution: Resolution,
+    pub plugins: Vec<LoadedPlugin>,
+    pub problems: Vec<Problem>,
+    /// Counter stores that cannot be reached now (see [`Loaded::store_problems`]).
+    pub store_problems: Vec<Problem>,
+}
+
+/// Resolves and loads every enabled row and finds what keeps the profile from running: the one
+/// path runs, `config check` and `plugin add` take, so they cannot disagree.
+pub fn check(profile: &Profile, composition: &Composition, counters: &Counters) -> Checked {
+    let mut resolution = resolve(profile, composition);
+    let Loaded { plugins, problems: load_problems, store_problems } = load_plugins(&resolution.plugins, true, counters);
+    let named_routes = route_problems(&plugins, &resolution.route_names);
+    let mut problems: Vec<Problem> = std::mem::take(&mut resolution.unresolved)
+        .into_iter()
+        .chain(std::mem::take(&mut resolution.problems))
+        .chain(load_problems)
+        .chain(named_routes)
+        .collect();
+    let agent_row = |row: &Map<String, Value>| row.get("name").and_then(Value::as_str) == Some("agent");
+    if resolution.agent.is_none() && !composition.enabled_rows().into_iter().any(agent_row) {
+        problems.push(Problem::general("no enabled agent row: the base bundle dsh-base inserts one (id \"agent\")"));
+    }
+    Checked { resolution, plugins, problems, store_problems }
 }
 
 /// A plugin row whose library is open (and, when asked, instantiated).
@@ -171,7 +200,14 @@ pub fn route_problems(loaded: &[LoadedPlugin], route_names: &[String]) -> Vec<Pr
                     if known.is_empty() { "none".to_owned() } else { known.join(", ") }
                 ),
             );
-            problems.push(Problem::config(Some(&plugin.row.config_layer), &plugin.row.row_id, &error));
+            let hint = format!(
+                "a provider row with `provider: {route}` serves it, e.g. `- insert: [{{id: llm-{route}, name: llm-openai, \
+                 config: {{provider: {route}, baseUrl: URL, model: MODEL, apiKeyEnv: VARIABLE}}}}]` in the profile's \
+                 cordis.patch.yml; or take it out of `{ROUTES_KEY}`"
+            );
+            problems.push(
+                Problem::config(Some(&plugin.row.config_layer), &plugin.row.row_id, &error).with_hint(Some(hint)),
+            );
         }
     }
     problems
@@ -468,20 +504,11 @@ impl Assembly {
         verbose_mock: bool,
         counters: &Counters,
     ) -> Result<Assembly, Vec<Problem>> {
-        let Resolution { agent, providers, servers, plugins, unresolved, problems, route_names } =
-            resolve(profile, composition);
         // An unreachable counter store is `config check`'s problem; in a turn the row that uses
         // the store says what it does without it, once, when it matters.
-        let Loaded { plugins: loaded, problems: load_problems, store_problems: _ } =
-            load_plugins(&plugins, true, counters);
-        let named_routes = route_problems(&loaded, &route_names);
-        let mut problems: Vec<Problem> =
-            unresolved.into_iter().chain(problems).chain(load_problems).chain(named_routes).collect();
-        let Some(agent) = agent else {
-            problems
-                .push(Problem::general("no enabled agent row: the base bundle dsh-base inserts one (id \"agent\")"));
-            return Err(problems);
-        };
+        let Checked { resolution, plugins: loaded, problems, store_problems: _ } =
+            check(profile, composition, counters);
+        let Resolution { agent: Some(agent), providers, servers, .. } = resolution else { return Err(problems) };
         if !problems.is_empty() {
             return Err(problems);
         }

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
-use super::{chat, config, manual, mock, plugin, run, session};
+use super::{chat, config, mock, plugin, run, session};
 
 /// `dsh --version`: the release and the plugin ABI version it loads.
 pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin ABI ", env!("DSH_ABI_VERSION"), ")");
@@ -48,7 +48,24 @@ pub(crate) enum Command {
     },
     /// Print a manual page (roff): `dsh man > ~/.local/share/man/man1/dsh.1`, `dsh man session
     /// repair` for dsh-session-repair(1), or every page with `--dir DIR`.
-    Man(manual::ManArgs),
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print (`session repair` is dsh-session-repair(1)); none: dsh(1).
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Write every page (dsh.1, dsh-run.1, …) into this directory instead.
+    #[arg(long, value_name = "DIR", conflicts_with = "command")]
+    pub dir: Option<PathBuf>,
+}
+
+/// Answers the shell and exits when it is asking for completions; returns otherwise.
+pub fn answer_the_shell() {
+    clap_complete::CompleteEnv::with_factory(<Cli as clap::CommandFactory>::command)
+        .var(super::complete::COMPLETE_ENV)
+        .complete();
 }
 
 #[cfg(test)]

@@ -8,14 +8,7 @@ use crate::profile::{Home, Profile};
 use dsh_session::store::SessionStore;
 
 /// The variable the shell sets when it asks `dsh` for completions.
-const COMPLETE_ENV: &str = "COMPLETE";
-
-/// Answers the shell and exits when it is asking for completions; returns otherwise.
-pub fn answer_the_shell() {
-    clap_complete::CompleteEnv::with_factory(<super::args::Cli as clap::CommandFactory>::command)
-        .var(COMPLETE_ENV)
-        .complete();
-}
+pub(super) const COMPLETE_ENV: &str = "COMPLETE";
 
 /// The script a shell sources once to complete `dsh` (it calls `dsh` back for every completion).
 pub fn registration(shell: clap_complete::Shell) -> anyhow::Result<Vec<u8>> {

@@ -3,6 +3,7 @@
 //! code on each route (`explain`).
 
 use super::exit::{Exit, Outcome};
+use super::shown::plural;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -153,24 +154,14 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
         }
         Err(err) => return Err(err.into()),
     };
-    let resolution = rows::resolve(&profile, &composition);
-    let rows::Loaded { plugins: loaded, problems: load_problems, store_problems } =
-        rows::load_plugins(&resolution.plugins, true, &Counters::at(home.root()));
-    let named_routes = rows::route_problems(&loaded, &resolution.route_names);
+    let rows::Checked { resolution, plugins: loaded, problems, store_problems } =
+        rows::check(&profile, &composition, &Counters::at(home.root()));
     // A profile without MCP servers builds no runtime: `check` stays a quick, synchronous command.
     let server_problems = match resolution.servers.is_empty() {
         true => Vec::new(),
         false => super::globals::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers)).1,
     };
-    let problems: Vec<&Problem> = resolution
-        .unresolved
-        .iter()
-        .chain(&resolution.problems)
-        .chain(&load_problems)
-        .chain(&named_routes)
-        .chain(&store_problems)
-        .chain(&server_problems)
-        .collect();
+    let problems: Vec<&Problem> = problems.iter().chain(&store_problems).chain(&server_problems).collect();
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();
     let mut warnings: Vec<String> = lint::no_effect(&composition, &routes).iter().map(ToString::to_string).collect();
     warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));
@@ -198,10 +189,11 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     }
     if problems.is_empty() {
         out!(
-            "profile {}: {} enabled rows valid ({} providers; plugins: {})",
+            "profile {}: {} enabled rows valid ({} provider{}; plugins: {})",
             profile.name,
             composition.enabled_rows().len(),
             resolution.providers.len(),
+            plural(resolution.providers.len()),
             if plugins.is_empty() { "none".to_owned() } else { plugins.join(", ") }
         )?;
         return Ok(());
@@ -209,12 +201,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     for problem in &problems {
         say!("{problem}");
     }
-    say!(
-        "dsh: profile {}: {} problem{} found",
-        profile.name,
-        problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
-    );
+    say!("dsh: profile {}: {} problem{} found", profile.name, problems.len(), plural(problems.len()));
     Err(Exit::reported(EXIT_CONFIG))
 }
 

@@ -12,6 +12,7 @@ use dsh_abi::Hooks;
 use serde_json::{json, Value};
 
 use super::exit::{Exit, Outcome, EXIT_CONFIG, EXIT_FAILED};
+use super::shown::plural;
 use crate::agent::assembly as rows;
 use crate::counters::{Counters, StoreSpec};
 use crate::profile::{Home, LayerScope};
@@ -198,13 +199,5 @@ impl StoreReport {
             "reset": self.reset,
             "error": self.error,
         })
-    }
-}
-
-fn plural(count: usize) -> &'static str {
-    if count == 1 {
-        ""
-    } else {
-        "s"
     }
 }

@@ -3,13 +3,23 @@
 
 use clap::error::ErrorKind;
 
+/// What a hint needs to know of dsh's command line.
+pub struct Grammar<'a> {
+    /// Whether a word is one of dsh's commands.
+    pub is_command: &'a dyn Fn(&str) -> bool,
+    /// Whether an option (`--profile`) is followed by its value.
+    pub takes_value: &'a dyn Fn(&str) -> bool,
+}
+
 /// The hint for a top-level usage error, when the words look like a DeepSeek Harness invocation:
-/// options and a task without a command (`dsh --profile X "task"`), or `--dump-config`.
-pub fn hint(kind: ErrorKind, words: &[String], is_command: impl Fn(&str) -> bool) -> Option<String> {
-    if !matches!(kind, ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand) {
+/// options and a task without a command (`dsh --profile X "task"`), options alone (its
+/// interactive session), `web`, or `--dump-config`. A word clap took for a mistyped command
+/// (`suggested`) gets none: clap's own tip names the command meant.
+pub fn hint(kind: ErrorKind, suggested: bool, words: &[String], grammar: &Grammar) -> Option<String> {
+    if suggested || !matches!(kind, ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand) {
         return None;
     }
-    if words.iter().any(|word| is_command(word)) {
+    if words.iter().any(|word| (grammar.is_command)(word)) {
         return None;
     }
     let rest: Vec<&String> = words.iter().filter(|word| *word != "--dump-config").collect();
@@ -17,11 +27,31 @@ pub fn hint(kind: ErrorKind, words: &[String], is_command: impl Fn(&str) -> bool
         let command = shell_line("dsh config", &rest, "dump");
         return Some(format!("DeepSeek Harness's --dump-config is `{command}` in dsh"));
     }
-    if rest.is_empty() {
-        return None;
+    let (options, task) = split_task(&rest, grammar);
+    match task.as_slice() {
+        [] if options.is_empty() => None,
+        [] => Some(format!("dsh talks with the agent through a command: `{}`", shell_line("dsh chat", &options, ""))),
+        [web] if web.as_str() == "web" => Some(WEB.to_owned()),
+        _ => Some(format!("dsh runs a task through a command: `{}`", shell_line("dsh run", &rest, ""))),
     }
-    let command = shell_line("dsh run", &rest, "");
-    Some(format!("dsh runs a task through a command: `{command}`"))
+}
+
+/// What `dsh web` is told.
+const WEB: &str = "DeepSeek Harness's `web` browser front end is not in dsh yet; `dsh chat` talks with the \
+                   agent in the terminal";
+
+/// The options (with their values) and the words of the task.
+fn split_task<'w>(words: &[&'w String], grammar: &Grammar) -> (Vec<&'w String>, Vec<&'w String>) {
+    let (mut options, mut task) = (Vec::new(), Vec::new());
+    let mut value_next = false;
+    for word in words {
+        match (value_next, word.starts_with('-')) {
+            (true, _) | (false, true) => options.push(*word),
+            (false, false) => task.push(*word),
+        }
+        value_next = !value_next && word.starts_with('-') && !word.contains('=') && (grammar.takes_value)(word);
+    }
+    (options, task)
 }
 
 fn shell_line(command: &str, words: &[&String], tail: &str) -> String {
@@ -54,20 +84,22 @@ mod tests {
         list.iter().map(|word| (*word).to_owned()).collect()
     }
 
-    fn no_commands(_: &str) -> bool {
-        false
+    const GRAMMAR: Grammar = Grammar { is_command: &|word| word == "run", takes_value: &|word| word == "--profile" };
+
+    fn hint_of(kind: ErrorKind, list: &[&str]) -> Option<String> {
+        hint(kind, false, &words(list), &GRAMMAR)
     }
 
     #[test]
     fn a_task_without_a_command_is_shown_as_dsh_run() {
-        let hint = hint(ErrorKind::InvalidSubcommand, &words(&["Say hello"]), no_commands).unwrap();
+        let hint = hint_of(ErrorKind::InvalidSubcommand, &["Say hello"]).unwrap();
         assert_eq!(hint, "dsh runs a task through a command: `dsh run 'Say hello'`");
         let hint = hint_for(&["--profile", "demo", "it's"]);
         assert_eq!(hint, "dsh runs a task through a command: `dsh run --profile demo 'it'\\''s'`");
     }
 
     fn hint_for(list: &[&str]) -> String {
-        hint(ErrorKind::UnknownArgument, &words(list), no_commands).unwrap()
+        hint_of(ErrorKind::UnknownArgument, list).unwrap()
     }
 
     #[test]
@@ -80,8 +112,25 @@ mod tests {
 
     #[test]
     fn an_error_inside_a_dsh_command_gets_no_hint() {
-        let is_run = |word: &str| word == "run";
-        assert_eq!(hint(ErrorKind::UnknownArgument, &words(&["run", "--bogus"]), is_run), None);
-        assert_eq!(hint(ErrorKind::MissingRequiredArgument, &words(&["x"]), no_commands), None);
+        assert_eq!(hint_of(ErrorKind::UnknownArgument, &["run", "--bogus"]), None);
+        assert_eq!(hint_of(ErrorKind::MissingRequiredArgument, &["x"]), None);
+    }
+
+    #[test]
+    fn a_mistyped_command_gets_clap_s_tip_alone() {
+        assert_eq!(hint(ErrorKind::InvalidSubcommand, true, &words(&["sesion", "list"]), &GRAMMAR), None);
+    }
+
+    #[test]
+    fn options_alone_are_the_interactive_session_and_web_is_named() {
+        assert_eq!(
+            hint_for(&["--profile", "web"]),
+            "dsh talks with the agent through a command: `dsh chat --profile web`"
+        );
+        assert_eq!(
+            hint_for(&["--profile", "headless", "job"]),
+            "dsh runs a task through a command: `dsh run --profile headless job`"
+        );
+        assert_eq!(hint_of(ErrorKind::InvalidSubcommand, &["web"]).unwrap(), WEB);
     }
 }

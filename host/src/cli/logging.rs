@@ -6,9 +6,11 @@ use super::shown;
 pub(crate) const LOG_ENV: &str = "DSH_LOG";
 
 pub(crate) fn init_logging(verbose: u8) {
+    // rmcp logs the failures dsh reports itself, in its own words and with its internals: its
+    // lines are shown only at `-vv`.
     let default_level = match verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,rmcp=off",
+        1 => "info,rmcp=off",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)

@@ -2,27 +2,15 @@
 //! dsh(1) clap does not know — EXIT STATUS, ENVIRONMENT and FILES — from the constants they
 //! describe.
 
-use std::path::PathBuf;
+use clap::CommandFactory;
 
-use clap::{Args, CommandFactory};
-
-use super::args::Cli;
+use super::args::{Cli, ManArgs};
 use super::exit::{Outcome, EXIT_STATUSES};
 use super::logging::LOG_ENV;
 use crate::plugin::catalog::PLUGIN_PATH_ENV;
 use crate::profile::HOME_ENV;
 use crate::NotFound;
 use dsh_session::store::{PASSWORD_ENV, STORE_ENV};
-
-#[derive(Debug, Args)]
-pub struct ManArgs {
-    /// The command whose page to print (`session repair` is dsh-session-repair(1)); none: dsh(1).
-    #[arg(value_name = "COMMAND")]
-    command: Vec<String>,
-    /// Write every page (dsh.1, dsh-run.1, …) into this directory instead.
-    #[arg(long, value_name = "DIR", conflicts_with = "command")]
-    dir: Option<PathBuf>,
-}
 
 pub fn run(args: ManArgs) -> Outcome {
     let mut root = Cli::command().disable_help_subcommand(true);
@@ -37,14 +25,27 @@ pub fn run(args: ManArgs) -> Outcome {
     Ok(())
 }
 
-/// The page of `root`'s subcommand at `path` (dsh(1) itself for an empty path).
+/// The page of `root`'s subcommand at `path` (dsh(1) itself for an empty path). A page's own
+/// name is taken too: `session-repair` and `dsh-session-repair` are `session repair`.
 fn page_of(root: &clap::Command, path: &[String]) -> anyhow::Result<Vec<u8>> {
+    if let [one] = path {
+        let page = format!("dsh-{}", one.strip_prefix("dsh-").unwrap_or(one));
+        if let Some(command) = root.find_subcommand(one).is_none().then(|| named_page(root, &page)).flatten() {
+            return render(command.clone(), false);
+        }
+    }
     let mut command = root;
     for word in path {
         let missing = || NotFound(format!("dsh has no command `dsh {}`", path.join(" ")));
         command = command.find_subcommand(word).ok_or_else(missing)?;
     }
     render(command.clone(), path.is_empty())
+}
+
+/// The command below `command` whose page is `page` (`dsh-session-repair`).
+fn named_page<'a>(command: &'a clap::Command, page: &str) -> Option<&'a clap::Command> {
+    let named = |sub: &&clap::Command| sub.get_display_name() == Some(page);
+    command.get_subcommands().find(named).or_else(|| command.get_subcommands().find_map(|sub| named_page(sub, page)))
 }
 
 fn write_pages(command: &clap::Command, dir: &std::path::Path) -> anyhow::Result<()> {
@@ -150,6 +151,16 @@ mod tests {
         for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH FILES", "DSH_HOME", "DSH_PLUGIN_PATH"] {
             assert!(main.contains(section), "{section} missing");
         }
+    }
+
+    #[test]
+    fn a_page_is_found_by_the_name_dsh_1_gives_it() {
+        let root = root();
+        let by_words = page_of(&root, &["session".into(), "repair".into()]).unwrap();
+        for name in ["session-repair", "dsh-session-repair"] {
+            assert_eq!(page_of(&root, &[name.into()]).unwrap(), by_words, "{name}");
+        }
+        assert!(page_of(&root, &["mock-server".into()]).is_ok());
     }
 
     #[test]

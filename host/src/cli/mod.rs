@@ -68,7 +68,7 @@ pub use globals::Globals;
 pub use exit::{Exit, Outcome, EXIT_BUSY, EXIT_CONFIG, EXIT_DAMAGED, EXIT_FAILED, EXIT_NOT_FOUND, EXIT_USAGE};
 
 pub fn main() -> ExitCode {
-    complete::answer_the_shell();
+    args::answer_the_shell();
     keep_large_buffers_off_the_heap();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -98,8 +98,16 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     let _ = error.print();
     let words: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
     let command = Cli::command();
-    let is_command = |word: &str| command.find_subcommand(word).is_some();
-    if let Some(hint) = habits::hint(error.kind(), &words, is_command) {
+    let run = command.find_subcommand("run");
+    let takes_value = |word: &str| {
+        let long = word.trim_start_matches('-');
+        let arg = run.and_then(|run| run.get_arguments().find(|arg| arg.get_long() == Some(long)));
+        arg.is_some_and(|arg| arg.get_action().takes_values())
+    };
+    let grammar =
+        habits::Grammar { is_command: &|word| command.find_subcommand(word).is_some(), takes_value: &takes_value };
+    let suggested = error.get(clap::error::ContextKind::SuggestedSubcommand).is_some();
+    if let Some(hint) = habits::hint(error.kind(), suggested, &words, &grammar) {
         say!("hint: {hint}");
     }
     ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE))

@@ -9,11 +9,15 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::globals::Globals;
+use super::shown::plural;
 use super::{EXIT_FAILED, EXIT_NOT_FOUND};
+use crate::agent::assembly;
+use crate::counters::Counters;
 use crate::migration;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
 use crate::plugin::{install, listing};
-use crate::profile::Profile;
+use crate::problem::Problem;
+use crate::profile::{Home, LayerScope, Profile};
 use crate::NotFound;
 
 #[derive(Debug, Args)]
@@ -114,7 +118,7 @@ fn dsh_executable() -> anyhow::Result<PathBuf> {
 }
 
 /// Takes the profile's writer lock, waiting for another process that is changing it.
-fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<dsh_session::lock::WriterLock> {
+fn lock_profile(home: &Home, name: &str) -> anyhow::Result<dsh_session::lock::WriterLock> {
     Ok(Profile::lock(home, name, |busy| say!("dsh: waiting: {busy}"))?)
 }
 
@@ -159,12 +163,30 @@ fn add(globals: &Globals, profile_name: &str, specs: &[String], json: bool) -> O
     if !created.is_empty() {
         say!("dsh: created profile {} at {}", profile.name, profile.dir.display());
     }
+    let needed = still_needed(&home, &profile);
     if json {
-        out_raw!("{}", dsh_abi::js::to_string_pretty(&json!({"profile": profile.name, "packages": reports})))?;
+        let document = json!({"profile": profile.name, "packages": reports, "problems": needed});
+        out_raw!("{}", dsh_abi::js::to_string_pretty(&document))?;
     } else if changed {
         out!("{}", applies_when(&profile.name))?;
     }
+    if !json && !needed.is_empty() {
+        let name = &profile.name;
+        say!("dsh: warning: profile {name} does not run yet, {} problem{} to fix:", needed.len(), plural(needed.len()));
+        needed.iter().for_each(|problem| say!("{problem}"));
+        say!("dsh: `dsh config --profile {name} check` checks it again");
+    }
     Ok(())
+}
+
+/// What keeps `profile` from running now that its packages are in (a route no provider row
+/// serves, a key to set), found as a run finds it; the servers of `mcp` rows are not started.
+fn still_needed(home: &Home, profile: &Profile) -> Vec<Problem> {
+    let composition = match profile.compose(home, &[], LayerScope::All) {
+        Ok(composition) => composition,
+        Err(err) => return vec![Problem::general(format!("{err:#}"))],
+    };
+    assembly::check(profile, &composition, &Counters::at(home.root())).problems
 }
 
 fn installed_json(
@@ -198,7 +220,8 @@ fn moved_over(spec: &str) -> anyhow::Result<(Option<&str>, Option<String>)> {
             None,
             Some(format!(
                 "{spec} is DeepSeek Harness's {name}: dsh's own {name} runs from the base bundle dsh-base, so there is \
-                 nothing to install (its settings are each provider row's retryPolicy)",
+                 nothing to install ({})",
+                replacement.settings,
                 name = replacement.bundled
             )),
         )),
@@ -206,6 +229,11 @@ fn moved_over(spec: &str) -> anyhow::Result<(Option<&str>, Option<String>)> {
             Some(replacement.bundled),
             Some(format!("{spec} is replaced by dsh's bundled {name}: installing {name}", name = replacement.bundled)),
         )),
+        None if migration::instead_of(spec).is_some() => Err(NotFound(format!(
+            "{spec} is a DeepSeek Harness package dsh does not have: {}",
+            migration::instead_of(spec).unwrap_or_default()
+        ))
+        .into()),
         None if migration::looks_like_a_reference_package(spec) => {
             let bundled: Vec<&str> = crate::bundled::BUNDLED_PACKAGES
                 .iter()

@@ -2,6 +2,7 @@
 //! by side with what was recorded, per turn and in total (see [`crate::agent::replay`]).
 
 use super::exit::{Exit, Outcome};
+use super::shown::plural;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -118,12 +119,7 @@ fn result_text(result: &TurnResult) -> String {
         Some(ms) => format!(" in {}", seconds(ms)),
         None => String::new(),
     };
-    format!(
-        "{} attempt{}, {waits}, {}{answer}",
-        result.attempts,
-        if result.attempts == 1 { "" } else { "s" },
-        result.outcome.as_str()
-    )
+    format!("{} attempt{}, {waits}, {}{answer}", result.attempts, plural(result.attempts), result.outcome.as_str())
 }
 
 /// Says when a log breaks a rule `dsh session verify` checks: its replay shows what it holds, which
@@ -135,7 +131,7 @@ fn warn_if_unsound(log: &LogRef) {
             "dsh: {} fails dsh session verify ({} violation{}, the first: {}); replaying what it holds",
             log.name(),
             report.violations.len(),
-            if report.violations.len() == 1 { "" } else { "s" },
+            plural(report.violations.len()),
             super::shown::neutralised(&first.message)
         );
     }
@@ -277,9 +273,9 @@ impl Comparison<'_> {
             if self.unreadable > 0 { format!(" ({} could not be read)", self.unreadable) } else { String::new() };
         println_out(&format!(
             "\n{replayed} session{}{skipped}, {} turn{} replayed",
-            if replayed == 1 { "" } else { "s" },
+            plural(replayed),
             self.recorded.turns,
-            if self.recorded.turns == 1 { "" } else { "s" }
+            plural(self.recorded.turns)
         ))?;
         println_out(&format!(
             "  {:9} {:>9} {:>9} {:>10} {:>6} {:>6}",
@@ -313,7 +309,7 @@ fn failover_line(name: &str, totals: &Totals) -> String {
         totals.saved,
         totals.failed,
         totals.assumed_answers,
-        if totals.assumed_answers == 1 { "" } else { "s" }
+        plural(totals.assumed_answers)
     )
 }
 

@@ -2,6 +2,7 @@
 //! and the retry-record invariant, repair a crashed log, import a DeepSeek Harness log.
 
 use super::exit::{Exit, Outcome};
+use super::shown::plural;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -278,7 +279,7 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
                     path,
                     if repaired { "repaired the crash damage, but " } else { "no crash damage to repair, but " },
                     report.warnings.len(),
-                    if report.warnings.len() == 1 { "" } else { "s" }
+                    plural(report.warnings.len())
                 )?;
                 return Err(Exit::reported(EXIT_DAMAGED));
             }
@@ -333,7 +334,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
             "dsh: not imported: {} breaks {} rule{} (see above)",
             source.display(),
             report.violations.len(),
-            if report.violations.len() == 1 { "" } else { "s" }
+            plural(report.violations.len())
         );
         return Err(Exit::reported(EXIT_DAMAGED));
     }
@@ -425,8 +426,8 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
         say!(
             "dsh: verified {} log{} ({events} events): {violations} violation{}",
             reports.len(),
-            if reports.len() == 1 { "" } else { "s" },
-            if violations == 1 { "" } else { "s" }
+            plural(reports.len()),
+            plural(violations)
         );
     }
     Exit::unless(violations == 0 && !unreadable, EXIT_DAMAGED)

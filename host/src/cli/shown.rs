@@ -28,6 +28,15 @@ pub(crate) fn shown(text: &str) -> String {
     neutralised(&dsh_session::redact::text(text)).into_owned()
 }
 
+/// The plural ending of a noun counted `count` times: `1 provider`, `2 providers`.
+pub(crate) fn plural<N: PartialEq + From<u8>>(count: N) -> &'static str {
+    if count == N::from(1) {
+        ""
+    } else {
+        "s"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

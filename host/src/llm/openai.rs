@@ -479,9 +479,15 @@ impl OpenAiAdapter {
         let request_id = ["x-request-id", "x-deepseek-request-id", "request-id"]
             .iter()
             .find_map(|name| header(name).filter(|id| !id.is_empty()));
+        let hint_headers =
+            |prefix: &str| (header(&format!("{prefix}retry-after-ms")), header(&format!("{prefix}retry-after")));
+        let (retry_after_ms, retry_after) = match hint_headers("") {
+            (None, None) => hint_headers(retry_after::GATEWAY_PREFIX),
+            plain => plain,
+        };
         let hint = retry_after::provider_retry_after_ms(
-            header("retry-after-ms").as_deref(),
-            header("retry-after").as_deref(),
+            retry_after_ms.as_deref(),
+            retry_after.as_deref(),
             header("date").as_deref(),
             SystemTime::now(),
         );
@@ -546,6 +552,20 @@ impl<'a> AttemptClock<'a> {
             Err(_) => Err(Failure::new("TIMEOUT", silent())),
         }
     }
+}
+
+/// The failure an error frame (`data: {"error": …}`) stands for: classified as an HTTP error
+/// response would be, with the status a gateway puts in its `code` (LiteLLM's `"429"`), else as
+/// a server error.
+fn error_frame_failure(url: &str, error: &Value) -> Failure {
+    let (detail, readable) = classify::describe_body(None, json!({"error": error}).to_string().as_bytes());
+    let status = match &error["code"] {
+        Value::String(code) => code.parse::<u16>().ok(),
+        Value::Number(code) => code.as_u64().and_then(|code| u16::try_from(code).ok()),
+        _ => None,
+    };
+    let status = status.filter(|status| (400..=599).contains(status)).unwrap_or(500);
+    Failure::new(classify::http_failure_code(status, &detail), format!("error in the stream from {url}: {readable}"))
 }
 
 /// The answer as its SSE payloads arrive: text (redacted, handed on), reasoning, usage and the
@@ -624,11 +644,7 @@ impl<'a> StreamedAnswer<'a> {
             Failure::new("MALFORMED_RESPONSE", format!("malformed SSE payload from {url}: {shown}"))
         })?;
         if let Some(error) = chunk.error {
-            let (detail, readable) = classify::describe_body(None, json!({"error": error}).to_string().as_bytes());
-            return Err(Box::new(Failure::new(
-                classify::http_failure_code(500, &detail),
-                format!("error in the stream from {url}: {readable}"),
-            )));
+            return Err(Box::new(error_frame_failure(url, &error)));
         }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta {
@@ -696,6 +712,24 @@ mod tests {
         stream.write_all(answer.as_bytes()).await.unwrap();
         let head = String::from_utf8_lossy(&received).to_lowercase();
         head.split("\r\n\r\n").next().unwrap().to_owned()
+    }
+
+    #[test]
+    fn an_error_frame_in_the_stream_is_classified_from_its_error() {
+        let frames = [
+            (r#"{"error":{"message":"upstream timed out","type":"server_error"}}"#, "SERVER"),
+            (r#"{"error":{"message":"Rate limit reached","code":"429"}}"#, "RATE_LIMIT"),
+            (r#"{"error":{"message":"insufficient balance","code":429}}"#, "QUOTA"),
+            (r#"{"error":{"message":"bad","code":"invalid_request"}}"#, "SERVER"),
+            (r#"{"error":{"message":"no such model","code":"404"}}"#, "HTTP_404"),
+        ];
+        for (frame, code) in frames {
+            let mut text = StreamText { redactor: StreamRedactor::new(Secrets::default()), text: String::new() };
+            let mut answer = StreamedAnswer::new("http://relay/v1", &mut text, &Secrets::default());
+            let failure = answer.take(frame, &mut |_| {}).unwrap_err();
+            assert_eq!(failure.code.as_str(), code, "{frame}");
+            assert!(failure.message.as_str().starts_with("error in the stream from http://relay/v1: "), "{frame}");
+        }
     }
 
     #[tokio::test]

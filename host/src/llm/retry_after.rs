@@ -28,6 +28,11 @@ fn decimal(text: &str) -> Option<f64> {
     }
 }
 
+/// The prefix under which a gateway forwards the provider's wait hints (LiteLLM's proxy sends
+/// `llm_provider-retry-after` and `llm_provider-retry-after-ms` only); they are read when the
+/// response has neither plain header.
+pub const GATEWAY_PREFIX: &str = "llm_provider-";
+
 /// The hint in milliseconds from a response's `retry-after-ms`, `retry-after` and `date`
 /// header values, given the local clock.
 pub fn provider_retry_after_ms(

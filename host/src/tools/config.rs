@@ -81,9 +81,17 @@ const TOOLS: Schema = Schema::row(
 )
 .unknown_keys_refused_as("unknown key (tools takes allow and deny)");
 
+/// Tool names as OpenAI takes them: `^[a-zA-Z0-9_-]{1,64}$`.
+pub const MAX_NAME_CHARS: usize = 64;
+
+/// Whether the model accepts `name` as a tool name (`^[a-zA-Z0-9_-]{1,64}$`).
+pub fn is_model_name(name: &str) -> bool {
+    (1..=MAX_NAME_CHARS).contains(&name.len())
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
 /// A name the model calls a tool by.
-const TOOL_NAME: Kind =
-    Kind::matching("a tool name the model accepts (1 to 64 of A-Z a-z 0-9 _ -)", super::is_model_name);
+const TOOL_NAME: Kind = Kind::matching("a tool name the model accepts (1 to 64 of A-Z a-z 0-9 _ -)", is_model_name);
 
 /// Headers the MCP transport sets itself.
 const TRANSPORT_HEADERS: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"];

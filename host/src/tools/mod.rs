@@ -9,7 +9,7 @@ pub mod guard;
 mod names;
 mod server;
 
-pub use names::{is_model_name, OfferedTool};
+pub use names::OfferedTool;
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
@@ -88,9 +88,10 @@ impl Tools {
                     );
                     tools.servers.push(server);
                 }
-                Err(why) => {
-                    problems.push(Problem::row(None, &config.row_id, format!("the MCP server cannot be used: {why}")))
-                }
+                Err(why) => problems.push(
+                    Problem::row(None, &config.row_id, format!("the MCP server cannot be used: {why}"))
+                        .with_hint(start_hint(config)),
+                ),
             }
         }
         let (offered, clashes) = names::offered(&tools.servers, listed);
@@ -152,6 +153,17 @@ fn arguments_of(text: &str) -> Result<Option<serde_json::Map<String, Value>>, St
         Ok(Value::Object(arguments)) => Ok(Some(arguments)),
         Ok(_) => Err("the arguments must be a JSON object".to_owned()),
         Err(err) => Err(format!("the arguments are not JSON ({err})")),
+    }
+}
+
+/// What to look at when a server did not start: the endpoint an HTTP row names, or the command.
+fn start_hint(config: &McpConfig) -> Option<String> {
+    match &config.transport {
+        config::Transport::Http { url, .. } => Some(format!(
+            "is the MCP server at {} running and reachable? (the row's url)",
+            dsh_session::redact::url(url)
+        )),
+        config::Transport::Stdio { .. } => None,
     }
 }
 

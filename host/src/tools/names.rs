@@ -5,7 +5,7 @@
 use rmcp::model::Tool;
 use serde_json::{json, Value};
 
-use super::config::McpConfig;
+use super::config::{McpConfig, MAX_NAME_CHARS};
 use super::server::Server;
 use crate::problem::Problem;
 
@@ -21,15 +21,6 @@ pub struct OfferedTool {
     pub remote_name: String,
     pub description: String,
     pub input_schema: Value,
-}
-
-/// Tool names as OpenAI takes them: `^[a-zA-Z0-9_-]{1,64}$`.
-const MAX_NAME_CHARS: usize = 64;
-
-/// Whether the model accepts `name` as a tool name (`^[a-zA-Z0-9_-]{1,64}$`).
-pub fn is_model_name(name: &str) -> bool {
-    (1..=MAX_NAME_CHARS).contains(&name.len())
-        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
 }
 
 /// The names the model calls the listed tools by, computed once: a tool's row `rename`, else its

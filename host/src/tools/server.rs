@@ -92,7 +92,7 @@ impl Server {
         let connection = connect(config, &stderr_tail, deadline).await?;
         let tools = match tokio::time::timeout_at(deadline, connection.session.list_all_tools()).await {
             Ok(Ok(tools)) => tools,
-            Ok(Err(err)) => return Err(format!("tools/list failed: {err}{}", tail(&stderr_tail))),
+            Ok(Err(err)) => return Err(format!("tools/list failed: {}{}", plain(&err), tail(&stderr_tail))),
             Err(_) => {
                 return Err(format!(
                     "tools/list had no answer within {} (startTimeoutMs)",
@@ -135,10 +135,11 @@ impl Server {
                 CallError::OutcomeUnknown(format!("server \"{row}\" answered with something that is not a tool result"))
             }
             error if never_connected(&error) => {
-                CallError::NotSent(format!("server \"{row}\" cannot be reached ({error})"))
+                CallError::NotSent(format!("server \"{row}\" cannot be reached ({})", plain(&error)))
             }
             error => CallError::OutcomeUnknown(format!(
-                "server \"{row}\" gave no answer ({error}){}",
+                "server \"{row}\" gave no answer ({}){}",
+                plain(&error),
                 tail(&self.stderr_tail)
             )),
         }
@@ -283,9 +284,39 @@ where
 {
     match tokio::time::timeout_at(deadline, client_config().serve(transport)).await {
         Ok(Ok(session)) => Ok(session),
-        Ok(Err(err)) => Err(format!("the MCP handshake failed: {err}")),
+        Ok(Err(err)) => Err(format!("the MCP handshake failed: {}", plain(&err))),
         Err(_) => Err("the MCP handshake had no answer in time (startTimeoutMs)".to_owned()),
     }
+}
+
+/// `error` in plain words: the deepest of its causes that is not a transport wrapper (rmcp's
+/// name their Rust types, and some print a debug dump of the HTTP client's error), so a refused
+/// connection reads `Connection refused (os error 111)`.
+fn plain(error: &(dyn std::error::Error + 'static)) -> String {
+    let wrapper = |text: &str| text.contains("rmcp::") || text.contains(" { ") || text.is_empty();
+    let mut said = error.to_string();
+    let mut cause = Some(error);
+    while let Some(current) = cause {
+        let text = current.to_string();
+        if !wrapper(&text) {
+            said = text;
+        }
+        cause = inner_cause(current);
+    }
+    said
+}
+
+/// The error `error` wraps: its source, or what rmcp's handshake and HTTP client errors hold
+/// without declaring it their source.
+fn inner_cause<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a (dyn std::error::Error + 'static)> {
+    use rmcp::service::ClientInitializeError;
+    if let Some(ClientInitializeError::TransportError { error, .. }) = error.downcast_ref::<ClientInitializeError>() {
+        return Some(error);
+    }
+    if let Some(StreamableHttpError::Client(client)) = error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+        return Some(client);
+    }
+    error.source()
 }
 
 /// Reads the server's stderr to its end, keeping its last [`STDERR_TAIL_BYTES`].
