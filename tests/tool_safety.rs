@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use dsh_e2e::terminal::Terminal;
 use dsh_e2e::turns::{run_turn, session_id, SECRET};
 use dsh_e2e::{log_events, wait_until, workspace_root, Run, TestHome};
 use serde_json::Value;
@@ -86,7 +87,9 @@ fn a_provider_giving_two_calls_one_id_gets_both_run_and_both_recorded_under_ids_
     turn.run.expect_stderr(
         "the provider gave two tool calls of one step the id \"dup\"; the later one (append) is recorded as \"dup-2\"",
     );
-    assert_eq!(tools.ledger_lines(), ["one", "two", "three"]);
+    let mut ran = tools.ledger_lines();
+    ran.sort();
+    assert_eq!(ran, ["one", "three", "two"], "the calls of a step run at once, in any order");
     let ids: Vec<&str> =
         turn.of_type("tool/call").iter().map(|call| call["data"]["callId"].as_str().unwrap()).collect();
     assert_eq!(ids, ["dup", "dup-2", "call-3", "call-3-2"], "dsh's own call-3 for the fourth call is renamed too");
@@ -278,4 +281,44 @@ fn a_signal_mid_tool_call_closes_the_turn(signal: i32, code: i32) {
     let id = session_id(&run);
     let events = log_events(&tools.home.path().join("sessions").join(id).join("session.jsonl"));
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "aborted", "the turn is closed, not left open");
+}
+
+/// `dsh` with `args` as a shell command line for [`Terminal`].
+fn dsh_line(args: &[&str]) -> String {
+    let quoted: Vec<String> = args.iter().map(|arg| format!("'{}'", arg.replace('\'', r"'\''"))).collect();
+    format!("\"$DSH\" {}", quoted.join(" "))
+}
+
+#[test]
+fn a_terminal_shows_a_live_line_while_a_tool_runs_and_a_pipe_gets_the_result_line_alone() {
+    let tools = tool_home("- tool_calls: [{name: hang}]\n- ok: never\n", "        callTimeoutMs: 600000\n");
+    let line = dsh_line(&["run", "--patch", tools.patch.to_str().unwrap(), "go"]);
+    let mut terminal = Terminal::start(&tools.home, &line, &[("DEEPSEEK_API_KEY", SECRET)]);
+    terminal.wait_for("calling hang · ", 1);
+    terminal.interrupt();
+    let (code, shown) = terminal.finish();
+    assert_eq!(code, Some(130), "{shown}");
+    // Sent or not yet when Ctrl-C came, the call ends with a result line once the live line goes.
+    let result = shown.rfind("tool hang {} → TOOL_").expect("the call's result line");
+    assert!(shown[..result].ends_with("\u{1b}[2K"), "the live line is cleared first:\n{shown}");
+
+    let piped = tool_home("- tool_calls: [{name: now}]\n- ok: done\n", "");
+    let run =
+        Run::of(piped.home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&piped.patch).arg("go"));
+    run.expect_code(0).expect_stderr("tool now {} → 4 bytes: tick");
+    assert!(!run.stderr.contains("calling now"), "{run}");
+}
+
+#[test]
+fn a_terminal_shows_a_live_line_while_mcp_servers_start() {
+    let home = TestHome::new();
+    let slow =
+        "- insert:\n    - id: slow\n      name: mcp\n      config: {command: [sleep, '600'], startTimeoutMs: 600000}\n";
+    let layer = home.write("slow.yml", slow);
+    let line = dsh_line(&["config", "tools", "--patch", layer.to_str().unwrap()]);
+    let mut terminal = Terminal::start(&home, &line, &[]);
+    terminal.wait_for("starting MCP server slow · ", 1);
+    terminal.interrupt();
+    let (code, shown) = terminal.finish();
+    assert_ne!(code, Some(0), "{shown}");
 }

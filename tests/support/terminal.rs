@@ -58,6 +58,12 @@ impl Terminal {
         self.keys.flush().expect("flush the keys");
     }
 
+    /// Presses Ctrl-C: the terminal sends SIGINT to the command.
+    pub fn interrupt(&mut self) {
+        self.keys.write_all(b"\x03").expect("type into the terminal");
+        self.keys.flush().expect("flush the keys");
+    }
+
     /// Waits for the command to end: its exit code and everything the terminal showed.
     pub fn finish(mut self) -> (Option<i32>, String) {
         drop(self.keys);

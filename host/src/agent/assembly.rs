@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use dsh_abi::config::{COUNTER_STORE_KEY, ROUTES_KEY};
 use dsh_abi::{ConfigError, Hooks};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::config::{parse_agent, AgentConfig};
 use super::route::Route;
@@ -86,8 +86,7 @@ pub fn check(profile: &Profile, composition: &Composition, counters: &Counters) 
         .chain(load_problems)
         .chain(named_routes)
         .collect();
-    let agent_row = |row: &Map<String, Value>| row.get("name").and_then(Value::as_str) == Some("agent");
-    if resolution.agent.is_none() && !composition.enabled_rows().into_iter().any(agent_row) {
+    if resolution.agent.is_none() && composition.enabled_ids_of("agent").is_empty() {
         problems.push(Problem::general("no enabled agent row: the base bundle dsh-base inserts one (id \"agent\")"));
     }
     Checked { resolution, plugins, problems, store_problems }

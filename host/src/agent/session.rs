@@ -59,12 +59,13 @@ pub async fn start(
     profile: &Profile,
     composition: &Composition,
     opening: Opening<'_>,
-    view: Box<dyn TurnView>,
+    mut view: Box<dyn TurnView>,
     verbose_mock: bool,
 ) -> Result<Started, StartError> {
-    let mut assembly = Assembly::build(home, profile, composition, verbose_mock, &Counters::at(home.root()))
-        .await
-        .map_err(StartError::Config)?;
+    view.servers_starting(&composition.enabled_ids_of("mcp"));
+    let built = Assembly::build(home, profile, composition, verbose_mock, &Counters::at(home.root())).await;
+    view.servers_started();
+    let mut assembly = built.map_err(StartError::Config)?;
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let mut notes = Vec::new();
     let (log, repair) = match opening {

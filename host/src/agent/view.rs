@@ -49,6 +49,10 @@ pub trait TurnView: Send {
     fn tool_started(&mut self, _call: &ToolCall) {}
     /// A tool call ended with `outcome`.
     fn tool_ended(&mut self, _call: &ToolCall, _outcome: &ToolOutcome) {}
+    /// The MCP servers of rows `rows` are starting (the session's first step waits for them).
+    fn servers_starting(&mut self, _rows: &[String]) {}
+    /// The servers started, or failed to.
+    fn servers_started(&mut self) {}
 }
 
 /// A view that shows nothing (simulations and benchmarks).

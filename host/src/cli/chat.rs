@@ -217,7 +217,10 @@ async fn swap_if_changed(
         say!("dsh: {warning}");
     }
     let counters = agent.assembly.counters.clone();
-    match Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await {
+    let starting = super::live::servers_starting(&composition.enabled_ids_of("mcp"));
+    let built = Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await;
+    super::live::clear(starting);
+    match built {
         Ok(assembly) => {
             let change = assembly.change_since(&agent.assembly, &composition.rows);
             say!("profile {profile_name}: {change}");

@@ -159,7 +159,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     // A profile without MCP servers builds no runtime: `check` stays a quick, synchronous command.
     let server_problems = match resolution.servers.is_empty() {
         true => Vec::new(),
-        false => super::globals::runtime()?.block_on(crate::tools::Tools::start(&resolution.servers)).1,
+        false => super::globals::start_servers(&composition, &resolution.servers)?.1,
     };
     let problems: Vec<&Problem> = problems.iter().chain(&store_problems).chain(&server_problems).collect();
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();

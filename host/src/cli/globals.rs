@@ -40,3 +40,20 @@ pub(crate) fn compose(
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
+
+/// Starts the MCP servers of `servers` with a live line, on a runtime of its own. Ctrl-C ends the
+/// wait (exit 130): the servers are dropped, and their guards kill them as dsh goes.
+pub(crate) fn start_servers(
+    composition: &crate::profile::patch::Composition,
+    servers: &[crate::tools::config::McpConfig],
+) -> Result<(crate::tools::Tools, Vec<crate::problem::Problem>), super::exit::Exit> {
+    let starting = super::live::servers_starting(&composition.enabled_ids_of("mcp"));
+    let started = runtime()?.block_on(async {
+        tokio::select! {
+            started = crate::tools::Tools::start(servers) => Some(started),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    super::live::clear(starting);
+    started.ok_or(super::exit::Exit::reported(super::exit::EXIT_INTERRUPTED))
+}

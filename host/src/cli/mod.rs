@@ -47,6 +47,7 @@ mod exit;
 mod globals;
 mod habits;
 mod input;
+mod live;
 mod logging;
 mod manual;
 mod mock;

@@ -8,12 +8,11 @@ use serde_json::{json, Value};
 use super::exit::{Exit, Outcome, EXIT_CONFIG};
 use crate::agent::assembly as rows;
 use crate::profile::{Home, LayerScope};
-use crate::tools::Tools;
 
 pub fn run(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Outcome {
     let (profile, composition) = super::globals::compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
-    let (tools, started) = super::globals::runtime()?.block_on(Tools::start(&resolution.servers));
+    let (tools, started) = super::globals::start_servers(&composition, &resolution.servers)?;
     let problems: Vec<String> = resolution
         .problems
         .iter()

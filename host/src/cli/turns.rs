@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::globals::compose;
 use super::globals::Globals;
+use super::live;
 use super::shown::neutralised;
 use super::EXIT_CONFIG;
 use crate::agent::session::{self, Opening, StartError};
@@ -37,6 +38,11 @@ pub(crate) struct TerminalView {
     bar: Option<ProgressBar>,
     /// The live line shown while a request has sent nothing back yet.
     waiting: Option<ProgressBar>,
+    /// The calls of the step that have not come back (id, name), and their live line.
+    calls: Vec<(String, String)>,
+    calling: Option<ProgressBar>,
+    /// The live line shown while MCP servers start.
+    starting: Option<ProgressBar>,
     /// The codes of this turn's retries, for the line a live display keeps once the retry lines
     /// are gone.
     retried: Vec<String>,
@@ -59,6 +65,9 @@ impl TerminalView {
             stdout_closed: false,
             bar: None,
             waiting: None,
+            calls: Vec::new(),
+            calling: None,
+            starting: None,
             retried: Vec::new(),
             text_open: false,
             attempt_shown: false,
@@ -94,9 +103,6 @@ fn retry_line(notice: &RetryNotice, remaining: Duration) -> String {
     format!("Retrying model request ({}) · {}", notice.count, remaining_text(remaining))
 }
 
-/// How often the live waiting line redraws its elapsed time.
-const WAITING_TICK: Duration = Duration::from_millis(200);
-
 /// What a live display keeps of a turn's retries: `recovered after 2 retries: SERVER, RATE_LIMIT`.
 fn recovered_line(codes: &[String]) -> String {
     let retries = if codes.len() == 1 { "retry" } else { "retries" };
@@ -105,22 +111,25 @@ fn recovered_line(codes: &[String]) -> String {
 
 impl TerminalView {
     fn stop_waiting(&mut self) {
-        if let Some(waiting) = self.waiting.take() {
-            waiting.finish_and_clear();
+        live::clear(self.waiting.take());
+    }
+
+    /// Shows the calls still running on the live line, or clears it when none is.
+    fn show_calls(&mut self) {
+        let names: Vec<&str> = self.calls.iter().map(|(_, name)| name.as_str()).collect();
+        match (&self.calling, names.is_empty()) {
+            (_, true) => live::clear(self.calling.take()),
+            (Some(line), false) => line.set_message(neutralised(&live::calling(&names)).into_owned()),
+            (None, false) => self.calling = live::elapsed_line(&live::calling(&names)),
         }
     }
 }
 
 impl TurnView for TerminalView {
     fn attempt_started(&mut self, route: &str) {
-        if !self.live {
-            return;
+        if self.live {
+            self.waiting = live::elapsed_line(&format!("waiting for {route}"));
         }
-        let waiting = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        waiting.set_style(ProgressStyle::with_template("waiting for {msg} · {elapsed}").expect("a valid template"));
-        waiting.set_message(neutralised(route).into_owned());
-        waiting.enable_steady_tick(WAITING_TICK);
-        self.waiting = Some(waiting);
     }
 
     fn text(&mut self, delta: &str) {
@@ -214,13 +223,33 @@ impl TurnView for TerminalView {
         say!("{}", switch_line(from, to, code));
     }
 
-    fn tool_started(&mut self, _call: &ToolCall) {
+    fn tool_started(&mut self, call: &ToolCall) {
         self.stop_waiting();
         self.end_text_line();
+        if self.live {
+            self.calls.push((call.id.clone(), call.name.clone()));
+            self.show_calls();
+        }
     }
 
     fn tool_ended(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
-        say!("{}", tool_line(call, outcome));
+        let line = tool_line(call, outcome);
+        match &self.calling {
+            Some(calling) => calling.suspend(|| say!("{line}")),
+            None => say!("{line}"),
+        }
+        self.calls.retain(|(id, _)| *id != call.id);
+        self.show_calls();
+    }
+
+    fn servers_starting(&mut self, rows: &[String]) {
+        if self.live {
+            self.starting = live::servers_starting(rows);
+        }
+    }
+
+    fn servers_started(&mut self) {
+        live::clear(self.starting.take());
     }
 }
 

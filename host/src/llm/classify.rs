@@ -57,6 +57,9 @@ pub fn http_failure_code(status: u16, detail: &str) -> String {
         429 => "RATE_LIMIT".to_owned(),
         400 if CONTEXT_WINDOW.is_match(detail) => "CONTEXT_WINDOW_EXCEEDED".to_owned(),
         400 => "INVALID_REQUEST".to_owned(),
+        // A gateway's own timeout (LiteLLM answers 408 when the provider stalls): the stall a
+        // direct request sees as TIMEOUT.
+        408 => "TIMEOUT".to_owned(),
         500..=599 => "SERVER".to_owned(),
         404..=499 => format!("HTTP_{status}"),
         _ => "UNKNOWN".to_owned(),
@@ -115,6 +118,7 @@ mod tests {
         assert_eq!(http_failure_code(503, ""), "SERVER");
         assert_eq!(http_failure_code(404, ""), "HTTP_404");
         assert_eq!(http_failure_code(422, ""), "HTTP_422");
+        assert_eq!(http_failure_code(408, ""), "TIMEOUT", "a gateway's timeout is the stall it reports");
         assert_eq!(http_failure_code(302, ""), "UNKNOWN");
     }
 

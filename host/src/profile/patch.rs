@@ -231,6 +231,13 @@ impl Composition {
         rows
     }
 
+    /// The ids of the enabled rows of package `name`, in row order.
+    pub fn enabled_ids_of(&self, name: &str) -> Vec<String> {
+        let of_name = |row: &&Map<String, Value>| row.get("name").and_then(Value::as_str) == Some(name);
+        let id = |row: &Map<String, Value>| row.get("id").and_then(Value::as_str).map(str::to_owned);
+        self.enabled_rows().into_iter().filter(of_name).filter_map(id).collect()
+    }
+
     /// [`Composition::enabled_rows`], each with the layer that inserted it (for a row inside a
     /// group, the group's).
     pub fn enabled_rows_with_origin(&self) -> Vec<(&Map<String, Value>, &str)> {

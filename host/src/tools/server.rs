@@ -223,8 +223,9 @@ async fn spawn(
         // A server that failed has usually exited: its stderr ends at once, with the reason.
         let _ = tokio::time::timeout(STDERR_GRACE, reader).await;
     }
-    let never_started =
-        matches!(child.try_wait(), Ok(Some(status)) if status.code() == Some(super::guard::NOT_STARTED));
+    // Its stderr ended as it exits: the status follows at once (a server still running has none).
+    let status = tokio::time::timeout(STDERR_GRACE, child.wait()).await;
+    let never_started = matches!(status, Ok(Ok(status)) if status.code() == Some(super::guard::NOT_STARTED));
     let said =
         stderr_tail.lock().ok().and_then(|kept| kept.lines().rev().find(|line| !line.is_empty()).map(str::to_owned));
     match said.filter(|_| never_started) {
