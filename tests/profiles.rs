@@ -246,7 +246,7 @@ fn an_unknown_profile_does_not_exist() {
     run.expect_code(3);
     assert!(
         run.stderr
-            .contains("profile \"work\" does not exist; create it with 'dsh plugin --profile work add <package>'"),
+            .contains("profile \"work\" does not exist; create it with 'dsh profile new work' (or 'dsh plugin --profile work add <package>')"),
         "{}",
         run.stderr
     );
@@ -458,4 +458,50 @@ fn the_waterfall_follows_composed_row_order_and_skips_disabled_rows() {
     let disable = home.write("off.yml", "[{id: llm-retry, name: llm-retry, disabled: true}]\n");
     let run = home.run(&["config", "waterfall", "--patch", disable.to_str().unwrap()]);
     assert_eq!((run.code, run.stdout.as_str()), (Some(0), ""));
+}
+
+#[test]
+fn profile_new_copy_list_and_remove_manage_whole_profiles() {
+    let home = TestHome::new();
+    home.run(&["profile", "new", "tools"])
+        .expect_code(0)
+        .expect_stdout("created profile tools at $DSH_HOME/profiles/tools");
+    home.run(&["profile", "new", "tools"]).expect_code(1).expect_stderr("profile tools exists already");
+    home.run(&["plugin", "--profile", "relay", "add", "relay-retry"]).expect_code(0);
+    home.run(&["profile", "copy", "relay", "relay2"]).expect_code(0);
+    let check = home.run(&["config", "--profile", "relay2", "check"]);
+    check.expect_code(0).expect_stdout("plugins: llm-retry-invariant, relay-retry");
+    home.run(&["profile", "new", "trial", "--from", "demo"]).expect_code(0);
+    home.run(&["profile", "new", "nowhere", "--from", "missing"]).expect_code(3);
+
+    let listed: Value = serde_json::from_str(&home.run(&["profile", "list", "--json"]).expect_code(0).stdout).unwrap();
+    let names: Vec<(&str, bool)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|profile| (profile["name"].as_str().unwrap(), profile["created"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [("demo", false), ("relay", true), ("relay2", true), ("tools", true), ("trial", true), ("web", false)]
+    );
+    assert_eq!(listed[2]["packages"], json!(["relay-retry"]));
+
+    home.run(&["profile", "remove", "relay"]).expect_code(0).expect_stdout("removed profile relay");
+    assert!(!home.path().join("profiles/relay").exists());
+    home.run(&["profile", "remove", "relay"]).expect_code(3);
+    home.run(&["config", "--profile", "relay2", "check"]).expect_code(0);
+}
+
+#[test]
+fn a_profile_holding_a_link_is_not_copied_and_nothing_is_left_behind() {
+    let home = TestHome::new();
+    home.run(&["profile", "new", "linked"]).expect_code(0);
+    std::os::unix::fs::symlink("/etc/passwd", home.path().join("profiles/linked/passwd")).unwrap();
+    home.run(&["profile", "copy", "linked", "copied"])
+        .expect_code(1)
+        .expect_stderr("is not a regular file or folder; a profile holding it is not copied");
+    let left: Vec<_> =
+        std::fs::read_dir(home.path().join("profiles")).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert_eq!(left, [std::ffi::OsString::from("linked")], "no copy and no staging folder");
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{chat, config, mock, plugin, run, session};
+use super::{chat, config, mock, plugin, profile, run, session};
 
 /// `dsh --version`: the release and the plugin ABI version it loads.
 pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin ABI ", env!("DSH_ABI_VERSION"), ")");
@@ -34,6 +34,8 @@ pub(crate) enum Command {
     Chat(chat::ChatArgs),
     /// Install, remove, list and inspect plugin packages.
     Plugin(plugin::PluginArgs),
+    /// List, create, copy and remove profiles.
+    Profile(profile::ProfileArgs),
     /// Compose a profile: dump it, check it, or show its request-error waterfall.
     Config(config::ConfigArgs),
     /// Inspect, verify, repair and resume session logs.

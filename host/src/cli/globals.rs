@@ -57,3 +57,8 @@ pub(crate) fn start_servers(
     super::live::clear(starting);
     started.ok_or(super::exit::Exit::reported(super::exit::EXIT_INTERRUPTED))
 }
+
+/// Takes profile `name`'s writer lock, saying so while another process holds it.
+pub(crate) fn lock_profile(home: &crate::profile::Home, name: &str) -> anyhow::Result<dsh_session::lock::WriterLock> {
+    Ok(crate::profile::Profile::lock(home, name, |busy| say!("dsh: waiting: {busy}"))?)
+}

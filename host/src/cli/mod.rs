@@ -52,6 +52,7 @@ mod logging;
 mod manual;
 mod mock;
 mod plugin;
+mod profile;
 mod replay;
 mod run;
 mod session;
@@ -81,6 +82,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&globals, args),
         Command::Chat(args) => chat::run(&globals, args),
         Command::Plugin(args) => plugin::run(&globals, args),
+        Command::Profile(args) => profile::run(&globals, args),
         Command::Config(args) => config::run(&globals, args),
         Command::Session(args) => session::run(&globals, args),
         Command::MockServer(args) => mock::run(args),

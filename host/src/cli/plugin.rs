@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::globals::Globals;
+use super::globals::{lock_profile, Globals};
 use super::shown::plural;
 use super::{EXIT_FAILED, EXIT_NOT_FOUND};
 use crate::agent::assembly;
@@ -115,11 +115,6 @@ fn new_crate(name: &str, dir: Option<PathBuf>, json: bool) -> Outcome {
 
 fn dsh_executable() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the dsh executable")
-}
-
-/// Takes the profile's writer lock, waiting for another process that is changing it.
-fn lock_profile(home: &Home, name: &str) -> anyhow::Result<dsh_session::lock::WriterLock> {
-    Ok(Profile::lock(home, name, |busy| say!("dsh: waiting: {busy}"))?)
 }
 
 /// What the profile's long-running hosts do with a change: `dsh chat` picks it up at its next turn.

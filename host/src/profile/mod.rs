@@ -3,6 +3,7 @@
 //! layers in their fixed order — bundles (profile order), the profile's `cordis.patch.yml`,
 //! `$DSH_HOME/cordis.patch.yml`, then `--patch` files in argument order.
 
+pub mod manage;
 pub mod patch;
 pub mod yaml;
 
@@ -289,7 +290,7 @@ impl Profile {
         if !has_manifest(&dir) {
             let Some(template) = bundled::template(name) else {
                 return Err(NotFound(format!(
-                    "profile {} does not exist; create it with 'dsh plugin --profile {name} add <package>'",
+                    "profile {} does not exist; create it with 'dsh profile new {name}' (or 'dsh plugin --profile {name} add <package>')",
                     json_quote(name)
                 ))
                 .into());
@@ -516,7 +517,7 @@ mod tests {
         let err = Profile::open(&home, "work").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "profile \"work\" does not exist; create it with 'dsh plugin --profile work add <package>'"
+            "profile \"work\" does not exist; create it with 'dsh profile new work' (or 'dsh plugin --profile work add <package>')"
         );
         assert!(err.downcast_ref::<NotFound>().is_some());
     }
