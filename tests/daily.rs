@@ -305,3 +305,20 @@ fn check_refuses_what_a_run_refuses_a_profile_without_an_agent_row() {
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&layer).arg("hi"));
     run.expect_code(4).expect_stderr("no enabled agent row");
 }
+
+#[test]
+fn a_refused_connection_names_its_url_once_and_a_missing_key_points_to_the_demo() {
+    let home = TestHome::new();
+    let layer = home.write(
+        "refused.yml",
+        "- id: llm-deepseek\n  name: llm-openai\n  config: {provider: deepseek-official, baseUrl: 'http://127.0.0.1:1/v1', model: m, apiKeyEnv: DEEPSEEK_API_KEY, retryPolicy: {mode: normal, maxRetries: 0}}\n",
+    );
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&layer).arg("hi"));
+    run.expect_code(1).expect_stderr("request to http://127.0.0.1:1/v1/chat/completions failed");
+    assert_eq!(run.stderr.matches("127.0.0.1:1").count(), 1, "{run}");
+
+    let keyless = Run::of(home.dsh().env_remove("DEEPSEEK_API_KEY").args(["run", "hi"]));
+    keyless.expect_code(1).expect_stderr("the API key variable DEEPSEEK_API_KEY is not set").expect_stderr(
+        "\nhint: export the variable with your key, or try dsh without one: `dsh run --profile demo \"hello\"`",
+    );
+}

@@ -119,6 +119,26 @@ fn a_session_replayed_against_its_own_profile_reproduces_its_decisions() {
 }
 
 #[test]
+fn a_demo_session_replayed_against_its_own_profile_waits_its_recorded_jittered_waits() {
+    let home = TestHome::new();
+    let run = home.run(&["run", "--profile", "demo", "hi"]);
+    run.expect_code(0);
+    let id = dsh_e2e::turns::session_id(&run);
+    let lines = replay(&home, &[&id]);
+    let recorded = attempts_and_waits(&lines[0]["recorded"]);
+    assert!(recorded.1.len() >= 2, "the demo retries: {recorded:?}");
+    assert_eq!(attempts_and_waits(&lines[0]["candidate"]), recorded);
+    let candidate = &lines.last().unwrap()["summary"]["candidates"][0];
+    assert_eq!(candidate["sampledWaits"], 0, "{candidate}");
+    assert_eq!(candidate["recordedWaits"].as_u64(), Some(recorded.1.len() as u64), "{candidate}");
+
+    let other = home.write("other.yml", "- id: llm-demo
+  config: {provider: demo, model: dsh-demo, script: [ok: x], retryPolicy: {mode: normal, backoff: {initialDelayMs: 7, jitterRatio: 0}}}\n");
+    let text = home.run(&["session", "replay", &id, "--vs", &format!(":{}", other.display())]);
+    text.expect_code(0).expect_stdout("waits sampled anew, at the middle of their range");
+}
+
+#[test]
 fn replay_over_the_home_changes_no_file_and_prints_a_table() {
     let home = TestHome::new();
     for _ in 0..2 {
@@ -159,7 +179,10 @@ fn the_readme_replay_example_runs_as_written() {
     run.expect_code(0);
     let printed = &run.stdout[run.stdout.find("candidate A").unwrap()..];
     let labels = |text: &str| -> Vec<String> {
-        let label = |line: &str| line.split("  ").find(|part| !part.is_empty()).unwrap_or_default().to_owned();
+        let label = |line: &str| match line.split_once(": ").filter(|_| line.contains(" sampled anew")) {
+            Some((candidate, _)) => format!("{candidate}: … sampled anew"),
+            None => line.split("  ").find(|part| !part.is_empty()).unwrap_or_default().to_owned(),
+        };
         text.lines().filter(|line| !line.starts_with("session ")).map(label).collect()
     };
     assert_eq!(labels(printed), labels(shown), "{printed}");

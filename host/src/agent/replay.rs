@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use abi_stable::std_types::RString;
+use dsh_abi::retry::CheckedRetry;
 use dsh_abi::{Failure, LogLevel, RequestErrorPayload, RetryPolicy};
 use serde_json::Value;
 
@@ -79,6 +80,8 @@ pub struct RecordedStep {
     pub provider: String,
     pub attempts: Vec<RecordedAttempt>,
     pub waits_ms: Vec<f64>,
+    /// The `policyKey` of each recorded wait's retry record (when it has one).
+    pub wait_policies: Vec<Option<String>>,
 }
 
 /// One recorded turn.
@@ -102,6 +105,12 @@ pub struct TurnResult {
     pub assumed_answers: usize,
     /// Failover hops.
     pub hops: usize,
+    /// Waits taken from the recording: the candidate decided the recorded retry under the
+    /// recorded policy, so it waits what the recording waited (its random sample included).
+    pub recorded_waits: usize,
+    /// Waits the candidate sampled anew (at the middle of their range): its policy is not the
+    /// one that produced the recorded wait, or none was recorded there.
+    pub sampled_waits: usize,
 }
 
 impl RecordedTurn {
@@ -125,6 +134,8 @@ impl RecordedTurn {
             },
             assumed_answers: 0,
             hops: 0,
+            recorded_waits: 0,
+            sampled_waits: 0,
         }
     }
 }
@@ -142,6 +153,8 @@ pub struct Totals {
     /// Requests a failover sent to a route the log never sent to, assumed answered.
     pub assumed_answers: usize,
     pub hops: usize,
+    pub recorded_waits: usize,
+    pub sampled_waits: usize,
 }
 
 impl Totals {
@@ -158,6 +171,8 @@ impl Totals {
         self.failed += usize::from(!recorded_completed);
         self.assumed_answers += result.assumed_answers;
         self.hops += result.hops;
+        self.recorded_waits += result.recorded_waits;
+        self.sampled_waits += result.sampled_waits;
     }
 }
 
@@ -256,6 +271,8 @@ fn replay_turn(
         answer_after_ms: None,
         assumed_answers: 0,
         hops: 0,
+        recorded_waits: 0,
+        sampled_waits: 0,
     };
     let first_send = turn.steps.first().and_then(|step| step.attempts.first()).map(|attempt| attempt.sent_ms);
     let listeners: Vec<&RowInstance> = candidate.listeners.iter().map(Arc::as_ref).collect();
@@ -289,6 +306,7 @@ impl ReplayedStep<'_> {
         let mut timeline = Some(self.timelines.get(&provider).map_or(&step.attempts[..], Vec::as_slice));
         let mut sent = step.attempts[0].sent_ms;
         let cancelled = AtomicBool::new(false);
+        let mut retries = 0;
         loop {
             if turn.outcome == TurnOutcome::Aborted && sent > turn.ended_ms {
                 return Some(TurnOutcome::Aborted);
@@ -314,10 +332,12 @@ impl ReplayedStep<'_> {
             let context = call_context(&scratch.history, &cancelled, false, &scratch.services);
             match waterfall::run(self.listeners, &payload, &context) {
                 WaterfallOutcome::Retry { retry, .. } => {
-                    let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{}}}"#, retry.record);
-                    scratch.history.observe(events::LLM_RETRY, &line, &retry.record);
-                    result.waits_ms.push(retry.delay_ms);
-                    sent = ended + retry.delay_ms;
+                    let (delay_ms, record) = self.wait(retries, retry, result);
+                    retries += 1;
+                    let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{record}}}"#);
+                    scratch.history.observe(events::LLM_RETRY, &line, &record);
+                    result.waits_ms.push(delay_ms);
+                    sent = ended + delay_ms;
                 }
                 WaterfallOutcome::Switch { switch, .. } => {
                     result.hops += 1;
@@ -326,6 +346,32 @@ impl ReplayedStep<'_> {
                     sent = ended;
                 }
                 WaterfallOutcome::NoRetry { .. } | WaterfallOutcome::Cancelled => return Some(TurnOutcome::GaveUp),
+            }
+        }
+    }
+}
+
+impl ReplayedStep<'_> {
+    /// The wait of the step's `index`-th retry and its record: the recorded wait when the
+    /// candidate decided it under the policy that produced it (same `policyKey`, same retry
+    /// number), else the candidate's own, sampled anew.
+    fn wait(&self, index: usize, retry: CheckedRetry, result: &mut TurnResult) -> (f64, String) {
+        let mut record: Value = serde_json::from_str(&retry.record).unwrap_or(Value::Null);
+        let recorded = self.step.waits_ms.get(index).zip(self.step.wait_policies.get(index));
+        let same = |key: &Option<String>| {
+            key.is_some()
+                && record.get("policyKey").and_then(Value::as_str) == key.as_deref()
+                && record.get("retry").and_then(Value::as_u64) == Some(index as u64 + 1)
+        };
+        match recorded.filter(|(_, key)| same(key)) {
+            Some((&delay_ms, _)) => {
+                result.recorded_waits += 1;
+                record["delayMs"] = serde_json::json!(delay_ms);
+                (delay_ms, dsh_abi::js::to_string(&record))
+            }
+            None => {
+                result.sampled_waits += 1;
+                (retry.delay_ms, retry.record)
             }
         }
     }
@@ -348,6 +394,7 @@ impl OpenTurn {
                 provider: provider.to_owned(),
                 attempts: Vec::new(),
                 waits_ms: Vec::new(),
+                wait_policies: Vec::new(),
             });
         }
         self.steps.last_mut().expect("pushed")
@@ -471,6 +518,7 @@ impl TurnCollector {
         let Some(turn) = self.open.as_mut() else { return };
         let step = turn.step(step, &self.provider);
         step.waits_ms.push(delay);
+        step.wait_policies.push(data.get("policyKey").and_then(Value::as_str).map(str::to_owned));
         // The failed attempt ends when its retry is decided, so a candidate deciding the same
         // wait sends when the recorded retry was sent.
         if let Some(failed) = step.attempts.last_mut().filter(|attempt| attempt.failure.is_some()) {

@@ -46,8 +46,9 @@ pub struct ReplayArgs {
 
 const ASSUMPTION: &str =
     "Assumption: the provider answers a request sent at time t as it answered the recorded request \
-sent last at or before t, after the same time; turns are replayed one by one from their first request; random samples \
-sit at the middle of their range; no wait is real and nothing is written.";
+sent last at or before t, after the same time; turns are replayed one by one from their first request; a retry decided \
+under the policy that made the recorded one waits what it waited; other random samples sit at the middle of their range; \
+no wait is real and nothing is written.";
 
 /// A candidate configuration: a profile (`None`: each session's own) and patch files.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -288,6 +289,9 @@ impl Comparison<'_> {
         for (name, totals) in self.names.iter().zip(&self.candidates).filter(|(_, totals)| totals.hops > 0) {
             println_out(&failover_line(name, totals))?;
         }
+        for (name, totals) in self.names.iter().zip(&self.candidates).filter(|(_, totals)| totals.sampled_waits > 0) {
+            println_out(&sampled_line(name, totals))?;
+        }
         Ok(())
     }
 }
@@ -297,6 +301,7 @@ fn totals_json(totals: &Totals, name: &str) -> Value {
         "name": name, "turns": totals.turns, "requests": totals.requests, "waitingMs": totals.waiting_ms,
         "completed": totals.completed, "lost": totals.lost, "saved": totals.saved, "failedRecorded": totals.failed,
         "assumedAnswers": totals.assumed_answers, "hops": totals.hops,
+        "recordedWaits": totals.recorded_waits, "sampledWaits": totals.sampled_waits,
     })
 }
 
@@ -311,6 +316,21 @@ fn failover_line(name: &str, totals: &Totals) -> String {
         totals.assumed_answers,
         plural(totals.assumed_answers)
     )
+}
+
+/// Which of a candidate's waits are its own: `candidate B: 3 waits sampled anew …`.
+fn sampled_line(name: &str, totals: &Totals) -> String {
+    let sampled = totals.sampled_waits;
+    let mut line = format!(
+        "candidate {name}: {sampled} wait{} sampled anew, at the middle of {} range (its policy is not the one \
+         recorded there)",
+        plural(sampled),
+        if sampled == 1 { "its" } else { "their" }
+    );
+    if totals.recorded_waits > 0 {
+        line.push_str(&format!("; {} recorded wait{} reused", totals.recorded_waits, plural(totals.recorded_waits)));
+    }
+    line
 }
 
 /// One row of the totals table; the recorded run compares with nothing (`-`).

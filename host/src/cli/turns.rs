@@ -500,13 +500,21 @@ pub(crate) fn finish(agent: &Agent, end: &TurnEnd) -> Outcome {
     }
 }
 
+/// What a turn that found no key is told.
+const NO_KEY: &str = "export the variable with your key, or try dsh without one: `dsh run --profile demo \"hello\"`";
+
 /// What stderr says of how a turn ended, unless it simply completed.
 pub(crate) fn turn_summary(end: &TurnEnd) -> Option<String> {
     match end {
         TurnEnd::Completed => None,
         TurnEnd::MaxTokens => Some("dsh: the answer was cut at the model's output limit".to_owned()),
         TurnEnd::Error(failure) => {
-            Some(format!("dsh: the turn ended with an error: {}: {}", failure.code, neutralised(&failure.message)))
+            let ended =
+                format!("dsh: the turn ended with an error: {}: {}", failure.code, neutralised(&failure.message));
+            match failure.code.as_str() {
+                "MISSING_CREDENTIAL" => Some(format!("{ended}\nhint: {NO_KEY}")),
+                _ => Some(ended),
+            }
         }
         TurnEnd::Aborted => Some("dsh: the turn was cancelled".to_owned()),
     }

@@ -462,7 +462,8 @@ impl OpenAiAdapter {
     ) -> Result<reqwest::Response, Failure> {
         let url = &self.shown_url;
         let silent = || format!("no response from {url} within {}ms", self.idle_timeout.as_millis());
-        match clock.wait(send.send(), silent).await? {
+        // The message names the URL once, as it may be shown; reqwest's own text would repeat it.
+        match clock.wait(send.send(), silent).await?.map_err(reqwest::Error::without_url) {
             Ok(response) => Ok(response),
             Err(err) if err.is_timeout() => {
                 Err(Failure::new("TIMEOUT", format!("request to {url} timed out: {}", error_chain(&err))))
