@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use dsh_e2e::terminal::Terminal;
+use dsh_e2e::terminal::{dsh_line, Terminal};
 use dsh_e2e::turns::{route_patch, session_id, SECRET, TINY};
 use dsh_e2e::{log_events, MockProcess, Run, TestHome};
 use serde_json::Value;
@@ -148,12 +148,6 @@ fn the_readme_llm_mock_layer_runs_a_trial_without_a_key_or_a_server() {
     let run = home.run(&["run", "hi"]);
     run.expect_code(0);
     assert_eq!(run.stdout, "through\n");
-}
-
-/// `dsh` with `args` as a shell command line for [`Terminal`].
-fn dsh_line(args: &[&str]) -> String {
-    let quoted: Vec<String> = args.iter().map(|arg| format!("'{}'", arg.replace('\'', r"'\''"))).collect();
-    format!("\"$DSH\" {}", quoted.join(" "))
 }
 
 #[test]

@@ -62,6 +62,16 @@ fn frames_split_at_every_byte_are_reassembled() {
     assert_eq!(turn.run.stdout.trim_end(), text);
 }
 
+/// A turn over `script` in always mode with a 5 ms doubling backoff and no jitter, and the
+/// `providerRetryAfterMs` of each failed attempt.
+fn retry_after_hints(script: &str) -> (Turn, Vec<Option<f64>>) {
+    let policy = "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 2000, jitterRatio: 0}}";
+    let (turn, _) = hostile_turn(script, policy);
+    turn.run.expect_code(0);
+    let hints = attempt_failures(&turn).iter().map(|failure| failure["providerRetryAfterMs"].as_f64()).collect();
+    (turn, hints)
+}
+
 #[test]
 fn every_kind_of_retry_after_is_classified() {
     let script = "\
@@ -73,11 +83,7 @@ fn every_kind_of_retry_after_is_classified() {
 - {status: 429, headers: {retry-after-ms: '12.5', retry-after: '9'}}
 - ok: through
 ";
-    let policy = "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 2000, jitterRatio: 0}}";
-    let (turn, _) = hostile_turn(script, policy);
-    turn.run.expect_code(0);
-    let hints: Vec<Option<f64>> =
-        attempt_failures(&turn).iter().map(|failure| failure["providerRetryAfterMs"].as_f64()).collect();
+    let (turn, hints) = retry_after_hints(script);
     assert_eq!(hints, [Some(99_999_999_999_000.0), None, None, None, Some(1000.0), Some(12.5)]);
     let delays: Vec<f64> =
         turn.of_type("llm/retry").iter().map(|retry| retry["data"]["delayMs"].as_f64().unwrap()).collect();
@@ -96,11 +102,7 @@ fn a_gateway_s_forwarded_wait_hint_is_read_when_the_plain_headers_are_missing() 
 - {status: 429, headers: {retry-after: '0.01', llm_provider-retry-after-ms: '99'}}
 - ok: through
 ";
-    let policy = "{mode: always, backoff: {initialDelayMs: 5, maxDelayMs: 2000, jitterRatio: 0}}";
-    let (turn, _) = hostile_turn(script, policy);
-    turn.run.expect_code(0);
-    let hints: Vec<Option<f64>> =
-        attempt_failures(&turn).iter().map(|failure| failure["providerRetryAfterMs"].as_f64()).collect();
+    let (_, hints) = retry_after_hints(script);
     assert_eq!(hints, [Some(20.0), Some(15.0), Some(10.0)], "a plain header wins over the gateway's");
 }
 

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use dsh_e2e::terminal::Terminal;
+use dsh_e2e::terminal::{dsh_line, Terminal};
 use dsh_e2e::turns::{run_turn, session_id, SECRET};
 use dsh_e2e::{log_events, wait_until, workspace_root, Run, TestHome};
 use serde_json::Value;
@@ -281,12 +281,6 @@ fn a_signal_mid_tool_call_closes_the_turn(signal: i32, code: i32) {
     let id = session_id(&run);
     let events = log_events(&tools.home.path().join("sessions").join(id).join("session.jsonl"));
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "aborted", "the turn is closed, not left open");
-}
-
-/// `dsh` with `args` as a shell command line for [`Terminal`].
-fn dsh_line(args: &[&str]) -> String {
-    let quoted: Vec<String> = args.iter().map(|arg| format!("'{}'", arg.replace('\'', r"'\''"))).collect();
-    format!("\"$DSH\" {}", quoted.join(" "))
 }
 
 #[test]

@@ -73,3 +73,9 @@ impl Terminal {
         (status.code(), shown)
     }
 }
+
+/// `dsh` with `args` as a shell command line for [`Terminal::start`] (`$DSH` names the binary).
+pub fn dsh_line(args: &[&str]) -> String {
+    let quoted: Vec<String> = args.iter().map(|arg| format!("'{}'", arg.replace('\'', r"'\''"))).collect();
+    format!("\"$DSH\" {}", quoted.join(" "))
+}

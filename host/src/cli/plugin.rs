@@ -224,12 +224,11 @@ fn moved_over(spec: &str) -> anyhow::Result<(Option<&str>, Option<String>)> {
             Some(replacement.bundled),
             Some(format!("{spec} is replaced by dsh's bundled {name}: installing {name}", name = replacement.bundled)),
         )),
-        None if migration::instead_of(spec).is_some() => Err(NotFound(format!(
-            "{spec} is a DeepSeek Harness package dsh does not have: {}",
-            migration::instead_of(spec).unwrap_or_default()
-        ))
-        .into()),
         None if migration::looks_like_a_reference_package(spec) => {
+            if let Some(instead) = migration::instead_of(spec) {
+                let missing = format!("{spec} is a DeepSeek Harness package dsh does not have: {instead}");
+                return Err(NotFound(missing).into());
+            }
             let bundled: Vec<&str> = crate::bundled::BUNDLED_PACKAGES
                 .iter()
                 .filter(|package| package.has_library)

@@ -356,7 +356,7 @@ fn never_connected(error: &(dyn std::error::Error + 'static)) -> bool {
         if let Some(StreamableHttpError::Client(client)) = error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
             return client.is_connect();
         }
-        cause = error.source();
+        cause = inner_cause(error);
     }
     false
 }
