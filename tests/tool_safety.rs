@@ -210,9 +210,23 @@ fn a_server_that_exits_leaving_a_child_holding_its_pipes_does_not_keep_dsh_waiti
     let ledger_home = TestHome::new();
     let (ledger, pids) = (ledger_home.path().join("ledger.txt"), ledger_home.path().join("pids"));
     let env = format!("MCP_PIDS: {}, MCP_KEEPER: '1'", pids.display());
-    let script = "- tool_calls: [{name: leave}]\n- tool_calls: [{name: echo, arguments: {text: again}}]\n- ok: done\n";
-    let (home, _mock, patch) = home_with_rows(script, &server("leaver", &ledger, &env, ""));
-    let turn = run_turn(&home, &patch, "go");
+    // The second call is asked for only once the first server and its child are gone: a call
+    // sent before dsh saw the exit would rightly be TOOL_OUTCOME_UNKNOWN.
+    let script =
+        "- tool_calls: [{name: leave}]\n- tool_calls: [{name: echo, arguments: {text: again}}]\n  hold: gone\n- ok: done\n";
+    let (home, mock, patch) = home_with_rows(script, &server("leaver", &ledger, &env, ""));
+    let turn = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let first_gone = || {
+                let noted = std::fs::read_to_string(&pids).unwrap_or_default();
+                noted.lines().count() >= 2
+                    && noted.lines().take(2).all(|pid| !alive(&pids).contains(&pid.parse().unwrap()))
+            };
+            assert!(wait_until(std::time::Duration::from_secs(60), first_gone), "the first server never ended");
+            mock.release("gone");
+        });
+        run_turn(&home, &patch, "go")
+    });
     turn.run.expect_code(0).expect_stdout("done");
     assert_eq!(result_codes(&turn.events), ["-", "-"], "the server was started again for the second call");
     assert!(gone(&pids), "a child left behind outlived dsh: {:?}", alive(&pids));

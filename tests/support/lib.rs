@@ -21,8 +21,19 @@ fn profile_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).expect("test binaries live in <target>/<profile>/deps").to_owned()
 }
 
+/// The variables cargo sets for the package under test. Build scripts (ring's among them) ask to
+/// be run again when these change, so passing them on would rebuild half the tree each time.
+const PACKAGE_VARIABLES: [&str; 6] =
+    ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"];
+
 fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| PACKAGE_VARIABLES.iter().any(|prefix| name.starts_with(prefix))) {
+            command.env_remove(name);
+        }
+    }
+    command
 }
 
 fn run_checked(command: &mut Command, what: &str) -> Output {
@@ -371,9 +382,25 @@ impl Drop for MockProcess {
     }
 }
 
-/// A port on 127.0.0.1 nobody listens on now, for a server the test starts.
+/// A port on 127.0.0.1 nobody listens on now, for a server the test starts. It lies below the
+/// kernel's ephemeral range, so no other test's `bind(0)` or outgoing connection can take it
+/// between this check and the server's own bind; each test process starts at its own place.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOWEST: u32 = 10_000;
+    static TAKEN: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let first_ephemeral: u32 = ephemeral.split_whitespace().next().and_then(|low| low.parse().ok()).unwrap_or(32_768);
+    let span = first_ephemeral.saturating_sub(LOWEST).max(1);
+    let start = std::process::id().wrapping_mul(7_919);
+    for _ in 0..span {
+        let port = LOWEST + start.wrapping_add(TAKEN.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = u16::try_from(port).expect("ports below the ephemeral range fit in u16");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 from {LOWEST} to {first_ephemeral}")
 }
 
 /// A real `redis-server` on 127.0.0.1 (no persistence), killed when dropped. `.ci/run` installs
