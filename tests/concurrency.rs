@@ -122,8 +122,7 @@ fn a_lock_dies_with_its_process() {
     let home = TestHome::new();
     let (id, _, mut run, _mock) = a_run_waiting_on_a_retry(&home);
     home.run(&["session", "repair", &id]).expect_code(6);
-    run.kill().unwrap();
-    run.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut run);
     let repair = home.run(&["session", "repair", &id]);
     repair.expect_code(0);
     assert!(repair.stderr.contains("closed the interrupted turn"), "{}", repair.stderr);
@@ -153,8 +152,7 @@ fn readers_take_no_lock_and_see_a_live_log() {
         serde_json::from_str(&home.run(&["session", "list", "--json"]).stdout).expect("session list --json");
     assert_eq!(list[0]["writer"], run.id(), "{list}");
     assert_eq!(list[0]["damage"], serde_json::Value::Null, "a live writer's last line is not damage: {list}");
-    run.kill().unwrap();
-    run.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut run);
 }
 
 #[test]
@@ -177,8 +175,7 @@ fn two_resumes_at_once_send_one_continuation() {
         })
     });
     assert!(scheduled);
-    run.kill().unwrap();
-    run.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut run);
     let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
     let answering = MockProcess::start(&home, "- ok: continued\n  hold: answer\n");
     let patch = route_patch(&home, &answering, "", "");

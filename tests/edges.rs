@@ -63,8 +63,7 @@ fn a_session_created_with_patch_resumes_after_kill_9_on_the_route_its_layer_set_
         ["run".as_ref(), "--profile".as_ref(), "fb".as_ref(), "--patch".as_ref(), patch.as_os_str(), OsStr::new("hi")],
     );
     wait_for_requests(&mock, 1);
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut child);
     let log = only_session_log(&home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     std::fs::remove_file(&patch).unwrap();
@@ -170,8 +169,7 @@ fn sigterm_during_a_retry_wait_closes_the_turn_and_exits_143_in_run_and_chat() {
         let home = TestHome::new();
         let mock = MockProcess::start(&home, "- status: 503\n");
         let (child, log) = waiting_in_a_retry(&home, &mock, args);
-        // SAFETY: signalling our own child process.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        dsh_e2e::process::signal(&child, libc::SIGTERM);
         let output = child.wait_with_output().unwrap();
         assert_eq!(output.status.code(), Some(143), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
         let events = log_events(&log);

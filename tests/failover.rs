@@ -251,8 +251,7 @@ fn a_resumed_turn_continues_on_the_route_the_log_says() {
             .is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("dsh-retry/v1"))
     });
     assert!(waiting, "dsh-retry never scheduled its retry on the backup");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut child);
     let log = dsh_e2e::only_session_log(&home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let resumed = Run::of(

@@ -113,8 +113,7 @@ fn after_kill_9_during_its_wait_resume_runs_exactly_one_continuation() {
     let home = fallback_home(SLOW);
     let failing = MockProcess::start(&home, "- truncate: \"half an answer\"\n");
     let (mut child, log) = run_until_own_retry(&home, &route_patch(&home, &failing, "", ""));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut child);
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let answering = MockProcess::start(&home, "- ok: picking up where we left off\n");
     let patch = route_patch(&home, &answering, "", "");
@@ -149,8 +148,7 @@ fn a_user_abort_is_not_resumed() {
     let failing = MockProcess::start(&home, "- truncate: \"half\"\n");
     let patch = route_patch(&home, &failing, "", "");
     let (child, log) = run_until_own_retry(&home, &patch);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    dsh_e2e::process::signal(&child, libc::SIGINT);
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let run = resume(&home, &id, &patch);

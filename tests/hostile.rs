@@ -181,8 +181,7 @@ fn an_always_mode_chain_against_an_endless_stream_keeps_each_attempts_text_bound
         })
     });
     assert!(retried);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    dsh_e2e::process::signal(&child, libc::SIGINT);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let events = log_events(&log().unwrap());
     let attempts: Vec<&Value> = events.iter().filter(|event| event["type"] == "assistant/attempt").collect();

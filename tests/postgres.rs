@@ -172,8 +172,7 @@ fn a_turn_killed_on_one_home_is_repaired_and_resumed_from_another_with_one_conti
         server.sql("postgres", "SELECT count(*) FROM dsh_retry_records WHERE executor = 'dsh-retry'").trim() == "1"
     });
     assert!(scheduled, "dsh-retry never scheduled a retry");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut child);
     let answering = MockProcess::start(&homes[1], "- ok: picking up where we left off\n");
     let patch_b = route_patch(&homes[1], &answering, "", "");
     let resume = |home: &TestHome| {

@@ -155,8 +155,7 @@ fn ctrl_c_ends_an_unbounded_chain_cleanly() {
         })
     });
     assert!(retried);
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    dsh_e2e::process::signal(&child, libc::SIGINT);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130));
     let events = log_events(&log().unwrap());

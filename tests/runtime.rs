@@ -181,8 +181,7 @@ fn an_interrupt_during_a_wait_ends_the_turn_aborted_without_a_started_record() {
         log_path().is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("\"llm/retry\""))
     });
     assert!(scheduled, "the retry was never scheduled");
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    dsh_e2e::process::signal(&child, libc::SIGINT);
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
     let events = log_events(&log_path().unwrap());

@@ -157,8 +157,7 @@ fn a_cancelled_tool_step_keeps_the_results_that_came_back_and_calls_never_sent_d
         said.push_str(&line);
     }
     assert_eq!(tools.ledger_lines(), ["done"]);
-    // SAFETY: signalling a child of this test.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    dsh_e2e::process::signal(&child, libc::SIGINT);
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     let run = Run::from_child(child);
     run.expect_code(130);
@@ -171,8 +170,7 @@ fn a_cancelled_tool_step_keeps_the_results_that_came_back_and_calls_never_sent_d
 /// The pids a server noted in `pids` that are still alive.
 fn alive(pids: &Path) -> Vec<i32> {
     let noted = std::fs::read_to_string(pids).unwrap_or_default();
-    // SAFETY: signal 0 only asks whether the process exists.
-    noted.lines().filter_map(|pid| pid.parse().ok()).filter(|pid| unsafe { libc::kill(*pid, 0) } == 0).collect()
+    noted.lines().filter_map(|pid| pid.parse().ok()).filter(|pid| dsh_e2e::process::exists(*pid)).collect()
 }
 
 fn gone(pids: &Path) -> bool {
@@ -200,8 +198,7 @@ fn no_server_process_outlives_dsh_when_it_ends_or_is_killed() {
             .is_some_and(|log| log_events(&log).iter().any(|event| event["type"] == "tool/call"))
     });
     assert!(calling && alive(&pids).len() == 2, "the server and its child run: {:?}", alive(&pids));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut child);
     assert!(gone(&pids), "the server's group outlived kill -9 of dsh: {:?}", alive(&pids));
 }
 
@@ -288,8 +285,7 @@ fn a_signal_mid_tool_call_closes_the_turn(signal: i32, code: i32) {
             .is_some_and(|log| log_events(&log).iter().any(|event| event["type"] == "tool/call"))
     });
     assert!(calling);
-    // SAFETY: signalling a child of this test.
-    unsafe { libc::kill(child.id() as i32, signal) };
+    dsh_e2e::process::signal(&child, signal);
     let run = Run::from_child(child);
     run.expect_code(code);
     let id = session_id(&run);

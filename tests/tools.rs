@@ -212,8 +212,7 @@ impl HttpServer {
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        dsh_e2e::process::kill_9(&mut self.child);
     }
 }
 
@@ -527,8 +526,7 @@ fn the_server_sees_only_its_row_s_environment_plus_path_and_home() {
 fn ctrl_c_during_a_call_ends_the_turn_with_the_call_s_outcome_unknown() {
     let tools = tool_home("- tool_calls: [{name: append, arguments: {line: before}}, {name: hang}]\n- ok: never\n", "");
     let child = tools.spawn_until_the_second_call_runs();
-    // SAFETY: signalling our own child process.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    dsh_e2e::process::signal(&child, libc::SIGINT);
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(130));
     let log = dsh_e2e::only_session_log(&tools.home).unwrap();
     tools.home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
@@ -564,8 +562,7 @@ fn a_terminal_ctrl_c_in_chat_cancels_the_turn_and_leaves_the_servers_running() {
     });
     assert!(hanging, "the calls never became durable");
     // As a terminal does: the signal goes to the whole foreground process group.
-    // SAFETY: signalling the process group of our own child.
-    unsafe { libc::kill(-(chat.id() as libc::pid_t), libc::SIGINT) };
+    dsh_e2e::process::signal_group(&chat, libc::SIGINT);
     writeln!(input, "again").unwrap();
     drop(input);
     let output = chat.wait_with_output().unwrap();
@@ -581,8 +578,7 @@ fn a_kill_9_during_a_call_is_repaired_as_outcome_unknown_and_resume_tells_the_mo
         tool_home("- tool_calls: [{name: append, arguments: {line: before}}, {name: hang}]\n- ok: \"continued\"\n", "");
     tools.home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     let mut child = tools.spawn_until_the_second_call_runs();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    dsh_e2e::process::kill_9(&mut child);
     let log = dsh_e2e::only_session_log(&tools.home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     tools.home.run(&["session", "repair", &id]).expect_code(0);
@@ -691,8 +687,7 @@ fn exactly_once_across_injected_failures_and_kill_9_rounds() {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(seed % 300));
-        let _ = child.kill();
-        child.wait().unwrap();
+        dsh_e2e::process::kill_9(&mut child);
         for dir in session_dirs(&home).difference(&before) {
             let log = dir.join("session.jsonl");
             if !log.exists() {

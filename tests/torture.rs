@@ -66,8 +66,7 @@ fn run_and_kill(home: &TestHome, args: &[&str], ready: impl FnMut() -> bool, aft
     let started = wait_until(Duration::from_secs(30), ready);
     assert!(started, "dsh {args:?} did not get as far as a session log in 30 s");
     std::thread::sleep(after);
-    let _ = child.kill();
-    let status = child.wait().unwrap();
+    let status = dsh_e2e::process::kill_9(&mut child);
     assert!(status.code().is_none_or(|code| [0, 1, 130].contains(&code)), "dsh {args:?} exited with {status}");
     reader.join().unwrap();
     let lines = printed.lock().unwrap().clone();

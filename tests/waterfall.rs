@@ -7,7 +7,7 @@ use dsh_abi::{Failure, RequestErrorPayload};
 use dsh_e2e::{artifacts, TestHome};
 use dsh_host::agent::assembly::{load_plugins, PluginRow};
 use dsh_host::context::SessionlessHost;
-use dsh_host::counters::Counters;
+use dsh_host::counters::Stores;
 use dsh_host::plugin::{InstantiateFailure, PluginLibrary, RowInstance};
 use dsh_host::waterfall::{self, Outcome};
 use serde_json::json;
@@ -191,7 +191,7 @@ fn a_row_without_the_counters_capability_keeps_its_own_store_key_and_gets_no_cou
         installed_sha256: None,
     };
     let home = TestHome::new();
-    let loaded = load_plugins(&[row], true, &Counters::at(home.path()));
+    let loaded = load_plugins(&[row], true, &Stores::at(home.path()));
     assert!(loaded.problems.is_empty() && loaded.store_problems.is_empty(), "the host read no store of its own");
     let instance = loaded.plugins[0].instance.as_ref().expect("instantiated");
     assert!(!instance.may_wait(), "no counter store was opened for the row");

@@ -263,7 +263,7 @@ fn simulated_day() {
             route_rows: Vec::new(),
             checkers: vec![Arc::clone(&invariant)],
             mock_servers: Vec::new(),
-            counters: dsh_host::counters::Counters::scratch(),
+            counters: dsh_host::counters::Stores::scratch(),
             may_wait: false,
         };
         let header = json!({"type": "session", "version": 0, "id": "day", "createdAt": 1.8e12, "delegationDepth": 0});
@@ -334,8 +334,7 @@ fn endless_stream_memory() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    dsh_e2e::process::kill_9(&mut child);
     let window = |from: f64, to: f64| {
         samples.iter().filter(|(at, _)| *at >= from && *at <= to).map(|(_, rss)| *rss).max().unwrap_or(0) as f64
     };

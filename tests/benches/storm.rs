@@ -87,14 +87,12 @@ fn storm(label: &str, budget: Option<&str>, sessions: usize) {
     let outage_record = home.path().join("outage.jsonl");
     let mut outage = relay(&home, port, "- status: 503\n", &outage_record);
     let (failed_turns_completed, _) = turns(&home, &patch, sessions);
-    let _ = outage.kill();
-    let _ = outage.wait();
+    dsh_e2e::process::kill_9(&mut outage);
     let amplification = requests(&outage_record) as f64 / sessions as f64;
     let recovered_record = home.path().join("recovered.jsonl");
     let mut recovered = relay(&home, port, "- ok: back\n", &recovered_record);
     let (completed, median) = turns(&home, &patch, sessions);
-    let _ = recovered.kill();
-    let _ = recovered.wait();
+    dsh_e2e::process::kill_9(&mut recovered);
     println!(
         "| {label} | {amplification:.2} | {failed_turns_completed} of {sessions} | {completed} of {sessions} | {median:.2} s |"
     );
@@ -126,8 +124,7 @@ fn healthy_median(sessions: usize) -> f64 {
     let mut relay = relay(&home, primary, "- ok: fine\n", &home.path().join("healthy.jsonl"));
     let (completed, median) = turns(&home, &patch, sessions);
     assert_eq!(completed, sessions);
-    let _ = relay.kill();
-    let _ = relay.wait();
+    dsh_e2e::process::kill_9(&mut relay);
     median
 }
 
@@ -142,8 +139,7 @@ fn failover_storm(label: &str, store: &str, sessions: usize, healthy: f64) {
     let (second_completed, median) = turns(&home, &patch, sessions);
     let second_wave = requests(&primary_record) - first_wave;
     for child in [&mut primary, &mut backup] {
-        let _ = child.kill();
-        let _ = child.wait();
+        dsh_e2e::process::kill_9(child);
     }
     println!(
         "| {label} | {} of {} | {first_wave} / {second_wave} | {median:.2} s | {:.2}× |",

@@ -5,7 +5,6 @@
 //!
 //! `DSH_BENCH_SIZES=10000,100000` limits the sizes.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -14,18 +13,11 @@ use dsh_e2e::logs::{self, Shape};
 use dsh_e2e::{artifacts, workspace_root};
 
 /// Runs a command to completion; returns its status, wall time and peak RSS in KiB.
-// The child is reaped by wait4, which std cannot do but which also reports the peak RSS.
-#[allow(clippy::zombie_processes)]
 fn measure(command: &mut Command) -> (ExitStatus, Duration, i64) {
     let started = Instant::now();
     let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is our own child, and both out-pointers live for the call.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
-    (ExitStatus::from_raw(status), started.elapsed(), usage.ru_maxrss)
+    let (status, peak) = dsh_e2e::process::wait_with_peak_rss(child).expect("wait4");
+    (status, started.elapsed(), peak)
 }
 
 fn median(mut values: Vec<Duration>) -> Duration {

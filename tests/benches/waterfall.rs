@@ -19,7 +19,7 @@ use dsh_abi::{Failure, PolicyMode, RequestErrorPayload, RetryPolicy};
 use dsh_e2e::{artifacts, RedisServer};
 use dsh_host::agent::assembly::{load_plugins, PluginRow};
 use dsh_host::context::{call_context, CallContext, SystemServices};
-use dsh_host::counters::Counters;
+use dsh_host::counters::Stores;
 use dsh_host::plugin::{PluginLibrary, RowInstance};
 use dsh_host::waterfall::{self, Outcome};
 use dsh_session::index::HistoryIndex;
@@ -103,7 +103,7 @@ fn decision(
 }
 
 /// `retry-budget` on `store` in front of `llm-retry`, as a profile's assembly builds it.
-fn budget_row(store: &str, counters: &Counters) -> RowInstance {
+fn budget_row(store: &str, counters: &Stores) -> RowInstance {
     let row = PluginRow {
         row_id: "retry-budget".into(),
         package: "retry-budget".into(),
@@ -123,7 +123,7 @@ fn budget_row(store: &str, counters: &Counters) -> RowInstance {
 fn budget_decisions(c: &mut Criterion, executor: &RowInstance) -> Vec<(&'static str, f64)> {
     let redis = RedisServer::start();
     let home = tempfile::tempdir().unwrap();
-    let counters = Counters::at(home.path());
+    let counters = Stores::at(home.path());
     let mut medians = Vec::new();
     for (label, store) in [("memory", "memory"), ("machine", "machine"), ("redis", redis.url.as_str())] {
         let budget = budget_row(store, &counters);

@@ -5,6 +5,7 @@
 //! spawned it; spawned from a large test process, a small command would seem large. This small
 //! process stands between them, so the figure is the command's own.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::{exit, Command};
 
 fn main() {
@@ -17,15 +18,10 @@ fn main() {
         eprintln!("peak-rss: cannot run the command: {err}");
         exit(2);
     });
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: the pid is our own child, and both out-pointers live for the call.
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    if pid != child.id() as libc::pid_t {
-        eprintln!("peak-rss: wait4 failed");
+    let (status, peak) = dsh_e2e::process::wait_with_peak_rss(child).unwrap_or_else(|err| {
+        eprintln!("peak-rss: wait4 failed: {err}");
         exit(2);
-    }
-    eprintln!("peak-rss-kib: {}", usage.ru_maxrss);
-    exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) });
+    });
+    eprintln!("peak-rss-kib: {peak}");
+    exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
 }

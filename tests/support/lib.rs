@@ -3,6 +3,7 @@
 //! gives each test a throw-away `$DSH_HOME`.
 
 pub mod logs;
+pub mod process;
 pub mod terminal;
 pub mod turns;
 
@@ -377,8 +378,7 @@ impl MockProcess {
 
 impl Drop for MockProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        process::kill_9(&mut self.child);
     }
 }
 
@@ -433,8 +433,7 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        process::kill_9(&mut self.child);
     }
 }
 

@@ -29,7 +29,7 @@ use crate::tools::config::{parse_mcp, McpConfig};
 use crate::tools::Tools;
 use dsh_session::gate::RowChecker;
 
-use crate::counters::{Counters, StoreSpec};
+use crate::counters::{StoreSpec, Stores};
 
 /// An enabled row served by a plugin library.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ pub struct Checked {
 
 /// Resolves and loads every enabled row and finds what keeps the profile from running: the one
 /// path runs, `config check` and `plugin add` take, so they cannot disagree.
-pub fn check(profile: &Profile, composition: &Composition, counters: &Counters) -> Checked {
+pub fn check(profile: &Profile, composition: &Composition, counters: &Stores) -> Checked {
     let mut resolution = resolve(profile, composition);
     let Loaded { plugins, problems: load_problems, store_problems } = load_plugins(&resolution.plugins, true, counters);
     let named_routes = route_problems(&plugins, &resolution.route_names);
@@ -272,7 +272,7 @@ pub struct Loaded {
 
 /// Opens the library of every plugin row (each file once) and, with `instantiate`, builds each
 /// row's instance from its config, with the counter store its config names (`store`).
-pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counters) -> Loaded {
+pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Stores) -> Loaded {
     let mut libraries: HashMap<PathBuf, PluginLibrary> = HashMap::new();
     let mut loaded = Vec::new();
     let mut problems = Vec::new();
@@ -334,7 +334,7 @@ pub fn load_plugins(plugins: &[PluginRow], instantiate: bool, counters: &Counter
 fn instantiate_row(
     row: &PluginRow,
     library: &PluginLibrary,
-    counters: &Counters,
+    counters: &Stores,
 ) -> Result<(RowInstance, Option<Problem>), Vec<Problem>> {
     let config_problem = |error: &ConfigError| Problem::config(Some(&row.config_layer), &row.row_id, error);
     let instance = match library.instantiate(&row.row_id, &row.config) {
@@ -452,7 +452,7 @@ pub struct Assembly {
     /// The MCP servers' tools the agent offers.
     pub tools: Arc<Tools>,
     /// The counter stores the rows were given; a rebuild of the profile shares them.
-    pub counters: Counters,
+    pub counters: Stores,
     /// Whether a request-error or request-success call may wait on a counter store's I/O.
     pub may_wait: bool,
 }
@@ -501,7 +501,7 @@ impl Assembly {
         profile: &Profile,
         composition: &Composition,
         verbose_mock: bool,
-        counters: &Counters,
+        counters: &Stores,
     ) -> Result<Assembly, Vec<Problem>> {
         // An unreachable counter store is `config check`'s problem; in a turn the row that uses
         // the store says what it does without it, once, when it matters.

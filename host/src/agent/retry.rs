@@ -65,7 +65,7 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
         let mut context = call_context(log.index(), cancel.flag(), false, services);
         context.session.routes = Some(routes);
         let listeners: Vec<&RowInstance> = listeners.iter().map(Arc::as_ref).collect();
-        crate::counters::may_block(may_wait, || waterfall::run(&listeners, payload, &context))
+        crate::plugin::instance::call_rows(may_wait, || waterfall::run(&listeners, payload, &context))
     };
     let (retry, row_id) = match outcome {
         Outcome::Cancelled => return Ok(RetryStep::Cancelled),

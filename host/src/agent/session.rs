@@ -13,7 +13,7 @@ use super::cancel::Cancel;
 use super::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use super::view::TurnView;
 use crate::context::{epoch_ms, Services, SystemServices};
-use crate::counters::Counters;
+use crate::counters::Stores;
 use crate::problem::Problem;
 use crate::profile::patch::{session_copy, Composition};
 use crate::profile::{Home, Profile};
@@ -63,7 +63,7 @@ pub async fn start(
     verbose_mock: bool,
 ) -> Result<Started, StartError> {
     view.servers_starting(&composition.enabled_ids_of("mcp"));
-    let built = Assembly::build(home, profile, composition, verbose_mock, &Counters::at(home.root())).await;
+    let built = Assembly::build(home, profile, composition, verbose_mock, &Stores::at(home.root())).await;
     view.servers_started();
     let mut assembly = built.map_err(StartError::Config)?;
     let services: Arc<dyn Services> = Arc::new(SystemServices);

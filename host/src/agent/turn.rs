@@ -231,7 +231,7 @@ impl Agent {
         }
         let mut context = call_context(self.log.index(), self.cancel.flag(), false, self.services.as_ref());
         context.session.routes = Some(&self.assembly.routes);
-        crate::counters::may_block(self.assembly.may_wait, || {
+        crate::plugin::instance::call_rows(self.assembly.may_wait, || {
             self.assembly.route_rows.iter().find_map(|row| match row.choose_route(turn, &context) {
                 Ok(route) => route.filter(known).filter(fits),
                 Err(err) => {
@@ -668,7 +668,7 @@ impl Agent {
         };
         let mut context = call_context(self.log.index(), self.cancel.flag(), false, self.services.as_ref());
         context.session.routes = Some(&self.assembly.routes);
-        crate::counters::may_block(self.assembly.may_wait, || {
+        crate::plugin::instance::call_rows(self.assembly.may_wait, || {
             for row in &self.assembly.request_success {
                 if let Err(err) = row.on_request_success(&success, &context) {
                     tracing::warn!("row \"{}\": {}", row.row_id(), err.message);

@@ -14,7 +14,7 @@ use super::globals::{compose, Globals};
 use super::EXIT_CONFIG;
 use crate::agent::assembly::{self as rows, LoadedPlugin};
 use crate::agent::lint;
-use crate::counters::Counters;
+use crate::counters::Stores;
 use crate::problem::Problem;
 use crate::profile::patch::Composition;
 use crate::profile::{yaml, Home, LayerScope};
@@ -155,7 +155,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
         Err(err) => return Err(err.into()),
     };
     let rows::Checked { resolution, plugins: loaded, problems, store_problems } =
-        rows::check(&profile, &composition, &Counters::at(home.root()));
+        rows::check(&profile, &composition, &Stores::at(home.root()));
     // A profile without MCP servers builds no runtime: `check` stays a quick, synchronous command.
     let server_problems = match resolution.servers.is_empty() {
         true => Vec::new(),
@@ -208,7 +208,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
 fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Outcome {
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let scratch = std::sync::Arc::new(crate::counters::MemoryStore::default());
-    let counters = Counters::Scratch(scratch.clone());
+    let counters = Stores::Scratch(scratch.clone());
     let built = super::globals::runtime()?.block_on(async {
         crate::agent::Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await
     });
@@ -284,7 +284,7 @@ fn waterfall(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -
     let (profile, composition) = compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
     let rows::Loaded { plugins: loaded, problems: load_problems, .. } =
-        rows::load_plugins(&resolution.plugins, false, &Counters::scratch());
+        rows::load_plugins(&resolution.plugins, false, &Stores::scratch());
     let problems: Vec<&Problem> = resolution.unresolved.iter().chain(&load_problems).collect();
     if !problems.is_empty() {
         for problem in problems {

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::exit::{Exit, Outcome, EXIT_CONFIG, EXIT_FAILED};
 use super::shown::plural;
 use crate::agent::assembly as rows;
-use crate::counters::{Counters, StoreSpec};
+use crate::counters::{StoreSpec, Stores};
 use crate::profile::{Home, LayerScope};
 
 #[derive(Debug, Args)]
@@ -53,7 +53,7 @@ struct StoreReport {
 
 pub fn run(home: &Home, profile: &str, patches: &[PathBuf], args: &CountersArgs) -> Outcome {
     let uses = stores_of(home, profile, patches)?;
-    let counters = Counters::at(home.root());
+    let counters = Stores::at(home.root());
     let reports: Vec<StoreReport> = uses.iter().map(|used| report(&counters, used, args)).collect();
     let failed = reports.iter().any(|report| report.error.is_some());
     if args.json {
@@ -73,7 +73,7 @@ pub fn run(home: &Home, profile: &str, patches: &[PathBuf], args: &CountersArgs)
 fn stores_of(home: &Home, profile_name: &str, patches: &[PathBuf]) -> Result<Vec<StoreUse>, Exit> {
     let (profile, composition) = super::globals::compose(home, profile_name, patches, LayerScope::All)?;
     let resolution = rows::resolve(&profile, &composition);
-    let loaded = rows::load_plugins(&resolution.plugins, false, &Counters::scratch());
+    let loaded = rows::load_plugins(&resolution.plugins, false, &Stores::scratch());
     let mut uses: Vec<StoreUse> = Vec::new();
     for plugin in loaded.plugins.iter().filter(|plugin| plugin.library.manifest.hooks.contains(Hooks::COUNTERS)) {
         let spec = StoreSpec::parse(plugin.row.config.get(COUNTER_STORE_KEY)).map_err(|why| {
@@ -88,7 +88,7 @@ fn stores_of(home: &Home, profile_name: &str, patches: &[PathBuf]) -> Result<Vec
     Ok(uses)
 }
 
-fn report(counters: &Counters, used: &StoreUse, args: &CountersArgs) -> StoreReport {
+fn report(counters: &Stores, used: &StoreUse, args: &CountersArgs) -> StoreReport {
     let store = match counters.open(&used.spec) {
         Ok(store) => store,
         Err((store, why)) => return StoreReport::failed(store.describe(), used, why),

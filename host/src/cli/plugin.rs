@@ -12,7 +12,7 @@ use super::globals::{lock_profile, Globals};
 use super::shown::plural;
 use super::{EXIT_FAILED, EXIT_NOT_FOUND};
 use crate::agent::assembly;
-use crate::counters::Counters;
+use crate::counters::Stores;
 use crate::migration;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
 use crate::plugin::{install, listing};
@@ -181,7 +181,7 @@ fn still_needed(home: &Home, profile: &Profile) -> Vec<Problem> {
         Ok(composition) => composition,
         Err(err) => return vec![Problem::general(format!("{err:#}"))],
     };
-    assembly::check(profile, &composition, &Counters::at(home.root())).problems
+    assembly::check(profile, &composition, &Stores::at(home.root())).problems
 }
 
 fn installed_json(

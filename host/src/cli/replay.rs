@@ -353,8 +353,7 @@ fn println_out(line: &str) -> std::io::Result<()> {
 async fn candidate(home: &Home, globals: &Globals, profile: &str, patches: &[PathBuf]) -> Result<Candidate, Exit> {
     let profile = Profile::peek(home, profile)?;
     let composition = profile.compose(home, patches, LayerScope::All)?;
-    match Assembly::build(home, &profile, &composition, globals.verbose(), &crate::counters::Counters::scratch()).await
-    {
+    match Assembly::build(home, &profile, &composition, globals.verbose(), &crate::counters::Stores::scratch()).await {
         Ok(assembly) => {
             let policies = assembly.routes.iter().map(|(name, route)| (name.clone(), route.policy.clone())).collect();
             let fallback = assembly.routes.get(&assembly.agent.provider).map(|route| route.policy.clone());

@@ -85,7 +85,7 @@ impl StoreSpec {
 /// Which counters the rows of an assembly use. Cloning shares the stores: a profile reloaded
 /// inside `dsh chat` keeps the budgets it had.
 #[derive(Clone)]
-pub enum Counters {
+pub enum Stores {
     /// The stores the rows name, under the home at this root.
     Configured(Arc<Registry>),
     /// One fresh memory store for every row: `config explain` and `session replay` never touch
@@ -100,23 +100,23 @@ pub struct Registry {
     shared: Mutex<HashMap<String, Arc<dyn CounterStore>>>,
 }
 
-impl Counters {
+impl Stores {
     /// The stores under the home at `root`, none opened yet.
-    pub fn at(root: &std::path::Path) -> Counters {
-        Counters::Configured(Arc::new(Registry {
+    pub fn at(root: &std::path::Path) -> Stores {
+        Stores::Configured(Arc::new(Registry {
             root: root.to_owned(),
             memory: Arc::default(),
             shared: Mutex::default(),
         }))
     }
 
-    pub fn scratch() -> Counters {
-        Counters::Scratch(Arc::default())
+    pub fn scratch() -> Stores {
+        Stores::Scratch(Arc::default())
     }
 
     /// Tells every store opened so far that a turn starts ([`CounterStore::begin_turn`]).
     pub fn begin_turn(&self) {
-        if let Counters::Configured(registry) = self {
+        if let Stores::Configured(registry) = self {
             registry.shared.lock().expect("not poisoned").values().for_each(|store| store.begin_turn());
         }
     }
@@ -125,8 +125,8 @@ impl Counters {
     /// store to use anyway (it reconnects at each update) and why it cannot be reached now.
     pub fn open(&self, spec: &StoreSpec) -> Result<Arc<dyn CounterStore>, (Arc<dyn CounterStore>, String)> {
         let registry = match self {
-            Counters::Scratch(store) => return Ok(store.clone()),
-            Counters::Configured(registry) => registry,
+            Stores::Scratch(store) => return Ok(store.clone()),
+            Stores::Configured(registry) => registry,
         };
         let name = match spec {
             StoreSpec::Memory => return Ok(registry.memory.clone()),
@@ -157,19 +157,6 @@ impl Counters {
             None => Ok(store),
             Some(why) => Err((store, why)),
         }
-    }
-}
-
-/// Runs `work`, which may wait on a store's file lock or socket, without stalling the other
-/// tasks of the runtime's worker it runs on.
-pub fn may_block<T>(blocking: bool, work: impl FnOnce() -> T) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    let multi_thread =
-        || Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if blocking && multi_thread() {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
     }
 }
 
@@ -223,7 +210,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_redis_is_said_at_open_and_still_usable_later() {
-        let counters = Counters::at(&std::env::temp_dir());
+        let counters = Stores::at(&std::env::temp_dir());
         let Err((store, why)) = counters.open(&StoreSpec::Redis("redis://127.0.0.1:1".into())) else {
             panic!("port 1 answered")
         };

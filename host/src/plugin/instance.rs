@@ -24,6 +24,19 @@ use crate::waterfall::{Listener, ListenerError};
 use dsh_abi::breaker::{BreakerAnswer, BreakerEvent, BreakerPolicy};
 use dsh_abi::context::Counters;
 
+/// Runs `calls` into plugin rows, which may wait on their store's file lock or socket
+/// (`may_wait`), without stalling the other tasks of the runtime worker it runs on.
+pub fn call_rows<T>(may_wait: bool, calls: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi_thread =
+        || Handle::try_current().is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if may_wait && multi_thread() {
+        tokio::task::block_in_place(calls)
+    } else {
+        calls()
+    }
+}
+
 pub struct RowInstance {
     row_id: String,
     package: String,
