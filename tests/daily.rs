@@ -316,3 +316,73 @@ fn a_refused_connection_names_its_url_once_and_a_missing_key_points_to_the_demo(
         "\nhint: export the variable with your key, or try dsh without one: `dsh run --profile demo \"hello\"`",
     );
 }
+
+/// The model and the system message of each request the mock answered.
+fn models_and_systems(mock: &MockProcess) -> Vec<(String, Option<String>)> {
+    mock.request_bodies()
+        .iter()
+        .map(|body| {
+            let body: Value = serde_json::from_str(body).unwrap();
+            let system = body["messages"][0]["content"].as_str().filter(|_| body["messages"][0]["role"] == "system");
+            (body["model"].as_str().unwrap().to_owned(), system.map(str::to_owned))
+        })
+        .collect()
+}
+
+#[test]
+fn model_and_system_options_shape_the_requests_and_stay_with_the_session() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: fine\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let run = |args: &[&str]| Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).arg("run").args(args));
+    let first = run(&["--patch", patch.to_str().unwrap(), "--model", "m-9", "--system", "be brief", "hi"]);
+    let id = session_id(first.expect_code(0));
+    let again = run(&["--session", &id, "again"]);
+    assert!(!again.expect_code(0).stderr.contains("as asked"), "{}", again.stderr);
+    let third = run(&["--session", &id, "--system", "", "third"]);
+    third.expect_code(0).expect_stderr(
+        "dsh: the session was created with --model \"m-9\" --system \"be brief\"; running it with --model \"m-9\" \
+         --system \"\" as asked",
+    );
+    let brief = Some("be brief".to_owned());
+    assert_eq!(
+        models_and_systems(&mock),
+        [("m-9".to_owned(), brief.clone()), ("m-9".to_owned(), brief), ("m-9".to_owned(), None)]
+    );
+}
+
+#[test]
+fn a_provider_option_no_row_serves_is_refused_before_a_session_exists() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: fine\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let run = Run::of(
+        home.dsh()
+            .env("DEEPSEEK_API_KEY", SECRET)
+            .args(["run", "--provider", "nowhere", "--patch"])
+            .arg(&patch)
+            .arg("x"),
+    );
+    run.expect_code(4).expect_stderr(
+        "the command line (--provider, --model, --system): row \"agent\": config.provider: no enabled provider row \
+         serves route \"nowhere\"",
+    );
+    assert!(
+        !home.path().join("sessions").exists() || home.path().join("sessions").read_dir().unwrap().next().is_none()
+    );
+    assert!(mock.request_bodies().is_empty());
+}
+
+#[test]
+fn chat_takes_the_same_options_and_names_them_under_profile() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: fine\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let mut command = home.dsh();
+    command.env("DEEPSEEK_API_KEY", SECRET).args(["chat", "--model", "m-chat", "--patch"]).arg(&patch);
+    let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"hi\n/profile\n").unwrap();
+    let chat = Run::from_output(&command, child.wait_with_output().unwrap());
+    chat.expect_code(0).expect_stderr("  on the agent row: --model \"m-chat\"");
+    assert_eq!(models_and_systems(&mock)[0].0, "m-chat");
+}

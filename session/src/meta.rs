@@ -1,7 +1,8 @@
 //! What dsh keeps beside a session's log (`dsh.json`): everything that decides where its turns
 //! go — the profile, the `--patch` layers it was created with (each copied into the session's
-//! folder, with the sha256 of what was read) and the provider and model its turns were sent to.
-//! A continued session runs on these, and says when something changed since.
+//! folder, with the sha256 of what was read), the `--provider`, `--model` and `--system` it was
+//! run with, and the provider and model its turns were sent to. A continued session runs on
+//! these, and says when something changed since.
 
 use std::path::{Path, PathBuf};
 
@@ -13,17 +14,50 @@ use crate::fsutil::MAX_LAYER_BYTES;
 /// The file beside `session.jsonl`.
 pub const META_FILE: &str = "dsh.json";
 
-/// `dsh.json`: `{"profile", "patches": [{"file", "sha256", "kept"}], "provider", "model"}`.
+/// `dsh.json`: `{"profile", "patches": [{"file", "sha256", "kept"}], "overrides", "provider", "model"}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<KeptPatch>,
+    #[serde(default, skip_serializing_if = "RunOverrides::is_empty")]
+    pub overrides: RunOverrides,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+}
+
+/// What `--provider`, `--model` and `--system` set on the agent row of a session's profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOverrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+}
+
+impl RunOverrides {
+    pub fn is_empty(&self) -> bool {
+        self.provider.is_none() && self.model.is_none() && self.system.is_none()
+    }
+
+    /// The options as a command line gives them (`--model m --provider p --system …`).
+    pub fn described(&self) -> String {
+        let given = [("--provider", &self.provider), ("--model", &self.model), ("--system", &self.system)];
+        let words: Vec<String> = given
+            .iter()
+            .filter_map(|(option, value)| value.as_ref().map(|value| format!("{option} {value:?}")))
+            .collect();
+        if words.is_empty() {
+            "none of --provider, --model, --system".to_owned()
+        } else {
+            words.join(" ")
+        }
+    }
 }
 
 /// A `--patch` layer the session was created with.
@@ -111,6 +145,23 @@ impl SessionMeta {
     }
 }
 
+impl SessionMeta {
+    /// The overrides a continued session runs with, and what to tell the user: each of
+    /// `explicit` replaces the session's own (said when it differs), the others stay.
+    pub fn overrides_for(&self, explicit: &RunOverrides) -> (RunOverrides, Option<String>) {
+        let own = &self.overrides;
+        let merged = RunOverrides {
+            provider: explicit.provider.clone().or_else(|| own.provider.clone()),
+            model: explicit.model.clone().or_else(|| own.model.clone()),
+            system: explicit.system.clone().or_else(|| own.system.clone()),
+        };
+        let note = (merged != *own).then(|| {
+            format!("the session was created with {}; running it with {} as asked", own.described(), merged.described())
+        });
+        (merged, note)
+    }
+}
+
 impl KeptPatch {
     /// The layer a continued session runs with: the copy kept in `dir` — or the file itself when
     /// it is unchanged and the copy lacks its inline credentials — saying when it differs.
@@ -175,5 +226,21 @@ mod tests {
         let meta = SessionMeta::read(&log);
         assert_eq!(meta, SessionMeta::default());
         assert_eq!(meta.patches_for(&log, &[]), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn each_given_override_replaces_the_sessions_own_and_the_others_stay() {
+        let own = RunOverrides { model: Some("m1".into()), system: Some("be brief".into()), ..RunOverrides::default() };
+        let meta = SessionMeta { overrides: own.clone(), ..SessionMeta::default() };
+        assert_eq!(meta.overrides_for(&RunOverrides::default()), (own.clone(), None));
+        let (merged, note) = meta.overrides_for(&RunOverrides { model: Some("m2".into()), ..RunOverrides::default() });
+        assert_eq!(merged, RunOverrides { model: Some("m2".into()), ..own });
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "the session was created with --model \"m1\" --system \"be brief\"; running it with --model \"m2\" \
+                 --system \"be brief\" as asked"
+            )
+        );
     }
 }

@@ -717,6 +717,11 @@ impl Run {
 
     pub fn of(command: &mut Command) -> Run {
         let output = command.output().expect("run dsh");
+        Run::from_output(command, output)
+    }
+
+    /// What `command`, spawned and waited for, said.
+    pub fn from_output(command: &Command, output: Output) -> Run {
         Run {
             command: command_line(command),
             code: output.status.code(),

@@ -6,6 +6,8 @@ use dsh_abi::ConfigError;
 use serde_json::Value;
 
 use crate::llm::config::{required_text, PROVIDER};
+use crate::profile::patch::Composition;
+use dsh_session::meta::RunOverrides;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentConfig {
@@ -52,6 +54,20 @@ pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<Conf
     let max_steps = row.integer("maxSteps");
     let max_parallel_tools = row.integer("maxParallelTools") as usize;
     row.finish(AgentConfig { row_id: row_id.to_owned(), provider, model, system, max_steps, max_parallel_tools })
+}
+
+/// Where the options a run was given appear to `dsh config` and in problems: as a layer.
+pub const OVERRIDES_LAYER: &str = "the command line (--provider, --model, --system)";
+
+/// Sets what `--provider`, `--model` and `--system` give on every enabled agent row, after every
+/// layer; the checks then hold them to the agent row's keys, as if a layer had set them.
+pub fn apply_overrides(composition: &mut Composition, overrides: &RunOverrides) {
+    let given = [("provider", &overrides.provider), ("model", &overrides.model), ("system", &overrides.system)];
+    for (key, value) in given {
+        if let Some(value) = value {
+            composition.set_enabled_config("agent", key, &Value::from(value.as_str()), OVERRIDES_LAYER);
+        }
+    }
 }
 
 #[cfg(test)]

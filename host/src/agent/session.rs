@@ -18,6 +18,7 @@ use crate::problem::Problem;
 use crate::profile::patch::{session_copy, Composition};
 use crate::profile::{Home, Profile};
 use dsh_session::log::{AppendError, OpenError, SessionLog};
+use dsh_session::meta::RunOverrides;
 use dsh_session::meta::SessionMeta;
 use dsh_session::repair::Repair;
 use dsh_session::store::{LogRef, SessionLock, SessionStore};
@@ -26,9 +27,9 @@ use dsh_session::writer::SyncPolicy;
 /// Which log the agent runs over.
 #[derive(Debug)]
 pub enum Opening<'a> {
-    /// A new session in this store, created with these `--patch` layers (kept with the
-    /// session).
-    New { store: &'a SessionStore, patches: &'a [PathBuf] },
+    /// A new session in this store, created with these `--patch` layers and overrides (kept
+    /// with the session).
+    New { store: &'a SessionStore, patches: &'a [PathBuf], overrides: &'a RunOverrides },
     /// An existing log, under its writer lock, repaired on open (a turn left open is closed as
     /// interrupted). With `keep_route`, its turns go to the provider and model the session
     /// recorded (when the profile has that route), else where the profile says.
@@ -69,7 +70,7 @@ pub async fn start(
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let mut notes = Vec::new();
     let (log, repair) = match opening {
-        Opening::New { store, patches } => {
+        Opening::New { store, patches, overrides } => {
             let id = services.new_id();
             let header = json!({
                 "type": "session", "version": 0, "id": id, "createdAt": epoch_ms(),
@@ -85,6 +86,7 @@ pub async fn start(
                 profile: Some(profile.name.clone()),
                 provider: Some(assembly.agent.provider.clone()),
                 model: Some(assembly.model().to_owned()),
+                overrides: overrides.clone(),
                 ..SessionMeta::default()
             };
             let copies: Vec<_> =

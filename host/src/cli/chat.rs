@@ -22,11 +22,13 @@ use super::shown::neutralised;
 use super::turns::{exit_code_now, start, terminated, turn_summary, Ready, SessionTarget, StopSignals};
 use super::EXIT_FAILED;
 use crate::agent::assembly::Assembly;
+use crate::agent::config::apply_overrides;
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use crate::agent::Cancel;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
 use dsh_session::log::AppendError;
+use dsh_session::meta::RunOverrides;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -123,7 +125,7 @@ fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result
 pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
     let home = globals.home()?;
     let target = args.target.resolve(&home)?;
-    let (profile_name, patches) = (target.profile.clone(), target.patches.clone());
+    let (profile_name, patches, overrides) = (target.profile.clone(), target.patches.clone(), target.overrides.clone());
     let mut input = Input::open()?;
     runtime()?.block_on(async {
         let Ready { mut agent, profile, composition } = start(globals, &home, &target, false).await?;
@@ -140,10 +142,12 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                 "/exit" | "/quit" => break,
                 "/help" => say!("{HELP}"),
                 "/waterfall" => show_waterfall(&agent),
-                "/profile" => show_profile(&home, &profile_name, &patches),
+                "/profile" => show_profile(&home, (&profile_name, &patches, &overrides)),
                 command if command.starts_with('/') => say!("dsh: unknown command {command}; /help lists them"),
                 _ => {
-                    current = swap_if_changed(globals, &home, &profile_name, &patches, &mut agent, current).await;
+                    current =
+                        swap_if_changed(globals, &home, (&profile_name, &patches, &overrides), &mut agent, current)
+                            .await;
                     let cancel = Cancel::default();
                     agent.cancel = cancel.clone();
                     *running.lock().expect("not poisoned") = Some(cancel);
@@ -185,10 +189,15 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
     })
 }
 
+/// What the chat's rows are composed from: the profile's name, the `--patch` layers and the
+/// overrides.
+type Source<'a> = (&'a str, &'a [PathBuf], &'a RunOverrides);
+
 /// The profile's manifest and composition, as they are on disk now.
-fn compose_now(home: &Home, profile: &str, patches: &[PathBuf]) -> anyhow::Result<(Profile, Composition)> {
+fn compose_now(home: &Home, (profile, patches, overrides): Source<'_>) -> anyhow::Result<(Profile, Composition)> {
     let profile = Profile::open(home, profile)?;
-    let composition = profile.compose(home, patches, LayerScope::All)?;
+    let mut composition = profile.compose(home, patches, LayerScope::All)?;
+    apply_overrides(&mut composition, overrides);
     Ok((profile, composition))
 }
 
@@ -197,12 +206,12 @@ fn compose_now(home: &Home, profile: &str, patches: &[PathBuf]) -> anyhow::Resul
 async fn swap_if_changed(
     globals: &Globals,
     home: &Home,
-    profile_name: &str,
-    patches: &[PathBuf],
+    source: Source<'_>,
     agent: &mut Agent,
     current: Snapshot,
 ) -> Snapshot {
-    let (profile, composition) = match compose_now(home, profile_name, patches) {
+    let profile_name = source.0;
+    let (profile, composition) = match compose_now(home, source) {
         Ok(composed) => composed,
         Err(err) => {
             say!("dsh: profile {profile_name} no longer composes ({err:#}); keeping its previous rows");
@@ -256,7 +265,7 @@ fn show_waterfall(agent: &Agent) {
     }
 }
 
-fn show_profile(home: &Home, profile_name: &str, patches: &[PathBuf]) {
+fn show_profile(home: &Home, (profile_name, patches, overrides): Source<'_>) {
     match Profile::open(home, profile_name) {
         Ok(profile) => {
             say!("profile {profile_name} ({})", home.display(&profile.dir));
@@ -265,6 +274,9 @@ fn show_profile(home: &Home, profile_name: &str, patches: &[PathBuf]) {
             say!("  home layer: {}", home.display(&home.patch_path()));
             for patch in patches {
                 say!("  --patch: {}", neutralised(&patch.display().to_string()));
+            }
+            if !overrides.is_empty() {
+                say!("  on the agent row: {}", neutralised(&overrides.described()));
             }
         }
         Err(err) => say!("dsh: {err:#}"),

@@ -22,6 +22,7 @@ use crate::plugin::{PluginLibrary, RowInstance};
 use crate::NotFound;
 use dsh_session::locate::find_log;
 use dsh_session::log::{OpenError, SessionLog};
+use dsh_session::meta::RunOverrides;
 use dsh_session::reader::Damage;
 use dsh_session::store::{LogRef, SessionStore};
 use dsh_session::summary;
@@ -133,7 +134,7 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
     let home = globals.home()?;
     let store = SessionStore::for_home(home.root())?;
     let log = store.session_log(session)?;
-    let target = resolve_for(store, Some(log), profile, patches)?;
+    let target = resolve_for(store, Some(log), profile, patches, &RunOverrides::default())?;
     runtime()?.block_on(async {
         let mut agent = start(globals, &home, &target, json).await?.agent;
         if json {

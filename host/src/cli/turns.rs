@@ -13,6 +13,7 @@ use super::globals::Globals;
 use super::live;
 use super::shown::neutralised;
 use super::EXIT_CONFIG;
+use crate::agent::config::apply_overrides;
 use crate::agent::session::{self, Opening, StartError};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
@@ -21,6 +22,7 @@ use crate::llm::openai::ToolCall;
 use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
 use crate::tools::ToolOutcome;
+use dsh_session::meta::RunOverrides;
 use dsh_session::repair::Repair;
 use dsh_session::store::{LogRef, SessionStore};
 
@@ -370,6 +372,15 @@ pub(crate) struct SessionTarget {
     /// An extra patch layer, applied after every other layer (repeatable, in order).
     #[arg(long = "patch", value_name = "FILE")]
     pub patches: Vec<PathBuf>,
+    /// The route the agent's turns use (its row's `provider`), kept with the session.
+    #[arg(long, value_name = "ROUTE")]
+    pub provider: Option<String>,
+    /// The model the agent's requests ask for (its row's `model`), kept with the session.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The system prompt ("" sends none; its row's `system`), kept with the session.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
 }
 
 /// The session a command continues (when it names one), the profile that runs it and the extra
@@ -380,7 +391,10 @@ pub(crate) struct Resolved {
     pub existing: Option<LogRef>,
     pub profile: String,
     pub patches: Vec<PathBuf>,
-    /// Neither `--profile` nor `--patch` was given: a continued session keeps its recorded route.
+    /// `--provider`, `--model` and `--system`: given, else the session's own.
+    pub overrides: RunOverrides,
+    /// None of `--profile`, `--patch`, `--provider`, `--model` was given: a continued session
+    /// keeps its recorded route.
     pub as_recorded: bool,
 }
 
@@ -389,17 +403,21 @@ impl SessionTarget {
     pub fn resolve(&self, home: &Home) -> anyhow::Result<Resolved> {
         let store = SessionStore::for_home(home.root())?;
         let existing = self.session.as_deref().map(|name| store.session_log(name)).transpose()?;
-        Ok(resolve_for(store, existing, self.profile.as_deref(), &self.patches)?)
+        let overrides =
+            RunOverrides { provider: self.provider.clone(), model: self.model.clone(), system: self.system.clone() };
+        Ok(resolve_for(store, existing, self.profile.as_deref(), &self.patches, &overrides)?)
     }
 }
 
-/// What a session runs with: `--profile` and `--patch` when given (said when the session was
-/// created with others), else what the session recorded, else profile `web` and no layers.
+/// What a session runs with: `--profile`, `--patch` and each override when given (said when
+/// the session was created with others), else what the session recorded, else profile `web`,
+/// no layers and no overrides.
 pub(crate) fn resolve_for(
     store: SessionStore,
     existing: Option<LogRef>,
     explicit_profile: Option<&str>,
     explicit_patches: &[PathBuf],
+    explicit_overrides: &RunOverrides,
 ) -> Result<Resolved, dsh_session::store::StoreError> {
     let meta = existing.as_ref().map(LogRef::meta).transpose()?.unwrap_or_default();
     let profile = profile_for(explicit_profile, meta.profile.clone());
@@ -413,8 +431,15 @@ pub(crate) fn resolve_for(
         }
         None => explicit_patches.to_vec(),
     };
-    let as_recorded = explicit_profile.is_none() && explicit_patches.is_empty();
-    Ok(Resolved { store, existing, profile, patches, as_recorded })
+    let (overrides, note) = meta.overrides_for(explicit_overrides);
+    if let Some(note) = note.filter(|_| existing.is_some()) {
+        say!("dsh: {note}");
+    }
+    let as_recorded = explicit_profile.is_none()
+        && explicit_patches.is_empty()
+        && explicit_overrides.provider.is_none()
+        && explicit_overrides.model.is_none();
+    Ok(Resolved { store, existing, profile, patches, overrides, as_recorded })
 }
 
 fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
@@ -444,12 +469,12 @@ pub(crate) struct Ready {
 /// run (its problems are printed).
 pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Ready, Exit> {
     let new_home = !home.root().exists();
-    let Resolved { store, existing, profile, patches, as_recorded } = target;
+    let Resolved { store, existing, profile, patches, overrides, as_recorded } = target;
     let lock = existing.as_ref().map(|log| log.lock(store.local_folder())).transpose()?;
-    let (profile, composition) = compose(home, profile, patches, LayerScope::All)?;
+    let (profile, composition) = compose_with(home, profile, patches, overrides)?;
     let opening = match (existing, lock) {
         (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: *as_recorded },
-        _ => Opening::New { store, patches },
+        _ => Opening::New { store, patches, overrides },
     };
     let view = Box::new(TerminalView::new(json));
     let started = match session::start(home, &profile, &composition, opening, view, globals.verbose()).await {
@@ -485,6 +510,18 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         }));
     }
     Ok(Ready { agent, profile, composition })
+}
+
+/// Composes `profile` with `patches`, then sets what `overrides` give on its agent row.
+pub(crate) fn compose_with(
+    home: &Home,
+    profile: &str,
+    patches: &[PathBuf],
+    overrides: &RunOverrides,
+) -> Result<(Profile, Composition), Exit> {
+    let (profile, mut composition) = compose(home, profile, patches, LayerScope::All)?;
+    apply_overrides(&mut composition, overrides);
+    Ok((profile, composition))
 }
 
 /// Prints how the turn ended and returns the exit code.

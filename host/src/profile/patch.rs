@@ -238,6 +238,42 @@ impl Composition {
         self.enabled_rows().into_iter().filter(of_name).filter_map(id).collect()
     }
 
+    /// Sets `key` to `value` in the config of every enabled row of package `name` (a row without
+    /// a config gets one), as the layer `layer` would; the ids of the rows changed.
+    pub fn set_enabled_config(&mut self, name: &str, key: &str, value: &Value, layer: &str) -> Vec<String> {
+        fn set(rows: &mut [Value], name: &str, key: &str, value: &Value, changed: &mut Vec<String>) {
+            for row in rows {
+                let Value::Object(fields) = row else { continue };
+                if fields.get("disabled").is_some_and(truthy) {
+                    continue;
+                }
+                if fields.get("group").is_some_and(truthy) {
+                    if let Some(Value::Array(children)) = fields.get_mut("config") {
+                        set(children, name, key, value, changed);
+                    }
+                    continue;
+                }
+                if fields.get("name").and_then(Value::as_str) != Some(name) {
+                    continue;
+                }
+                let config = fields.entry("config").or_insert_with(|| Value::Object(Map::new()));
+                if config.is_null() {
+                    *config = Value::Object(Map::new());
+                }
+                if let Value::Object(config) = config {
+                    config.insert(key.to_owned(), value.clone());
+                    changed.extend(fields.get("id").and_then(Value::as_str).map(str::to_owned));
+                }
+            }
+        }
+        let mut changed = Vec::new();
+        set(&mut self.rows, name, key, value, &mut changed);
+        for id in &changed {
+            self.config_layers.insert(id.clone(), layer.to_owned());
+        }
+        changed
+    }
+
     /// [`Composition::enabled_rows`], each with the layer that inserted it (for a row inside a
     /// group, the group's).
     pub fn enabled_rows_with_origin(&self) -> Vec<(&Map<String, Value>, &str)> {
