@@ -284,3 +284,40 @@ fn a_scoped_bundle_composes_from_its_folder_under_its_scope() {
     assert!(!manifest.contains("@acme"), "{manifest}");
     assert!(!home.path().join("profiles/web/plugins/@acme").exists(), "the emptied scope folder is removed");
 }
+
+#[test]
+fn a_session_being_written_is_neither_deleted_nor_pruned() {
+    let home = TestHome::new();
+    let (id, log, mut run, _mock) = a_run_waiting_on_a_retry(&home);
+    assert_busy(&home.run(&["session", "delete", &id]), &format!("session {id}"), run.id());
+    let prune = home.run(&["session", "prune", "--older-than", "0s"]);
+    prune.expect_code(0).expect_stderr(&format!("dsh: session {id} is busy: process {} is writing it", run.id()));
+    prune.expect_stderr("dsh: deleted 0 sessions");
+    assert!(log.exists(), "the session being written was removed");
+    dsh_e2e::process::kill_9(&mut run);
+    home.run(&["session", "delete", &id]).expect_code(0).expect_stdout(&format!("deleted {id}"));
+    assert!(!log.parent().unwrap().exists());
+}
+
+#[test]
+fn delete_removes_a_session_with_its_kept_files_and_prune_keeps_the_newest() {
+    let home = TestHome::new();
+    let ids: Vec<String> = (0..3).map(|_| session_with_one_turn(&home)).collect();
+    let folder = log_of(&home, &ids[0]).parent().unwrap().to_owned();
+    assert!(folder.join("patch-1.yml").exists());
+    home.run(&["session", "delete", &ids[0][..8]]).expect_code(0).expect_stdout(&format!("deleted {}", ids[0]));
+    assert!(!folder.exists(), "the folder and its kept files are gone");
+    home.run(&["session", "delete", &ids[0], &ids[1]]).expect_code(3).expect_stderr(&format!("no session {}", ids[0]));
+    assert!(!log_of(&home, &ids[1]).exists(), "a missing id does not stop the others");
+    let session = session_with_one_turn(&home);
+    let dry = home.run(&["session", "prune", "--older-than", "0s", "--keep", "1", "--dry-run", "--json"]);
+    let dry: serde_json::Value = serde_json::from_str(&dry.expect_code(0).stdout).unwrap();
+    assert_eq!((dry["deleted"].clone(), dry["kept"].clone()), (serde_json::json!([ids[2]]), serde_json::json!(1)));
+    assert!(log_of(&home, &ids[2]).exists(), "a dry run removes nothing");
+    home.run(&["session", "prune", "--older-than", "30d"]).expect_code(0).expect_stderr("deleted 0 sessions; 2 kept");
+    let pruned = home.run(&["session", "prune", "--older-than", "0s", "--keep", "1"]);
+    pruned.expect_code(0).expect_stdout(&format!("deleted {}", ids[2]));
+    let listed = home.run(&["session", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&listed.expect_code(0).stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().iter().map(|s| s["id"].clone()).collect::<Vec<_>>(), [session]);
+}

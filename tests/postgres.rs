@@ -294,6 +294,7 @@ fn session_commands(home: &TestHome) -> Vec<String> {
         run_in(home, &["session", "resume", &id, "--patch", patch]),
         home.run(&["session", "replay", &id]),
         home.run(&["session", "list", "--json"]),
+        home.run(&["session", "prune", "--older-than", "30d", "--dry-run"]),
     ];
     let log = home.path().join("sessions").join(&id).join("session.jsonl");
     let normal = |text: &str| {
@@ -316,6 +317,23 @@ fn every_session_command_says_the_same_on_files_and_on_postgres() {
     for (on_files, on_postgres) in files.iter().zip(&stored) {
         assert_eq!(on_files, on_postgres);
     }
+}
+
+#[test]
+fn a_deleted_stored_session_leaves_no_line_file_or_row_behind() {
+    let server = PostgresServer::start();
+    let home = stored_home(&server);
+    let mock = MockProcess::start(&home, "- ok: fine\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let id = session_id(&run_in(&home, &["run", "--patch", patch.to_str().unwrap(), "one"]));
+    let count = |query: &str| server.sql("postgres", &format!("SELECT count(*) FROM {query} = '{id}'"));
+    assert_eq!(count("dsh_session_files WHERE session"), "1\n", "the --patch copy is kept in the database");
+    home.run(&["session", "delete", &id]).expect_code(0).expect_stdout(&format!("deleted {id}"));
+    for query in ["dsh_sessions WHERE id", "dsh_events WHERE session", "dsh_session_files WHERE session"] {
+        assert_eq!(count(query), "0\n", "{query}");
+    }
+    assert!(!home.path().join("sessions").join(&id).exists(), "the local copies are gone too");
+    home.run(&["session", "delete", &id]).expect_code(3).expect_stderr(&format!("no session {id} in postgres://"));
 }
 
 #[test]

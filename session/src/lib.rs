@@ -34,6 +34,7 @@ pub mod locate;
 pub mod lock;
 pub mod log;
 pub mod meta;
+pub mod prune;
 pub mod read_ahead;
 pub mod reader;
 pub mod redact;

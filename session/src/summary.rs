@@ -23,6 +23,8 @@ pub struct Summary {
     pub profile: Option<String>,
     /// The text of the first user message, whole.
     pub first_prompt: Option<String>,
+    /// The time of its last event, else when it was created, in epoch milliseconds.
+    pub last_used_ms: f64,
 }
 
 impl Summary {
@@ -67,6 +69,7 @@ pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
         writer: log.writer(),
         profile: log.meta()?.profile,
         first_prompt: None,
+        last_used_ms: 0.0,
     };
     while let Some(next) = reader.next_event() {
         let event = match next? {
@@ -76,6 +79,7 @@ pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
                 continue;
             }
         };
+        summary.last_used_ms = summary.last_used_ms.max(event.time.unwrap_or(0.0));
         match event.event_type {
             events::TURN_START => {
                 summary.turns += 1;
@@ -96,6 +100,7 @@ pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
             _ => {}
         }
     }
+    summary.last_used_ms = summary.last_used_ms.max(summary.created_ms());
     if summary.writer.is_some() && matches!(summary.damage, Some(Damage::Torn { .. })) {
         summary.damage = None;
     }

@@ -53,6 +53,7 @@ mod manual;
 mod mock;
 mod plugin;
 mod profile;
+mod prune;
 mod replay;
 mod run;
 mod session;

@@ -79,6 +79,12 @@ enum SessionCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Remove sessions, each under its writer lock (one being written is left, exit 6): its log
+    /// and everything kept with it, from either store.
+    Delete(super::prune::DeleteArgs),
+    /// Remove the sessions last used longer ago than --older-than, keeping the --keep most
+    /// recently used; sessions being written are left.
+    Prune(super::prune::PruneArgs),
     /// What-if: run recorded turns' failures through a candidate configuration's real
     /// listeners on a virtual clock, beside what was recorded (nothing is written).
     Replay(super::replay::ReplayArgs),
@@ -121,6 +127,8 @@ pub fn run(globals: &Globals, args: SessionArgs) -> Outcome {
         SessionCommand::List { json } => list(globals, json),
         SessionCommand::Import { path, json } => import(globals, &path, json),
         SessionCommand::Replay(args) => super::replay::run(globals, args),
+        SessionCommand::Delete(args) => super::prune::delete(globals, &args),
+        SessionCommand::Prune(args) => super::prune::prune(globals, &args),
         SessionCommand::Show { log, json } => show(globals, &log, json),
         SessionCommand::Export { session, path } => export(globals, &session, path.as_deref()),
         SessionCommand::Repair { log, json } => repair(globals, &log, json),

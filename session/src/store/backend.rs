@@ -121,6 +121,9 @@ pub trait Log: Send + Sync + Debug {
 /// the sink that writes after it.
 pub trait Held: Send + Debug {
     fn open(self: Box<Self>) -> Result<(LogReader, Box<dyn Sink>), OpenSinkError>;
+    /// Removes the session — its log and everything kept with it — while the lock is held, so
+    /// no writer is in the middle of it; a removal cut short leaves no half session behind.
+    fn delete(self: Box<Self>) -> io::Result<()>;
 }
 
 /// A session's writer lock, held until it is dropped or handed to its log's sink.
@@ -130,6 +133,11 @@ pub struct SessionLock(pub Box<dyn Held>);
 impl SessionLock {
     pub fn open(self) -> Result<(LogReader, Box<dyn Sink>), OpenSinkError> {
         self.0.open()
+    }
+
+    /// See [`Held::delete`].
+    pub fn delete(self) -> io::Result<()> {
+        self.0.delete()
     }
 }
 
@@ -172,6 +180,12 @@ impl LogRef {
     /// The file the log is, when it is one.
     pub fn file_path(&self) -> Option<&Path> {
         self.0.file()
+    }
+
+    /// The session's id: a stored session's own, the name of a log file's folder.
+    pub fn id(&self) -> String {
+        let folder = self.0.file().and_then(Path::parent).and_then(Path::file_name);
+        folder.map_or_else(|| self.name(), |folder| folder.to_string_lossy().into_owned())
     }
 
     pub fn reader(&self) -> Result<LogReader, ReadError> {

@@ -189,6 +189,44 @@ struct HeldFile {
     lock: WriterLock,
 }
 
+/// What a session folder is renamed to while it is removed: no longer a session id, so no
+/// reader lists it, and removed by the next deletion if a crash cut this one short.
+const DELETING_PREFIX: &str = ".deleting-";
+
+impl HeldFile {
+    /// Renames the session's folder out of the way, then removes it and any a crash left.
+    fn remove_folder(&self) -> io::Result<()> {
+        let folder = self
+            .path
+            .parent()
+            .filter(|dir| dir.file_name().and_then(|name| name.to_str()).is_some_and(locate::is_session_id));
+        let (Some(folder), Some(sessions)) = (folder, folder.and_then(Path::parent)) else {
+            return Err(io::Error::other(format!("{} is not in a session folder of the home", self.path.display())));
+        };
+        let away =
+            sessions.join(format!("{DELETING_PREFIX}{}", folder.file_name().unwrap_or_default().to_string_lossy()));
+        remove_if_there(&away)?;
+        std::fs::rename(folder, &away)?;
+        fsutil::sync_dir(sessions)?;
+        remove_if_there(&away)?;
+        for entry in std::fs::read_dir(sessions)?.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(DELETING_PREFIX) {
+                // Another deletion may be removing it now.
+                let _ = remove_if_there(&entry.path());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Removes the folder at `path`; one already gone is fine.
+fn remove_if_there(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 impl Held for HeldFile {
     fn open(self: Box<Self>) -> Result<(LogReader, Box<dyn Sink>), OpenSinkError> {
         let HeldFile { path, lock } = *self;
@@ -200,6 +238,10 @@ impl Held for HeldFile {
         let reader = LogReader::open(&path).map_err(OpenSinkError::Read)?;
         let file = OpenOptions::new().read(true).append(true).open(&path).map_err(OpenSinkError::Io)?;
         Ok((reader, Box::new(FileSink { path, file, _lock: lock })))
+    }
+
+    fn delete(self: Box<Self>) -> io::Result<()> {
+        self.remove_folder()
     }
 }
 

@@ -129,6 +129,11 @@ impl SessionStore {
         })
     }
 
+    /// The session an id (or a unique prefix of one) names in the store; never a path.
+    pub fn session_by_id(&self, id: &str) -> Result<LogRef, NotFound> {
+        self.0.find(id)?.ok_or_else(|| NotFound(format!("no session {id} in {}", self.describe())))
+    }
+
     /// A log named by id (or prefix) in the store, or by path (a file or a session folder).
     pub fn resolve(&self, name: &str) -> Result<LogRef, NotFound> {
         match self.files_folder() {

@@ -355,6 +355,27 @@ impl Held for StoredWriter {
         let next_line = self.next_line().map_err(|err| OpenSinkError::Io(err.into()))?;
         Ok((reader, Box::new(StoredSink { writer: *self, next_line })))
     }
+
+    /// One statement removes the session's lines, files and row, through the connection that
+    /// holds its lock; then its local folder (the kept copies) goes.
+    fn delete(self: Box<Self>) -> io::Result<()> {
+        let id = self.id.clone();
+        self.connection.call("delete", async move |client| {
+            client
+                .execute(
+                    "WITH lines AS (DELETE FROM dsh_events WHERE session = $1), \
+                          files AS (DELETE FROM dsh_session_files WHERE session = $1) \
+                     DELETE FROM dsh_sessions WHERE id = $1",
+                    &[&id],
+                )
+                .await?;
+            Ok(())
+        })?;
+        match std::fs::remove_dir_all(self.store.0.local.join(&self.id)) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
 }
 
 /// A stored session's new lines, each commit one statement through the writer's connection.
