@@ -202,7 +202,7 @@ fn a_terminal_chat_marks_no_text_discarded_when_a_later_turn_retries_before_any_
 #[test]
 fn a_chat_whose_reader_went_away_runs_no_further_turn() {
     let home = TestHome::new();
-    let mock = MockProcess::start(&home, "- ok: one\n- ok: two\n");
+    let mock = MockProcess::start(&home, "- ok: a first answer long enough to count\n- ok: and a second one as long\n");
     let patch = route_patch(&home, &mock, TINY, "");
     let mut chat = spawn_chat(&home, &patch);
     drop(chat.stdout.take());
@@ -374,15 +374,45 @@ fn a_provider_option_no_row_serves_is_refused_before_a_session_exists() {
 }
 
 #[test]
-fn chat_takes_the_same_options_and_names_them_under_profile() {
+fn chat_takes_the_same_options_names_them_under_profile_and_shows_its_session_and_tools() {
     let home = TestHome::new();
     let mock = MockProcess::start(&home, "- ok: fine\n");
     let patch = route_patch(&home, &mock, "", "");
     let mut command = home.dsh();
     command.env("DEEPSEEK_API_KEY", SECRET).args(["chat", "--model", "m-chat", "--patch"]).arg(&patch);
     let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(b"hi\n/profile\n").unwrap();
+    child.stdin.take().unwrap().write_all(b"hi\n/profile\n/session\n/tools\n").unwrap();
     let chat = Run::from_output(&command, child.wait_with_output().unwrap());
     chat.expect_code(0).expect_stderr("  on the agent row: --model \"m-chat\"");
+    chat.expect_stderr("  turns: 1 · the last completed\n  tokens: ")
+        .expect_stderr("no tools: an `mcp` row adds a server");
     assert_eq!(models_and_systems(&mock)[0].0, "m-chat");
+}
+
+/// `(in, out)` of a `tokens: 12 in · 34 out` line.
+fn tokens_of(line: &str) -> (u64, u64) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let count = |unit: &str| words[words.iter().position(|word| *word == unit).unwrap() - 1].parse::<u64>().unwrap();
+    (count("in"), count("out"))
+}
+
+#[test]
+fn tokens_the_provider_reports_are_shown_per_turn_and_added_up_per_session() {
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: a first answer long enough to count\n- ok: and a second one as long\n");
+    let patch = route_patch(&home, &mock, "", "");
+    let run = |args: &[&str]| Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).arg("run").args(args));
+    let first = run(&["--patch", patch.to_str().unwrap(), "hi"]);
+    let line = |run: &Run| run.stderr.lines().find(|line| line.starts_with("tokens: ")).unwrap().to_owned();
+    let id = session_id(first.expect_code(0));
+    let second = run(&["--session", &id, "again"]);
+    let (one, two) = (tokens_of(&line(&first)), tokens_of(&line(second.expect_code(0))));
+    assert!(one.0 > 0 && one.1 > 0 && two.0 > one.0, "{one:?} {two:?}: the second turn sends the first again");
+    let show = home.run(&["session", "show", &id]);
+    show.expect_code(0).expect_stdout(&format!("turn 1 completed · tokens {} in · {} out\n", one.0, one.1));
+    let total = format!("tokens in all: {} in · {} out", one.0 + two.0, one.1 + two.1);
+    show.expect_stdout(&total);
+    let listed = home.run(&["session", "list", "--json"]);
+    let listed: Value = serde_json::from_str(&listed.expect_code(0).stdout).unwrap();
+    assert_eq!(listed[0]["tokens"]["outputTokens"], one.1 + two.1);
 }

@@ -44,6 +44,7 @@ pub mod store;
 pub mod structure;
 pub mod summary;
 pub mod timeline;
+pub mod usage;
 pub mod verify;
 pub mod vocabulary;
 pub mod writer;

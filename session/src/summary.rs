@@ -6,6 +6,7 @@ use dsh_abi::events;
 use super::import::ImportError;
 use super::reader::Damage;
 use super::store::{LogRef, SessionStore};
+use super::usage::Tokens;
 
 /// One session, as its log says.
 pub struct Summary {
@@ -25,6 +26,8 @@ pub struct Summary {
     pub first_prompt: Option<String>,
     /// The time of its last event, else when it was created, in epoch milliseconds.
     pub last_used_ms: f64,
+    /// The tokens of its answers, where their provider reported them.
+    pub tokens: Tokens,
 }
 
 impl Summary {
@@ -70,6 +73,7 @@ pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
         profile: log.meta()?.profile,
         first_prompt: None,
         last_used_ms: 0.0,
+        tokens: Tokens::default(),
     };
     while let Some(next) = reader.next_event() {
         let event = match next? {
@@ -85,6 +89,7 @@ pub fn summarize(log: &LogRef) -> anyhow::Result<Summary> {
                 summary.turns += 1;
                 summary.last_end = "open".to_owned();
             }
+            events::ASSISTANT_MESSAGE => summary.tokens.add_message_data(event.data),
             events::USER_MESSAGE if summary.first_prompt.is_none() => {
                 summary.first_prompt = user_text(event.data);
             }

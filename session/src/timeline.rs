@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::reader::{Damage, ReadError};
 use super::store::LogRef;
+use super::usage::Tokens;
 use super::vocabulary::message_text;
 
 const PREVIEW_CHARS: usize = 160;
@@ -96,6 +97,7 @@ pub fn render(log: &LogRef) -> Result<Vec<String>, ReadError> {
         let data: Value = serde_json::from_str(event.data).unwrap_or(Value::Null);
         lines.extend(timeline.line(event.event_type, event.time.unwrap_or(0.0), &data));
     }
+    lines.extend(timeline.session_tokens.text().map(|tokens| format!("tokens in all: {tokens}")));
     Ok(lines)
 }
 
@@ -108,10 +110,13 @@ fn header_line(header: &Value) -> String {
     )
 }
 
-/// The timeline so far: when each retry (`retryId/retry`) was scheduled, and for how long.
+/// The timeline so far: when each retry (`retryId/retry`) was scheduled, and for how long; the
+/// tokens of the turn and of the session.
 #[derive(Default)]
 struct Timeline {
     retries: Vec<(String, f64, f64)>,
+    turn_tokens: Tokens,
+    session_tokens: Tokens,
 }
 
 fn field(data: &Value, key: &str) -> String {
@@ -158,8 +163,14 @@ impl Timeline {
     fn line(&mut self, event_type: &str, time: f64, data: &Value) -> Option<String> {
         let number = |key: &str| field(data, key);
         Some(match event_type {
-            events::TURN_START => format!("turn {}", number("turn")),
-            events::TURN_END => format!("turn {} {}", number("turn"), end_text(data.get("reason"))),
+            events::TURN_START => {
+                self.turn_tokens = Tokens::default();
+                format!("turn {}", number("turn"))
+            }
+            events::TURN_END => {
+                let tokens = self.turn_tokens.text().map(|tokens| format!(" · tokens {tokens}")).unwrap_or_default();
+                format!("turn {} {}{tokens}", number("turn"), end_text(data.get("reason")))
+            }
             events::STEP_START => format!("  step {}", number("step")),
             events::STEP_END => format!("  end of step {}", number("step")),
             events::USER_MESSAGE => format!("    user: {}", preview(&message_text(data))),
@@ -187,7 +198,11 @@ impl Timeline {
                 js::display(data.get("row")),
                 preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
             ),
-            events::ASSISTANT_MESSAGE => assistant_line(data.get("message").unwrap_or(&Value::Null)),
+            events::ASSISTANT_MESSAGE => {
+                self.turn_tokens.add_message(data);
+                self.session_tokens.add_message(data);
+                assistant_line(data.get("message").unwrap_or(&Value::Null))
+            }
             events::TOOL_CALL => {
                 let arguments = preview(data.get("arguments").and_then(Value::as_str).unwrap_or_default());
                 format!("    tool call {} {arguments} ({})", number("name"), number("callId"))

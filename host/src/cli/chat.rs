@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::globals::{runtime, Globals};
 use super::input;
 use super::shown::neutralised;
-use super::turns::{exit_code_now, start, terminated, turn_summary, Ready, SessionTarget, StopSignals};
+use super::turns::{exit_code_now, start, terminated, turn_summary, turn_tokens, Ready, SessionTarget, StopSignals};
 use super::EXIT_FAILED;
 use crate::agent::assembly::Assembly;
 use crate::agent::config::apply_overrides;
@@ -29,6 +29,7 @@ use crate::profile::patch::Composition;
 use crate::profile::{Home, LayerScope, Profile};
 use dsh_session::log::AppendError;
 use dsh_session::meta::RunOverrides;
+use dsh_session::summary;
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -38,6 +39,8 @@ pub struct ChatArgs {
 
 const HELP: &str = "/waterfall  the request-error listeners, outermost first\n\
                     /profile    the profile and the layer files it composes\n\
+                    /tools      the tools the model is offered, by MCP server row\n\
+                    /session    the session: its id, log, turns and tokens so far\n\
                     /exit       end the chat (so does Ctrl-D)";
 
 /// What a profile composed to, as far as running it is concerned: the rows and the installed
@@ -142,6 +145,8 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                 "/exit" | "/quit" => break,
                 "/help" => say!("{HELP}"),
                 "/waterfall" => show_waterfall(&agent),
+                "/tools" => show_tools(&agent),
+                "/session" => show_session(&agent)?,
                 "/profile" => show_profile(&home, (&profile_name, &patches, &overrides)),
                 command if command.starts_with('/') => say!("dsh: unknown command {command}; /help lists them"),
                 _ => {
@@ -165,6 +170,9 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                     };
                     if let Some(summary) = turn_summary(&end) {
                         say!("{summary}");
+                    }
+                    if let Some(tokens) = turn_tokens(&agent) {
+                        say!("{tokens}");
                     }
                     if matches!(end, TurnEnd::Error(_)) {
                         code = Err(Exit::reported(EXIT_FAILED));
@@ -244,6 +252,24 @@ async fn swap_if_changed(
             current
         }
     }
+}
+
+fn show_tools(agent: &Agent) {
+    let offered = agent.assembly.tools.offered();
+    if offered.is_empty() {
+        say!("no tools: an `mcp` row adds a server");
+    }
+    for tool in offered {
+        say!("{} · {} — {}", tool.row_id, tool.name, neutralised(&crate::one_line(&tool.description, 100)));
+    }
+}
+
+fn show_session(agent: &Agent) -> anyhow::Result<()> {
+    let summary = summary::summarize(agent.log.location())?;
+    say!("session {} ({})", summary.id, agent.log.location().name());
+    say!("  turns: {} · the last {}", summary.turns, summary.last_end);
+    say!("  tokens: {}", summary.tokens.text().unwrap_or_else(|| "none reported".to_owned()));
+    Ok(())
 }
 
 fn show_waterfall(agent: &Agent) {

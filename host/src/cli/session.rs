@@ -40,7 +40,7 @@ pub struct SessionArgs {
 enum SessionCommand {
     /// Sessions under the home, newest first: id, created, turns, how the last turn ended, damage and a live writer.
     List {
-        /// Print a JSON array of `{id, createdAt, turns, lastEnd, damage, writer}`.
+        /// Print a JSON array of `{id, createdAt, turns, lastEnd, damage, writer, profile, firstPrompt, tokens}`.
         #[arg(long)]
         json: bool,
     },
@@ -205,6 +205,7 @@ fn list(globals: &Globals, json: bool) -> Outcome {
                     "writer": s.writer,
                     "profile": s.profile,
                     "firstPrompt": s.first_prompt,
+                    "tokens": s.tokens.json(),
                 })
             })
             .collect();

@@ -25,6 +25,7 @@ use crate::tools::ToolOutcome;
 use dsh_session::meta::RunOverrides;
 use dsh_session::repair::Repair;
 use dsh_session::store::{LogRef, SessionStore};
+use dsh_session::usage::Tokens;
 
 /// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
 /// streams as it comes, and the text of an attempt that fails is marked discarded before the
@@ -524,10 +525,18 @@ pub(crate) fn compose_with(
     Ok((profile, composition))
 }
 
+/// The tokens of the turn that just ended, where its provider reported them.
+pub(crate) fn turn_tokens(agent: &Agent) -> Option<String> {
+    Tokens::of_lines(agent.log.index().last_turn_events()).text().map(|tokens| format!("tokens: {tokens}"))
+}
+
 /// Prints how the turn ended and returns the exit code.
 pub(crate) fn finish(agent: &Agent, end: &TurnEnd) -> Outcome {
     if let Some(summary) = turn_summary(end) {
         say!("{summary}");
+    }
+    if let Some(tokens) = turn_tokens(agent) {
+        say!("{tokens}");
     }
     say!("session {}", agent.log.id());
     match end {
