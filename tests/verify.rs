@@ -304,3 +304,16 @@ fn one_bad_record_in_a_real_log_gives_exactly_one_message() {
         assert!(found[0].ends_with(message), "{field}: {found:?}");
     }
 }
+
+#[test]
+fn replay_of_a_log_only_the_retry_invariant_rejects_says_so_and_replays_it() {
+    let home = TestHome::new();
+    let record = RECORD.replace("\"retry\":1,", "\"retry\":0.9999999999999999,");
+    let log = home.write("invariant.jsonl", &in_step_one(&[(&record, STARTED)]));
+    let replay = home.run(&["session", "replay", log.to_str().unwrap()]);
+    replay.expect_code(0).expect_stderr(&format!(
+        "dsh: {} fails dsh session verify (1 violation, the first: llm/retry retry must be a positive safe integer); \
+         replaying what it holds",
+        log.display()
+    ));
+}

@@ -5,6 +5,7 @@ use super::exit::{Exit, Outcome};
 use super::shown::plural;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -15,6 +16,7 @@ use super::EXIT_CONFIG;
 use crate::agent::explain::seconds;
 use crate::agent::replay::{self, Candidate, RecordedTurn, Scratch, Totals, TurnResult};
 use crate::agent::Assembly;
+use crate::plugin::RowInstance;
 use crate::profile::{Home, LayerScope, Profile};
 use dsh_session::store::{LogRef, SessionStore};
 
@@ -125,8 +127,9 @@ fn result_text(result: &TurnResult) -> String {
 
 /// Says when a log breaks a rule `dsh session verify` checks: its replay shows what it holds, which
 /// may not be what happened.
-fn warn_if_unsound(log: &LogRef) {
-    let Ok(report) = dsh_session::verify::verify_log(log, |_| Vec::new()) else { return };
+fn warn_if_unsound(log: &LogRef, invariant: &[Arc<RowInstance>]) {
+    let checkers = |header: &str| crate::agent::assembly::open_checkers(invariant, header);
+    let Ok(report) = dsh_session::verify::verify_log(log, checkers) else { return };
     if let Some(first) = report.violations.first() {
         say!(
             "dsh: {} fails dsh session verify ({} violation{}, the first: {}); replaying what it holds",
@@ -149,6 +152,8 @@ struct Comparison<'a> {
     recorded: Totals,
     candidates: Vec<Totals>,
     unreadable: usize,
+    /// The checkers `session verify` holds every log to.
+    invariant: [Arc<RowInstance>; 1],
 }
 
 pub fn run(globals: &Globals, args: ReplayArgs) -> Outcome {
@@ -169,6 +174,7 @@ pub fn run(globals: &Globals, args: ReplayArgs) -> Outcome {
         recorded: Totals::default(),
         candidates,
         unreadable: 0,
+        invariant: super::session::bundled_invariant()?,
     };
     if !args.json {
         println_out(ASSUMPTION)?;
@@ -200,7 +206,7 @@ impl Comparison<'_> {
                 return Ok(());
             }
         };
-        warn_if_unsound(log);
+        warn_if_unsound(log, &self.invariant);
         let own = log.meta()?.profile.unwrap_or_else(|| super::turns::DEFAULT_PROFILE.to_owned());
         let keys: Vec<(String, Vec<PathBuf>)> = self
             .specs

@@ -313,7 +313,8 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
 }
 
 /// The bundled `llm-retry-invariant`, the checker `verify` and `repair` run.
-fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
+/// The llm-retry-invariant checker of the bundled libraries, which every log is held to.
+pub(super) fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     let library_path = catalog::find_bundled_library("llm-retry-invariant")?;
     let library = PluginLibrary::load(&library_path)?;
     let invariant = library
