@@ -107,6 +107,23 @@ fn a_gateway_s_forwarded_wait_hint_is_read_when_the_plain_headers_are_missing() 
 }
 
 #[test]
+fn a_retrying_gateway_in_front_of_the_provider_is_named_once_with_the_settings_that_turn_one_layer_off() {
+    let script = "\
+- {status: 503, headers: {x-litellm-attempted-retries: '2', x-litellm-call-id: a}}
+- {status: 503, headers: {x-litellm-attempted-retries: '2', x-litellm-call-id: b}}
+- {ok: through, headers: {x-litellm-call-id: c}}
+";
+    let (turn, _) = retry_after_hints(script);
+    let warning = "dsh: warning: provider deepseek-official answers through a LiteLLM proxy (x-litellm-* headers), \
+                   which retried this request 2 times; it retries failures itself";
+    turn.run.expect_stderr(warning).expect_stderr(
+        "set num_retries: 0 under litellm_settings in the proxy's config.yaml, or retryPolicy: {mode: normal, \
+         maxRetries: 0} on row \"llm-deepseek\" to leave retries to the proxy",
+    );
+    assert_eq!(turn.run.stderr.matches("LiteLLM").count(), 1, "once per session: {}", turn.run.stderr);
+}
+
+#[test]
 fn keep_alive_comments_cannot_keep_an_attempt_open_past_its_deadline() {
     let (turn, _) = hostile_turn(
         "- keepAlive: 50\n",

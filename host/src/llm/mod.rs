@@ -1,9 +1,10 @@
 //! Model providers: provider row configs, provider-owned retry policies, the request options a
 //! route sends, the OpenAI-compatible streaming adapter (SSE decoding, failure classification,
-//! server wait hints) and the mock server.
+//! server wait hints, retrying gateways in front of it) and the mock server.
 
 pub mod classify;
 pub mod config;
+pub mod gateway;
 pub mod mock;
 pub mod openai;
 pub mod policy;

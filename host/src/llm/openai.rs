@@ -259,6 +259,10 @@ pub struct OpenAiAdapter {
     /// request that sends it (so building a route writes nothing).
     user_id: Option<UserIdSource>,
     user_id_read: std::sync::OnceLock<Option<String>>,
+    /// The route and row it serves, for what it says of a gateway in front of it.
+    route: (String, String),
+    /// A retrying gateway was named already ([`super::gateway`]): once per route.
+    gateway_named: std::sync::atomic::AtomicBool,
 }
 
 /// Reads (or creates) the anonymous user id.
@@ -313,6 +317,8 @@ impl OpenAiAdapter {
             wire: config.wire.clone(),
             user_id: None,
             user_id_read: std::sync::OnceLock::new(),
+            route: (config.provider.clone(), config.row_id.clone()),
+            gateway_named: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -464,11 +470,26 @@ impl OpenAiAdapter {
         let silent = || format!("no response from {url} within {}ms", self.idle_timeout.as_millis());
         // The message names the URL once, as it may be shown; reqwest's own text would repeat it.
         match clock.wait(send.send(), silent).await?.map_err(reqwest::Error::without_url) {
-            Ok(response) => Ok(response),
+            Ok(response) => {
+                self.name_a_retrying_gateway(response.headers());
+                Ok(response)
+            }
             Err(err) if err.is_timeout() => {
                 Err(Failure::new("TIMEOUT", format!("request to {url} timed out: {}", error_chain(&err))))
             }
             Err(err) => Err(Failure::new("TRANSPORT", format!("request to {url} failed: {}", error_chain(&err)))),
+        }
+    }
+
+    fn name_a_retrying_gateway(&self, headers: &HeaderMap) {
+        use std::sync::atomic::Ordering;
+        if self.gateway_named.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(warning) = super::gateway::warning(&self.route.0, &self.route.1, headers) {
+            if !self.gateway_named.swap(true, Ordering::Relaxed) {
+                tracing::warn!("{warning}");
+            }
         }
     }
 
