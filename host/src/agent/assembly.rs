@@ -565,6 +565,16 @@ impl Assembly {
     }
 }
 
+/// The llm-retry-invariant checker of the bundled libraries, which every log is held to.
+pub fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
+    let library_path = catalog::find_bundled_library("llm-retry-invariant")?;
+    let library = PluginLibrary::load(&library_path)?;
+    let invariant = library
+        .instantiate("llm-retry-invariant", &serde_json::Value::Null)
+        .map_err(|err| anyhow::anyhow!("llm-retry-invariant: {err:?}"))?;
+    Ok([Arc::new(invariant)])
+}
+
 /// Opens the checker of every row in `rows` for a session with this header; a row that cannot
 /// open one is left out with a warning.
 pub fn open_checkers(rows: &[Arc<RowInstance>], header: &str) -> Vec<RowChecker> {

@@ -174,7 +174,7 @@ pub fn run(globals: &Globals, args: ReplayArgs) -> Outcome {
         recorded: Totals::default(),
         candidates,
         unreadable: 0,
-        invariant: super::session::bundled_invariant()?,
+        invariant: crate::agent::assembly::bundled_invariant()?,
     };
     if !args.json {
         println_out(ASSUMPTION)?;

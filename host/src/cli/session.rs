@@ -5,7 +5,6 @@ use super::exit::{Exit, Outcome};
 use super::shown::plural;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -17,8 +16,6 @@ use super::EXIT_DAMAGED;
 use crate::agent::assembly::open_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
-use crate::plugin::catalog;
-use crate::plugin::{PluginLibrary, RowInstance};
 use crate::NotFound;
 use dsh_session::locate::find_log;
 use dsh_session::log::{OpenError, SessionLog};
@@ -263,7 +260,7 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
     let store = SessionStore::for_home(globals.home()?.root())?;
     let log = store.resolve(name)?;
     let lock = log.lock(store.local_folder())?;
-    let invariant = bundled_invariant()?;
+    let invariant = crate::agent::assembly::bundled_invariant()?;
     let open_checkers = |header: &str| open_checkers(&invariant, header);
     let path = log.name();
     match SessionLog::open(&log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {
@@ -313,16 +310,6 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
 }
 
 /// The bundled `llm-retry-invariant`, the checker `verify` and `repair` run.
-/// The llm-retry-invariant checker of the bundled libraries, which every log is held to.
-pub(super) fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
-    let library_path = catalog::find_bundled_library("llm-retry-invariant")?;
-    let library = PluginLibrary::load(&library_path)?;
-    let invariant = library
-        .instantiate("llm-retry-invariant", &serde_json::Value::Null)
-        .map_err(|err| anyhow::anyhow!("llm-retry-invariant: {err:?}"))?;
-    Ok([Arc::new(invariant)])
-}
-
 fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
     let home = globals.home()?;
     let source = match path.is_dir() {
@@ -333,7 +320,7 @@ fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
         false if path.exists() => return Err(dsh_session::import::ImportError::NotAFile(path.to_owned()).into()),
         false => return Err(NotFound(format!("{}: no such file", path.display())).into()),
     };
-    let checkers = bundled_invariant()?;
+    let checkers = crate::agent::assembly::bundled_invariant()?;
     let report = verify::verify_log(&LogRef::file(source.clone()), |header| open_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
         if json {
@@ -406,7 +393,7 @@ fn print_violations(report: &Report) -> std::io::Result<()> {
 }
 
 fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
-    let checkers = bundled_invariant()?;
+    let checkers = crate::agent::assembly::bundled_invariant()?;
     let store = SessionStore::for_home(globals.home()?.root())?;
     let mut reports = Vec::new();
     let mut unreadable = false;
