@@ -108,19 +108,25 @@ fn a_gateway_s_forwarded_wait_hint_is_read_when_the_plain_headers_are_missing() 
 
 #[test]
 fn a_retrying_gateway_in_front_of_the_provider_is_named_once_with_the_settings_that_turn_one_layer_off() {
+    // As LiteLLM 1.110.2 answers (compat/litellm.sh): its errors carry x-litellm-call-id, its
+    // successes also the retries it made.
     let script = "\
-- {status: 503, headers: {x-litellm-attempted-retries: '2', x-litellm-call-id: a}}
-- {status: 503, headers: {x-litellm-attempted-retries: '2', x-litellm-call-id: b}}
-- {ok: through, headers: {x-litellm-call-id: c}}
+- {status: 503, headers: {x-litellm-call-id: a, x-litellm-timeout: '6000.0'}}
+- {status: 503, headers: {x-litellm-call-id: b}}
+- {ok: through, headers: {x-litellm-call-id: c, x-litellm-attempted-retries: '1'}}
 ";
     let (turn, _) = retry_after_hints(script);
-    let warning = "dsh: warning: provider deepseek-official answers through a LiteLLM proxy (x-litellm-* headers), \
-                   which retried this request 2 times; it retries failures itself";
-    turn.run.expect_stderr(warning).expect_stderr(
-        "set num_retries: 0 under litellm_settings in the proxy's config.yaml, or retryPolicy: {mode: normal, \
-         maxRetries: 0} on row \"llm-deepseek\" to leave retries to the proxy",
+    turn.run.expect_stderr(
+        "dsh: warning: provider deepseek-official answers through a LiteLLM proxy (x-litellm-* headers); it retries \
+         failures itself",
+    );
+    turn.run.expect_stderr(
+        "set num_retries: 0 under litellm_settings in the proxy's config.yaml (and gatewayRetries: false on row \
+         \"llm-deepseek\"), or retryPolicy: {mode: normal, maxRetries: 0} on that row to leave retries to the proxy",
     );
     assert_eq!(turn.run.stderr.matches("LiteLLM").count(), 1, "once per session: {}", turn.run.stderr);
+    let (quiet, _) = hostile_turn(script, "{mode: normal, maxRetries: 3}\n    gatewayRetries: false");
+    assert!(!quiet.run.expect_code(0).stderr.contains("LiteLLM"), "{}", quiet.run.stderr);
 }
 
 #[test]

@@ -395,3 +395,21 @@ fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
     );
     assert!(turn.of_type("llm/retry").is_empty(), "a refused record is never written");
 }
+
+#[test]
+fn the_mock_server_answers_other_paths_404_without_taking_a_step_of_its_script() {
+    use std::io::{Read, Write};
+    let home = TestHome::new();
+    let mock = MockProcess::start(&home, "- ok: the first step\n");
+    let address = mock.base_url.trim_start_matches("http://").trim_end_matches("/v1").to_owned();
+    let mut probe = std::net::TcpStream::connect(&address).unwrap();
+    probe
+        .write_all(format!("GET /v1/models HTTP/1.1\r\nhost: {address}\r\nconnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut answer = String::new();
+    probe.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    let patch = route_patch(&home, &mock, "", "");
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
+    run.expect_code(0).expect_stdout("the first step");
+}

@@ -46,6 +46,9 @@ pub struct ProviderConfig {
     pub wire: WireOptions,
     /// The most tokens a request to this route may hold, when the row says.
     pub context_window: Option<u64>,
+    /// A gateway in front of the route may retry on its own ([`super::gateway`]); `false` when
+    /// the row says its retries are off, so dsh says nothing of it.
+    pub gateway_retries: bool,
 }
 
 const TIMEOUT: Kind = Kind::integer(1, MAX_DELAY_MS_INTEGER);
@@ -100,6 +103,12 @@ pub const OPENAI: Schema = Schema::row(
         Key::new("apiKeyEnv", Kind::Text, "", "the environment variable holding the API key"),
         Key::new("headers", HEADER_MAP, "{}", "extra request headers"),
         HEADER_ENV,
+        Key::new(
+            "gatewayRetries",
+            Kind::Flag,
+            "true",
+            "whether a gateway in front of it retries on its own (false: its retries are off, dsh says nothing of it)"
+        ),
     ],
 );
 
@@ -170,6 +179,7 @@ fn common(row_id: &str, row: &mut Row<'_>, endpoint: Endpoint) -> ProviderConfig
         retry_policy,
         wire,
         context_window,
+        gateway_retries: true,
     }
 }
 
@@ -191,6 +201,7 @@ pub fn parse_openai(row_id: &str, config: &Value) -> Result<ProviderConfig, Vec<
     }
     provider.headers = headers(&mut row);
     provider.header_env = header_env(&mut row);
+    provider.gateway_retries = row.flag("gatewayRetries");
     row.finish(provider)
 }
 

@@ -1,7 +1,7 @@
 //! Gateways that retry failed requests on their own, known by the headers of their responses.
 //! Behind one, every failure dsh retries is retried by both layers, so one turn can cost many
 //! times the requests and waits either layer alone would spend: dsh says so once per route, with
-//! the setting that turns one of the two off.
+//! the setting that turns one of the two off (a row with `gatewayRetries: false` is not told).
 
 use reqwest::header::HeaderMap;
 
@@ -10,7 +10,7 @@ pub struct RetryingGateway {
     pub name: &'static str,
     /// Every response of the gateway carries a header named with this prefix.
     pub header_prefix: &'static str,
-    /// The header counting the retries the gateway made for this response.
+    /// The header counting the retries the gateway made for this response (on its successes).
     pub retries_header: &'static str,
     /// How its own retries are turned off.
     pub turn_off: &'static str,
@@ -38,8 +38,9 @@ pub fn warning(provider: &str, row_id: &str, headers: &HeaderMap) -> Option<Stri
         .unwrap_or_default();
     Some(format!(
         "provider {provider} answers through a {name} proxy ({prefix}* headers){retried}; it retries failures \
-         itself, so with dsh retrying too one failure can cost many requests and long waits: set {turn_off}, or \
-         retryPolicy: {{mode: normal, maxRetries: 0}} on row \"{row_id}\" to leave retries to the proxy",
+         itself, so with dsh retrying too one failure can cost many requests and long waits: set {turn_off} \
+         (and gatewayRetries: false on row \"{row_id}\"), or retryPolicy: {{mode: normal, maxRetries: 0}} on \
+         that row to leave retries to the proxy",
         name = gateway.name,
         prefix = gateway.header_prefix,
         turn_off = gateway.turn_off,

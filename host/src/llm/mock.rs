@@ -428,26 +428,28 @@ impl Shared {
             stream.write_all(head(204, &[], Some(0)).as_bytes()).await?;
             return stream.shutdown().await;
         }
+        let known_path = matches!(request.path.as_str(), "/v1/chat/completions" | "/chat/completions");
+        if !known_path || request.method != "POST" {
+            // A gateway's own probes (`GET /v1/models`) take no step of the script.
+            self.report(self.next.load(Ordering::SeqCst), &request, "404".to_owned());
+            let body = r#"{"error":{"message":"the mock server serves POST /v1/chat/completions"}}"#;
+            let head = head(404, &[("content-type".into(), "application/json".into())], Some(body.len()));
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            return stream.shutdown().await;
+        }
         let number = self.next.fetch_add(1, Ordering::SeqCst);
         let position = match self.replay {
             Replay::LastRepeats => number.min(self.script.len() - 1),
             Replay::Loop => number % self.script.len(),
         };
         let step = &self.script[position];
-        let known_path = matches!(request.path.as_str(), "/v1/chat/completions" | "/chat/completions");
-        self.report(number + 1, &request, if known_path { describe(&step.action) } else { "404".to_owned() });
+        self.report(number + 1, &request, describe(&step.action));
         if let Some(name) = &step.hold {
             let _ = self.released.subscribe().wait_for(|released| released.contains(name)).await;
         }
         if step.delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
-        }
-        if !known_path || request.method != "POST" {
-            let body = r#"{"error":{"message":"the mock server serves POST /v1/chat/completions"}}"#;
-            let head = head(404, &[("content-type".into(), "application/json".into())], Some(body.len()));
-            stream.write_all(head.as_bytes()).await?;
-            stream.write_all(body.as_bytes()).await?;
-            return stream.shutdown().await;
         }
         let model = serde_json::from_slice::<Value>(&request.body)
             .ok()

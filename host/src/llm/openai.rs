@@ -261,7 +261,8 @@ pub struct OpenAiAdapter {
     user_id_read: std::sync::OnceLock<Option<String>>,
     /// The route and row it serves, for what it says of a gateway in front of it.
     route: (String, String),
-    /// A retrying gateway was named already ([`super::gateway`]): once per route.
+    /// A retrying gateway was named already ([`super::gateway`]): once per route (never when the
+    /// row says its retries are off).
     gateway_named: std::sync::atomic::AtomicBool,
 }
 
@@ -318,7 +319,7 @@ impl OpenAiAdapter {
             user_id: None,
             user_id_read: std::sync::OnceLock::new(),
             route: (config.provider.clone(), config.row_id.clone()),
-            gateway_named: std::sync::atomic::AtomicBool::new(false),
+            gateway_named: std::sync::atomic::AtomicBool::new(!config.gateway_retries),
         })
     }
 
