@@ -381,7 +381,11 @@ fn export(globals: &Globals, name: &str, path: Option<&Path>) -> Outcome {
 }
 
 /// Prints a report's violations as `PATH:SEQ: message` (or `PATH:line N (byte B): message`).
+/// The report's notes on stderr, then its violations on stdout.
 fn print_violations(report: &Report) -> std::io::Result<()> {
+    for note in &report.notes {
+        say!("{}: note: {note}", report.path);
+    }
     for finding in &report.violations {
         match (finding.seq, finding.at) {
             (Some(seq), _) => out!("{}:{seq}: {}", report.path, finding.message)?,
@@ -412,9 +416,6 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
         out_raw!("{}", dsh_abi::js::to_string_pretty(&value))?;
     } else {
         for report in &reports {
-            for note in &report.notes {
-                say!("{}: note: {note}", report.path);
-            }
             print_violations(report)?;
         }
     }
