@@ -364,8 +364,8 @@ fn a_provider_option_no_row_serves_is_refused_before_a_session_exists() {
             .arg("x"),
     );
     run.expect_code(4).expect_stderr(
-        "the command line (--provider, --model, --system): row \"agent\": config.provider: no enabled provider row \
-         serves route \"nowhere\"",
+        "the command line (--provider): row \"agent\": config.provider: no enabled provider row serves route \
+         \"nowhere\"",
     );
     assert!(
         !home.path().join("sessions").exists() || home.path().join("sessions").read_dir().unwrap().next().is_none()

@@ -41,22 +41,40 @@ pub struct RunOverrides {
 }
 
 impl RunOverrides {
-    pub fn is_empty(&self) -> bool {
-        self.provider.is_none() && self.model.is_none() && self.system.is_none()
+    /// Each option, by the agent row key it sets (`provider`, `model`, `system`).
+    pub fn fields(&self) -> [(&'static str, &Option<String>); 3] {
+        [("provider", &self.provider), ("model", &self.model), ("system", &self.system)]
     }
 
-    /// The options as a command line gives them (`--model m --provider p --system …`).
+    pub fn is_empty(&self) -> bool {
+        self.fields().iter().all(|(_, value)| value.is_none())
+    }
+
+    /// The options as a command line gives them (`--provider p --model m --system …`, each value
+    /// cut to one short line).
     pub fn described(&self) -> String {
-        let given = [("--provider", &self.provider), ("--model", &self.model), ("--system", &self.system)];
-        let words: Vec<String> = given
+        let words: Vec<String> = self
+            .fields()
             .iter()
-            .filter_map(|(option, value)| value.as_ref().map(|value| format!("{option} {value:?}")))
+            .filter_map(|(key, value)| value.as_ref().map(|value| format!("--{key} {:?}", shortened(value))))
             .collect();
         if words.is_empty() {
             "none of --provider, --model, --system".to_owned()
         } else {
             words.join(" ")
         }
+    }
+}
+
+/// How many characters of an option's value a message shows.
+const SHOWN_VALUE_CHARS: usize = 40;
+
+fn shortened(value: &str) -> String {
+    let line = value.lines().next().unwrap_or_default();
+    if line.chars().count() > SHOWN_VALUE_CHARS || line.len() < value.len() {
+        format!("{}…", line.chars().take(SHOWN_VALUE_CHARS).collect::<String>())
+    } else {
+        value.to_owned()
     }
 }
 

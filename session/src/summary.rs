@@ -37,12 +37,12 @@ impl Summary {
     }
 }
 
-/// The sessions in `store`, newest first; a log that cannot be read goes to `unreadable` and the
-/// others are still listed.
+/// The sessions in `store`, newest first, each with its log; a log that cannot be read goes to
+/// `unreadable` and the others are still listed.
 pub fn newest_first(
     store: &SessionStore,
     mut unreadable: impl FnMut(&LogRef, anyhow::Error),
-) -> Result<Vec<Summary>, anyhow::Error> {
+) -> Result<Vec<(Summary, LogRef)>, anyhow::Error> {
     if let Some(sessions) = store.files_folder() {
         if sessions.exists() && !sessions.is_dir() {
             return Err(ImportError::SessionsNotAFolder(sessions.to_owned()).into());
@@ -51,11 +51,11 @@ pub fn newest_first(
     let mut summaries = Vec::new();
     for log in store.logs()? {
         match summarize(&log) {
-            Ok(summary) => summaries.push(summary),
+            Ok(summary) => summaries.push((summary, log)),
             Err(err) => unreadable(&log, err),
         }
     }
-    summaries.sort_by(|a, b| b.created_ms().total_cmp(&a.created_ms()).then_with(|| a.id.cmp(&b.id)));
+    summaries.sort_by(|(a, _), (b, _)| b.created_ms().total_cmp(&a.created_ms()).then_with(|| a.id.cmp(&b.id)));
     Ok(summaries)
 }
 

@@ -27,8 +27,6 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-/// Verifies one log with the structure rules and the checkers `open_checkers` opens for its
-/// header.
 /// The format version a header names when it is a number other than 0 (another format's log,
 /// whose events follow other rules).
 fn other_format(header: &str) -> Option<String> {
@@ -37,6 +35,8 @@ fn other_format(header: &str) -> Option<String> {
     Some(dsh_abi::js::number(version))
 }
 
+/// Verifies one log with the structure rules and the checkers `open_checkers` opens for its
+/// header.
 pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowChecker>) -> Result<Report, ReadError> {
     let reader = log.reader()?;
     let mut report = Report { path: log.name(), events: 0, violations: Vec::new(), notes: Vec::new() };

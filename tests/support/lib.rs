@@ -366,12 +366,9 @@ impl MockProcess {
         std::fs::read_to_string(&self.record)
             .unwrap_or_default()
             .lines()
-            .map(|line| {
-                serde_json::from_str::<serde_json::Value>(line).expect("a JSON line")["body"]
-                    .as_str()
-                    .expect("a body")
-                    .to_owned()
-            })
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON line"))
+            .filter(|request| !request["request"].is_null())
+            .map(|request| request["body"].as_str().expect("a body").to_owned())
             .collect()
     }
 }
@@ -391,7 +388,11 @@ pub fn free_port() -> u16 {
     static TAKEN: AtomicU32 = AtomicU32::new(0);
     let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
     let first_ephemeral: u32 = ephemeral.split_whitespace().next().and_then(|low| low.parse().ok()).unwrap_or(32_768);
-    let span = first_ephemeral.saturating_sub(LOWEST).max(1);
+    if first_ephemeral <= LOWEST + 1_000 {
+        // Nothing below the ephemeral range to pick from: the kernel's pick, race and all.
+        return std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    }
+    let span = first_ephemeral - LOWEST;
     let start = std::process::id().wrapping_mul(7_919);
     for _ in 0..span {
         let port = LOWEST + start.wrapping_add(TAKEN.fetch_add(1, Ordering::Relaxed)) % span;

@@ -104,6 +104,13 @@ fn layer_of<'a>(composition: &'a Composition, row_id: &str) -> &'a str {
     composition.config_layer(row_id).unwrap_or("cordis.yml")
 }
 
+/// What to name in a message about the config key at `path` (`maxSteps`, `breaker.failures`) of
+/// row `row_id`.
+fn layer_of_key<'a>(composition: &'a Composition, row_id: &str, path: &str) -> &'a str {
+    let key = path.split(['.', '[']).next().unwrap_or_default();
+    composition.key_layer(row_id, key).unwrap_or("cordis.yml")
+}
+
 /// Resolves every enabled row of `composition`: built-in configs are validated here, plugin rows
 /// are matched to their libraries (not opened).
 pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
@@ -141,7 +148,10 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
         };
         let config = row.get("config").cloned().unwrap_or(Value::Null);
         let mut report = |errors: Vec<ConfigError>| {
-            resolution.problems.extend(errors.iter().map(|error| Problem::config(Some(&layer), row_id, error)));
+            let problem = |error: &ConfigError| {
+                Problem::config(Some(layer_of_key(composition, row_id, &error.path)), row_id, error)
+            };
+            resolution.problems.extend(errors.iter().map(problem));
         };
         match catalog::resolve_row_package(profile, row_id, package) {
             Ok(RowPackage::BuiltIn("agent")) => match parse_agent(row_id, &config) {
@@ -241,7 +251,7 @@ fn check_routes(
     let agent = agents.drain(..).next();
     if let Some(agent) = &agent {
         if !served.contains_key(agent.provider.as_str()) {
-            let layer = layer_of(composition, &agent.row_id);
+            let layer = layer_of_key(composition, &agent.row_id, "provider");
             let mut routes: Vec<&str> = served.keys().copied().collect();
             routes.sort();
             resolution.problems.push(Problem::config(
@@ -565,7 +575,8 @@ impl Assembly {
     }
 }
 
-/// The llm-retry-invariant checker of the bundled libraries, which every log is held to.
+/// The bundled `llm-retry-invariant`, the checker `verify`, `repair`, `import` and `replay` hold
+/// every log to.
 pub fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     let library_path = catalog::find_bundled_library("llm-retry-invariant")?;
     let library = PluginLibrary::load(&library_path)?;

@@ -56,17 +56,17 @@ pub fn parse_agent(row_id: &str, config: &Value) -> Result<AgentConfig, Vec<Conf
     row.finish(AgentConfig { row_id: row_id.to_owned(), provider, model, system, max_steps, max_parallel_tools })
 }
 
-/// Where the options a run was given appear to `dsh config` and in problems: as a layer.
-pub const OVERRIDES_LAYER: &str = "the command line (--provider, --model, --system)";
-
 /// Sets what `--provider`, `--model` and `--system` give on every enabled agent row, after every
-/// layer; the checks then hold them to the agent row's keys, as if a layer had set them.
-pub fn apply_overrides(composition: &mut Composition, overrides: &RunOverrides) {
-    let given = [("provider", &overrides.provider), ("model", &overrides.model), ("system", &overrides.system)];
-    for (key, value) in given {
-        if let Some(value) = value {
-            composition.set_enabled_config("agent", key, &Value::from(value.as_str()), OVERRIDES_LAYER);
-        }
+/// layer; the checks then hold them to the agent row's keys, naming the option (typed now, or
+/// recorded with the session) in a message about one.
+pub fn apply_overrides(composition: &mut Composition, overrides: &RunOverrides, typed: &RunOverrides) {
+    for ((key, value), (_, given)) in overrides.fields().into_iter().zip(typed.fields()) {
+        let Some(value) = value else { continue };
+        let source = match given {
+            Some(_) => format!("the command line (--{key})"),
+            None => format!("the session's own --{key} (given when it was created)"),
+        };
+        composition.set_enabled_config("agent", key, &Value::from(value.as_str()), &source);
     }
 }
 

@@ -128,7 +128,8 @@ fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result
 pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
     let home = globals.home()?;
     let target = args.target.resolve(&home)?;
-    let (profile_name, patches, overrides) = (target.profile.clone(), target.patches.clone(), target.overrides.clone());
+    let (profile_name, patches) = (target.profile.clone(), target.patches.clone());
+    let overrides = (target.overrides.clone(), target.typed.clone());
     let mut input = Input::open()?;
     runtime()?.block_on(async {
         let Ready { mut agent, profile, composition } = start(globals, &home, &target, false).await?;
@@ -146,44 +147,22 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
                 "/help" => say!("{HELP}"),
                 "/waterfall" => show_waterfall(&agent),
                 "/tools" => show_tools(&agent),
-                "/session" => show_session(&agent)?,
+                "/session" => show_session(&agent),
                 "/profile" => show_profile(&home, (&profile_name, &patches, &overrides)),
                 command if command.starts_with('/') => say!("dsh: unknown command {command}; /help lists them"),
                 _ => {
                     current =
                         swap_if_changed(globals, &home, (&profile_name, &patches, &overrides), &mut agent, current)
                             .await;
-                    let cancel = Cancel::default();
-                    agent.cancel = cancel.clone();
-                    *running.lock().expect("not poisoned") = Some(cancel);
-                    let input =
-                        UserInput { id: agent.services.new_id(), text: line.clone(), source: json!({"kind": "user"}) };
-                    let end = agent.run_turn(input, HeaderReason::Initial).await;
-                    *running.lock().expect("not poisoned") = None;
-                    let end = match end {
-                        Err(refused @ AppendError::TooLong { .. }) => {
-                            say!("dsh: {refused}; the message was skipped");
-                            code = Err(Exit::reported(EXIT_FAILED));
-                            continue;
+                    match one_turn(&mut agent, &line, &running).await? {
+                        AfterTurn::Next => {}
+                        AfterTurn::Failed => code = Err(Exit::reported(EXIT_FAILED)),
+                        AfterTurn::Terminated => {
+                            code = Err(Exit::reported(exit_code_now()));
+                            break;
                         }
-                        end => end?,
-                    };
-                    if let Some(summary) = turn_summary(&end) {
-                        say!("{summary}");
-                    }
-                    if let Some(tokens) = turn_tokens(&agent) {
-                        say!("{tokens}");
-                    }
-                    if matches!(end, TurnEnd::Error(_)) {
-                        code = Err(Exit::reported(EXIT_FAILED));
-                    }
-                    if terminated() {
-                        code = Err(Exit::reported(exit_code_now()));
-                        break;
-                    }
-                    if agent.view.output_gone() {
                         // Nobody reads the answers any more: no further turn is run (and paid for).
-                        return Ok(());
+                        AfterTurn::OutputGone => return Ok(()),
                     }
                 }
             }
@@ -197,15 +176,58 @@ pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
     })
 }
 
-/// What the chat's rows are composed from: the profile's name, the `--patch` layers and the
-/// overrides.
-type Source<'a> = (&'a str, &'a [PathBuf], &'a RunOverrides);
+/// What one chat message led to.
+enum AfterTurn {
+    Next,
+    /// The turn failed, or its message was refused: the chat goes on and exits 1.
+    Failed,
+    /// A signal ended it: the chat ends with the signal's code.
+    Terminated,
+    /// Stdout's reader went away.
+    OutputGone,
+}
+
+/// Runs the turn of one message, cancellable with Ctrl-C through `running`, and says how it ended.
+async fn one_turn(agent: &mut Agent, line: &str, running: &Mutex<Option<Cancel>>) -> Result<AfterTurn, Exit> {
+    let cancel = Cancel::default();
+    agent.cancel = cancel.clone();
+    *running.lock().expect("not poisoned") = Some(cancel);
+    let input = UserInput { id: agent.services.new_id(), text: line.to_owned(), source: json!({"kind": "user"}) };
+    let end = agent.run_turn(input, HeaderReason::Initial).await;
+    *running.lock().expect("not poisoned") = None;
+    let end = match end {
+        Err(refused @ AppendError::TooLong { .. }) => {
+            say!("dsh: {refused}; the message was skipped");
+            return Ok(AfterTurn::Failed);
+        }
+        end => end?,
+    };
+    if let Some(summary) = turn_summary(&end) {
+        say!("{summary}");
+    }
+    if let Some(tokens) = turn_tokens(agent) {
+        say!("{tokens}");
+    }
+    Ok(if terminated() {
+        AfterTurn::Terminated
+    } else if agent.view.output_gone() {
+        AfterTurn::OutputGone
+    } else if matches!(end, TurnEnd::Error(_)) {
+        AfterTurn::Failed
+    } else {
+        AfterTurn::Next
+    })
+}
+
+/// What the chat's rows are composed from: the profile's name, the `--patch` layers, and the
+/// overrides in effect and those typed.
+type Source<'a> = (&'a str, &'a [PathBuf], &'a (RunOverrides, RunOverrides));
 
 /// The profile's manifest and composition, as they are on disk now.
 fn compose_now(home: &Home, (profile, patches, overrides): Source<'_>) -> anyhow::Result<(Profile, Composition)> {
     let profile = Profile::open(home, profile)?;
     let mut composition = profile.compose(home, patches, LayerScope::All)?;
-    apply_overrides(&mut composition, overrides);
+    apply_overrides(&mut composition, &overrides.0, &overrides.1);
     Ok((profile, composition))
 }
 
@@ -264,12 +286,14 @@ fn show_tools(agent: &Agent) {
     }
 }
 
-fn show_session(agent: &Agent) -> anyhow::Result<()> {
-    let summary = summary::summarize(agent.log.location())?;
+fn show_session(agent: &Agent) {
+    let summary = match summary::summarize(agent.log.location()) {
+        Ok(summary) => summary,
+        Err(err) => return say!("dsh: cannot read session {}: {err:#}", agent.log.id()),
+    };
     say!("session {} ({})", summary.id, agent.log.location().name());
     say!("  turns: {} · the last {}", summary.turns, summary.last_end);
     say!("  tokens: {}", summary.tokens.text().unwrap_or_else(|| "none reported".to_owned()));
-    Ok(())
 }
 
 fn show_waterfall(agent: &Agent) {
@@ -301,8 +325,8 @@ fn show_profile(home: &Home, (profile_name, patches, overrides): Source<'_>) {
             for patch in patches {
                 say!("  --patch: {}", neutralised(&patch.display().to_string()));
             }
-            if !overrides.is_empty() {
-                say!("  on the agent row: {}", neutralised(&overrides.described()));
+            if !overrides.0.is_empty() {
+                say!("  on the agent row: {}", neutralised(&overrides.0.described()));
             }
         }
         Err(err) => say!("dsh: {err:#}"),

@@ -1,7 +1,7 @@
 //! `dsh session delete` and `dsh session prune`: sessions removed from either store, each under
 //! its writer lock — one being written is left as it is, and said so.
 
-use super::exit::{Exit, Outcome, EXIT_BUSY, EXIT_NOT_FOUND};
+use super::exit::{Exit, Outcome, EXIT_BUSY, EXIT_FAILED, EXIT_NOT_FOUND, EXIT_STORE};
 use super::shown::plural;
 
 use clap::Args;
@@ -59,26 +59,41 @@ struct Removal {
     left: Vec<(String, String)>,
     /// The exit code the worst of the reasons asks for.
     code: Option<u8>,
+    /// Whether a session being written fails the command (`delete`) or is simply in use (`prune`).
+    busy_fails: bool,
 }
 
 impl Removal {
-    /// Deletes `log` under its writer lock; a session being written is left.
-    fn delete(&mut self, store: &SessionStore, log: &LogRef) -> anyhow::Result<()> {
+    /// Deletes `log` under its writer lock, when `still_wanted` (asked once the lock is held)
+    /// says so; a session being written, or one that cannot be removed, is left and said so.
+    fn delete(&mut self, store: &SessionStore, log: &LogRef, still_wanted: impl FnOnce() -> Result<(), String>) {
         let id = log.id();
-        match log.lock(store.local_folder()) {
-            Ok(lock) => {
-                lock.delete().map_err(|err| anyhow::anyhow!("cannot delete session {id}: {err}"))?;
-                self.deleted.push(id);
+        let lock = match log.lock(store.local_folder()) {
+            Ok(lock) => lock,
+            Err(LockError::Busy(busy)) => {
+                let code = if self.busy_fails { EXIT_BUSY } else { 0 };
+                return self.leave(id, busy.to_string(), code);
             }
-            Err(LockError::Busy(busy)) => self.leave(id, busy.to_string(), EXIT_BUSY),
-            Err(err) => return Err(err.into()),
+            Err(err) => {
+                let reason = format!("session {id}: {err}");
+                return self.leave(id, reason, EXIT_STORE);
+            }
+        };
+        if let Err(reason) = still_wanted() {
+            return self.leave(id, reason, 0);
         }
-        Ok(())
+        match lock.delete() {
+            Ok(()) => self.deleted.push(id),
+            Err(err) => {
+                let reason = format!("cannot delete session {id}: {err}");
+                self.leave(id, reason, EXIT_FAILED);
+            }
+        }
     }
 
     fn leave(&mut self, id: String, reason: String, code: u8) {
         self.left.push((id, reason));
-        self.code = self.code.max(Some(code));
+        self.code = self.code.max(Some(code).filter(|code| *code != 0));
     }
 
     fn print(&self, verb: &str, json: Option<Value>) -> Outcome {
@@ -96,40 +111,50 @@ impl Removal {
         }
         Ok(())
     }
+
+    fn finish(&self) -> Outcome {
+        self.code.map_or(Ok(()), |code| Err(Exit::reported(code)))
+    }
 }
 
 pub fn delete(globals: &Globals, args: &DeleteArgs) -> Outcome {
     let store = SessionStore::for_home(globals.home()?.root())?;
-    let mut removal = Removal::default();
+    let mut removal = Removal { busy_fails: true, ..Removal::default() };
     for name in &args.sessions {
         match store.session_by_id(name) {
-            Ok(log) => removal.delete(&store, &log)?,
+            Ok(log) => removal.delete(&store, &log, || Ok(())),
             Err(missing) => removal.leave(name.clone(), missing.to_string(), EXIT_NOT_FOUND),
         }
     }
     removal.print("deleted", args.json.then(|| json!({})))?;
-    removal.code.map_or(Ok(()), |code| Err(Exit::reported(code)))
+    removal.finish()
 }
 
 pub fn prune(globals: &Globals, args: &PruneArgs) -> Outcome {
     let store = SessionStore::for_home(globals.home()?.root())?;
-    let summaries = summary::newest_first(&store, |log, err| say!("dsh: {}: {err:#}; left", log.name()))?;
-    let last_used: Vec<f64> = summaries.iter().map(|summary| summary.last_used_ms).collect();
-    let chosen = prune::to_remove(&last_used, epoch_ms() as f64 - args.older_than, args.keep);
+    let sessions = summary::newest_first(&store, |log, err| say!("dsh: {}: {err:#}; left as it is", log.name()))?;
+    let last_used: Vec<f64> = sessions.iter().map(|(summary, _)| summary.last_used_ms).collect();
+    let cutoff = epoch_ms() as f64 - args.older_than;
+    let chosen = prune::to_remove(&last_used, cutoff, args.keep);
     let mut removal = Removal::default();
-    for at in &chosen {
-        let summary = &summaries[*at];
+    for (_, log) in chosen.iter().map(|at| &sessions[*at]) {
         if args.dry_run {
-            removal.deleted.push(summary.id.clone());
+            removal.deleted.push(log.id());
             continue;
         }
-        removal.delete(&store, &store.session_by_id(&summary.id)?)?;
+        // Used again since it was listed: it is no longer old enough.
+        let unused_since_listed = || match summary::summarize(log) {
+            Ok(now) if now.last_used_ms < cutoff => Ok(()),
+            Ok(_) => Err(format!("session {} was used while the sessions were listed", log.id())),
+            Err(err) => Err(format!("session {}: {err:#}", log.id())),
+        };
+        removal.delete(&store, log, unused_since_listed);
     }
-    let kept = summaries.len() - removal.deleted.len();
+    let kept = sessions.len() - removal.deleted.len();
     let verb = if args.dry_run { "would delete" } else { "deleted" };
     removal.print(verb, args.json.then(|| json!({"kept": kept, "dryRun": args.dry_run})))?;
     if !args.json {
-        let last = chosen.iter().map(|at| summaries[*at].last_used_ms).reduce(f64::max);
+        let last = chosen.iter().map(|at| last_used[*at]).reduce(f64::max);
         let until = last.map(|ms| format!(", the newest of them last used {}", timeline::http_date(ms)));
         say!(
             "dsh: {verb} {} session{}{}; {kept} kept",
@@ -138,7 +163,7 @@ pub fn prune(globals: &Globals, args: &PruneArgs) -> Outcome {
             until.unwrap_or_default()
         );
     }
-    Ok(())
+    removal.finish()
 }
 
 #[cfg(test)]

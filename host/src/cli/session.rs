@@ -188,7 +188,11 @@ fn damage_json(damage: &Damage) -> serde_json::Value {
 
 fn list(globals: &Globals, json: bool) -> Outcome {
     let store = SessionStore::for_home(globals.home()?.root())?;
-    let summaries = summary::newest_first(&store, |log, err| say!("dsh: {}: {err:#}", log.name()))?;
+    let summaries: Vec<summary::Summary> =
+        summary::newest_first(&store, |log, err| say!("dsh: {}: {err:#}", log.name()))?
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
     if json {
         let value: Vec<_> = summaries
             .iter()
@@ -309,7 +313,6 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
     }
 }
 
-/// The bundled `llm-retry-invariant`, the checker `verify` and `repair` run.
 fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
     let home = globals.home()?;
     let source = match path.is_dir() {

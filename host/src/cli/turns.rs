@@ -394,6 +394,8 @@ pub(crate) struct Resolved {
     pub patches: Vec<PathBuf>,
     /// `--provider`, `--model` and `--system`: given, else the session's own.
     pub overrides: RunOverrides,
+    /// Those given on this command line.
+    pub typed: RunOverrides,
     /// None of `--profile`, `--patch`, `--provider`, `--model` was given: a continued session
     /// keeps its recorded route.
     pub as_recorded: bool,
@@ -440,7 +442,8 @@ pub(crate) fn resolve_for(
         && explicit_patches.is_empty()
         && explicit_overrides.provider.is_none()
         && explicit_overrides.model.is_none();
-    Ok(Resolved { store, existing, profile, patches, overrides, as_recorded })
+    let typed = explicit_overrides.clone();
+    Ok(Resolved { store, existing, profile, patches, overrides, typed, as_recorded })
 }
 
 fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
@@ -470,9 +473,9 @@ pub(crate) struct Ready {
 /// run (its problems are printed).
 pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Ready, Exit> {
     let new_home = !home.root().exists();
-    let Resolved { store, existing, profile, patches, overrides, as_recorded } = target;
+    let Resolved { store, existing, profile, patches, overrides, typed, as_recorded } = target;
     let lock = existing.as_ref().map(|log| log.lock(store.local_folder())).transpose()?;
-    let (profile, composition) = compose_with(home, profile, patches, overrides)?;
+    let (profile, composition) = compose_with(home, profile, patches, (overrides, typed))?;
     let opening = match (existing, lock) {
         (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: *as_recorded },
         _ => Opening::New { store, patches, overrides },
@@ -513,15 +516,16 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
     Ok(Ready { agent, profile, composition })
 }
 
-/// Composes `profile` with `patches`, then sets what `overrides` give on its agent row.
+/// Composes `profile` with `patches`, then sets what the overrides give on its agent row (the
+/// ones in effect, and those typed now).
 pub(crate) fn compose_with(
     home: &Home,
     profile: &str,
     patches: &[PathBuf],
-    overrides: &RunOverrides,
+    (overrides, typed): (&RunOverrides, &RunOverrides),
 ) -> Result<(Profile, Composition), Exit> {
     let (profile, mut composition) = compose(home, profile, patches, LayerScope::All)?;
-    apply_overrides(&mut composition, overrides);
+    apply_overrides(&mut composition, overrides, typed);
     Ok((profile, composition))
 }
 

@@ -431,7 +431,7 @@ impl Shared {
         let known_path = matches!(request.path.as_str(), "/v1/chat/completions" | "/chat/completions");
         if !known_path || request.method != "POST" {
             // A gateway's own probes (`GET /v1/models`) take no step of the script.
-            self.report(self.next.load(Ordering::SeqCst), &request, "404".to_owned());
+            self.report(None, &request, "404".to_owned());
             let body = r#"{"error":{"message":"the mock server serves POST /v1/chat/completions"}}"#;
             let head = head(404, &[("content-type".into(), "application/json".into())], Some(body.len()));
             stream.write_all(head.as_bytes()).await?;
@@ -444,7 +444,7 @@ impl Shared {
             Replay::Loop => number % self.script.len(),
         };
         let step = &self.script[position];
-        self.report(number + 1, &request, describe(&step.action));
+        self.report(Some(number + 1), &request, describe(&step.action));
         if let Some(name) = &step.hold {
             let _ = self.released.subscribe().wait_for(|released| released.contains(name)).await;
         }
@@ -459,8 +459,10 @@ impl Shared {
         out.answer(step, &model, request.body.len()).await
     }
 
-    fn report(&self, number: usize, request: &Request, answer: String) {
+    /// Logs a request: `number` is the script step it took, `None` for a request answered 404.
+    fn report(&self, number: Option<usize>, request: &Request, answer: String) {
         if self.log.stderr {
+            let number = number.map_or_else(|| "-".to_owned(), |number| number.to_string());
             eprintln!("mock-server: #{number} {} {} -> {answer}", request.method, request.path);
         }
         if let Some(path) = &self.log.record {

@@ -188,12 +188,31 @@ fn sealed_copy(bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
     let owned = unsafe { OwnedFd::from_raw_fd(raw) };
     let mut file = File::from(owned);
     file.write_all(bytes)?;
-    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
-    // SAFETY: fcntl on a descriptor this function owns.
-    if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&file), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    seal(&file)?;
     Ok(OwnedFd::from(file))
+}
+
+/// How often sealing a copy is tried while the kernel says its pages are busy.
+const SEAL_ATTEMPTS: u32 = 6;
+
+/// Seals the copy against every change. The kernel refuses a write seal (EBUSY) while it still
+/// holds extra references to the pages just written — briefly, on a loaded machine — so a busy
+/// answer is tried again after a short pause.
+fn seal(file: &File) -> std::io::Result<()> {
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    let mut attempt = 1;
+    loop {
+        // SAFETY: fcntl on a descriptor the caller owns.
+        if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(file), libc::F_ADD_SEALS, seals) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EBUSY) || attempt == SEAL_ATTEMPTS {
+            return Err(err);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
+        attempt += 1;
+    }
 }
 
 /// Why a library could not build an instance for a row.

@@ -198,12 +198,21 @@ pub struct Composition {
     pub unknown_keys: Vec<Warning>,
     /// For each row id: the layer that last set its `config` (else the one that inserted it).
     config_layers: HashMap<String, String>,
+    /// For a row id and config key set after every layer ([`Composition::set_enabled_config`]):
+    /// what set it.
+    key_layers: HashMap<(String, String), String>,
 }
 
 impl Composition {
     /// The layer a user should edit to change row `id`'s config.
     pub fn config_layer(&self, id: &str) -> Option<&str> {
         self.config_layers.get(id).map(String::as_str)
+    }
+
+    /// What to edit to change `key` of row `id`'s config: what set the key after every layer,
+    /// else the row's config layer.
+    pub fn key_layer(&self, id: &str, key: &str) -> Option<&str> {
+        self.key_layers.get(&(id.to_owned(), key.to_owned())).map(String::as_str).or_else(|| self.config_layer(id))
     }
 
     /// Every enabled service row in load order: top-level rows in order, the rows of an enabled
@@ -239,8 +248,9 @@ impl Composition {
     }
 
     /// Sets `key` to `value` in the config of every enabled row of package `name` (a row without
-    /// a config gets one), as the layer `layer` would; the ids of the rows changed.
-    pub fn set_enabled_config(&mut self, name: &str, key: &str, value: &Value, layer: &str) -> Vec<String> {
+    /// a config gets one); `source` is what set it, for messages about that key; the ids of the
+    /// rows changed.
+    pub fn set_enabled_config(&mut self, name: &str, key: &str, value: &Value, source: &str) -> Vec<String> {
         fn set(rows: &mut [Value], name: &str, key: &str, value: &Value, changed: &mut Vec<String>) {
             for row in rows {
                 let Value::Object(fields) = row else { continue };
@@ -269,7 +279,7 @@ impl Composition {
         let mut changed = Vec::new();
         set(&mut self.rows, name, key, value, &mut changed);
         for id in &changed {
-            self.config_layers.insert(id.clone(), layer.to_owned());
+            self.key_layers.insert((id.clone(), key.to_owned()), source.to_owned());
         }
         changed
     }
@@ -379,6 +389,7 @@ pub fn compose(base: Vec<Value>, base_label: &str, layers: &[Layer]) -> Composit
         warnings: composer.warnings,
         unknown_keys: composer.unknown_keys,
         config_layers: composer.config_layers,
+        key_layers: HashMap::new(),
     }
 }
 
@@ -959,6 +970,23 @@ mod tests {
         let labels: Vec<String> = composition.provenance.iter().map(Provenance::label).collect();
         assert_eq!(labels, ["dsh-base, patched by relay-retry", "dsh-base", "relay-retry"]);
         assert_eq!(composition.config_layer("r"), Some("relay-retry"));
+    }
+
+    #[test]
+    fn a_key_set_after_every_layer_is_named_by_what_set_it_and_the_rest_by_its_layer() {
+        let mut composition = compose(
+            Vec::new(),
+            "cordis.yml",
+            &[layer(
+                "user.yml",
+                "[{insert: [{id: a, name: agent, config: {maxSteps: 0}}, {id: off, name: agent, disabled: true}, {id: g, name: group, group: true, config: [{id: b, name: agent}]}]}]",
+            )],
+        );
+        let changed = composition.set_enabled_config("agent", "model", &Value::from("m"), "the command line (--model)");
+        assert_eq!(changed, ["a", "b"], "enabled agent rows, a group's included");
+        assert_eq!(composition.rows[0]["config"]["model"], "m");
+        assert_eq!(composition.key_layer("a", "model"), Some("the command line (--model)"));
+        assert_eq!(composition.key_layer("a", "maxSteps"), Some("user.yml"));
     }
 
     #[test]

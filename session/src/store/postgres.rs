@@ -371,10 +371,19 @@ impl Held for StoredWriter {
                 .await?;
             Ok(())
         })?;
-        match std::fs::remove_dir_all(self.store.0.local.join(&self.id)) {
-            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-            other => other,
+        // The session is gone from the store now; copies left on this machine are only a warning.
+        let local = self.store.0.local.join(&self.id);
+        match std::fs::remove_dir_all(&local) {
+            Err(err) if err.kind() != io::ErrorKind::NotFound => {
+                tracing::warn!(
+                    "session {} is deleted, but not its local copies in {}: {err}",
+                    self.id,
+                    local.display()
+                );
+            }
+            _ => {}
         }
+        Ok(())
     }
 }
 
