@@ -59,7 +59,8 @@ mod tests {
         let plain = warning("relay", "llm-relay", &headers).unwrap();
         assert!(plain.starts_with("provider relay answers through a LiteLLM proxy (x-litellm-* headers); it retries"));
         assert!(plain.ends_with(
-            "retryPolicy: {mode: normal, maxRetries: 0} on row \"llm-relay\" to leave retries to the proxy"
+            "(and gatewayRetries: false on row \"llm-relay\"), or retryPolicy: {mode: normal, maxRetries: 0} on that \
+             row to leave retries to the proxy"
         ));
         headers.insert("x-litellm-attempted-retries", HeaderValue::from_static("2"));
         assert!(warning("relay", "r", &headers)
