@@ -44,6 +44,17 @@ pub enum Rule {
     Structure,
 }
 
+/// The session format these rules are of: DeepSeek Harness 0.1's.
+pub const FORMAT_VERSION: f64 = 0.0;
+
+/// The format version a header names when it is a number other than [`FORMAT_VERSION`]: another
+/// format's log, whose events follow other rules.
+pub fn other_format_version(header: &str) -> Option<String> {
+    let header: serde_json::Value = serde_json::from_str(header).ok()?;
+    let version = header.get("version")?.as_f64().filter(|version| *version != FORMAT_VERSION)?;
+    Some(dsh_abi::js::number(version))
+}
+
 /// What is wrong with a header line (integrity rules); empty when it is sound.
 pub fn header_violations(header: &str) -> Vec<String> {
     let value = JsValue::parse(header);
@@ -56,8 +67,8 @@ pub fn header_violations(header: &str) -> Vec<String> {
         found.push("the first line is not a session header ({\"type\":\"session\",…})".to_owned());
     }
     let version = fields.get("version");
-    if !version.strict_equals(&JsValue::Number(0.0)) {
-        found.push(format!("session header version must be 0, got {}", version.display()));
+    if !version.strict_equals(&JsValue::Number(FORMAT_VERSION)) {
+        found.push(format!("session header version must be {FORMAT_VERSION}, got {}", version.display()));
     }
     if fields.get("id").as_str().is_none() {
         found.push("session header id must be a string".to_owned());

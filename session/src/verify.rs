@@ -6,7 +6,7 @@ use super::gate::{Finder, Gate, GateEvent, RowChecker};
 use super::read_ahead::ReadAhead;
 use super::reader::{Damage, Position, ReadError};
 use super::store::LogRef;
-use super::structure::header_violations;
+use super::structure::{header_violations, other_format_version, FORMAT_VERSION};
 
 /// One broken rule: at an event (`seq`) or at a damaged line (`at`).
 #[derive(Debug, Clone, PartialEq)]
@@ -27,14 +27,6 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-/// The format version a header names when it is a number other than 0 (another format's log,
-/// whose events follow other rules).
-fn other_format(header: &str) -> Option<String> {
-    let header: serde_json::Value = serde_json::from_str(header).ok()?;
-    let version = header.get("version")?.as_f64().filter(|version| *version != 0.0)?;
-    Some(dsh_abi::js::number(version))
-}
-
 /// Verifies one log with the structure rules and the checkers `open_checkers` opens for its
 /// header.
 pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowChecker>) -> Result<Report, ReadError> {
@@ -46,10 +38,11 @@ pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowCheck
         at: header,
         message,
     }));
-    if let Some(version) = other_format(reader.header()) {
+    if let Some(version) = other_format_version(reader.header()) {
+        let ours = dsh_abi::js::number(FORMAT_VERSION);
         report.notes.push(format!(
-            "it is written in session format version {version}{}; dsh reads version 0 only, so its events are not \
-             checked against version 0's rules",
+            "it is written in session format version {version}{}; dsh reads version {ours} only, so its events are \
+             not checked against version {ours}'s rules",
             if version == "4" { " (DeepSeek Harness 0.2)" } else { "" }
         ));
         return Ok(report);
