@@ -100,6 +100,10 @@ pub struct CheckedRetry {
     pub retry_id: String,
     /// The record's `retry`, as written.
     pub retry: serde_json::Value,
+    /// The record's `maxRetries` and `headRetries`, when it has them (the last, when repeated):
+    /// what a screen needs to show the retry's place in its chain.
+    pub max_retries: Option<serde_json::Value>,
+    pub head_retries: Option<serde_json::Value>,
 }
 
 /// The fields of a record the host relies on, however the record was read.
@@ -109,16 +113,56 @@ struct Picked<'a> {
     retry: Option<serde_json::Value>,
     /// `delayMs` as written.
     delay_ms: Option<&'a str>,
+    max_retries: Option<serde_json::Value>,
+    head_retries: Option<serde_json::Value>,
 }
 
-/// [`Picked`] as serde_json reads it.
-#[derive(Deserialize)]
-struct RecordFields<'a> {
-    #[serde(rename = "retryId", borrow)]
-    retry_id: Option<Cow<'a, str>>,
-    retry: Option<serde_json::Value>,
-    #[serde(rename = "delayMs")]
-    delay_ms: Option<&'a RawValue>,
+/// [`Picked`] as serde_json reads it: a repeated checked field is an error, as a derived struct
+/// would say; a repeated `maxRetries` or `headRetries` keeps its last value, as `Value` does,
+/// and neither is held to more than being JSON (see [`shown_value`]).
+struct RecordFields<'a>(Picked<'a>);
+
+impl<'de> Deserialize<'de> for RecordFields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(RecordVisitor)
+    }
+}
+
+struct RecordVisitor;
+
+impl<'de> serde::de::Visitor<'de> for RecordVisitor {
+    type Value = RecordFields<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("struct RecordFields")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::{Error, IgnoredAny};
+        fn once<T, E: Error>(slot: &mut Option<T>, name: &'static str, value: T) -> Result<(), E> {
+            match slot.replace(value) {
+                Some(_) => Err(E::duplicate_field(name)),
+                None => Ok(()),
+            }
+        }
+        // `Option<Option<_>>`, as a derived struct keeps them: `null` reads as absent, yet counts.
+        let (mut retry_id, mut retry, mut delay_ms) = (None, None, None);
+        let mut picked = Picked::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "retryId" => once(&mut retry_id, "retryId", map.next_value::<Option<Cow<'de, str>>>()?)?,
+                "retry" => once(&mut retry, "retry", map.next_value::<Option<serde_json::Value>>()?)?,
+                "delayMs" => once(&mut delay_ms, "delayMs", map.next_value::<Option<&'de RawValue>>()?)?,
+                "maxRetries" => picked.max_retries = shown_value(map.next_value()?),
+                "headRetries" => picked.head_retries = shown_value(map.next_value()?),
+                _ => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        picked.retry_id = retry_id.flatten();
+        picked.retry = retry.flatten();
+        picked.delay_ms = delay_ms.flatten().map(RawValue::get);
+        Ok(RecordFields(picked))
+    }
 }
 
 /// Checks a retry decision before anything of it is written: the delay is a finite number within
@@ -162,9 +206,7 @@ fn checked_delay(delay_ms: f64) -> Result<f64, String> {
 
 fn read_by_serde(text: &str) -> Result<Picked<'_>, String> {
     match serde_json::from_str::<RecordFields<'_>>(text) {
-        Ok(fields) => {
-            Ok(Picked { retry_id: fields.retry_id, retry: fields.retry, delay_ms: fields.delay_ms.map(RawValue::get) })
-        }
+        Ok(RecordFields(picked)) => Ok(picked),
         Err(err) if err.is_data() && serde_json::from_str::<&RawValue>(text).is_ok() => {
             Err(if text.trim_start().starts_with('{') {
                 format!("its llm/retry record cannot be read ({err})")
@@ -194,7 +236,20 @@ fn checked(picked: Picked<'_>, delay_ms: f64, record: String) -> Result<CheckedR
             picked.delay_ms.unwrap_or("(none)")
         ));
     }
-    Ok(CheckedRetry { delay_ms, record, retry_id, retry })
+    Ok(CheckedRetry {
+        delay_ms,
+        record,
+        retry_id,
+        retry,
+        max_retries: picked.max_retries,
+        head_retries: picked.head_retries,
+    })
+}
+
+/// A field kept only for display, as `Value` reads it: one it cannot read (`1e400`, a lone
+/// surrogate) is as good as absent, so it never changes whether a record is accepted.
+fn shown_value(raw: &RawValue) -> Option<serde_json::Value> {
+    serde_json::from_str(raw.get()).ok()
 }
 
 /// A JSON value's text as a double, when it is a number in range. Rust's parser rounds as
@@ -293,8 +348,25 @@ mod tests {
             r#"{"retryId":"","retry":1,"delayMs":5}"#,
             r#"{"retryId":"c","delayMs":5}"#,
             r#"{"retryId":"c","retry":1}"#,
+            r#"["c",1,5]"#,
         ] {
             assert!(check_decision(&decision(5.0, record)).is_err(), "{record}");
+        }
+    }
+
+    #[test]
+    fn the_fields_a_screen_shows_come_with_the_checked_record_the_last_when_repeated() {
+        let record = r#"{"retryId":"c","retry":2,"maxRetries":4,"maxRetries":5,"headRetries":[1],"delayMs":5}"#;
+        for checked in [check_decision(&decision(5.0, record)), check_decision_by_serde(&decision(5.0, record))] {
+            let checked = checked.unwrap();
+            assert_eq!(checked.max_retries, Some(5.into()));
+            assert_eq!(checked.head_retries, Some(serde_json::json!([1])));
+        }
+        let unreadable = r#"{"retryId":"c","retry":2,"maxRetries":1e400,"headRetries":"\ud800","delayMs":5}"#;
+        for checked in [check_decision(&decision(5.0, unreadable)), check_decision_by_serde(&decision(5.0, unreadable))]
+        {
+            let checked = checked.unwrap();
+            assert_eq!((checked.max_retries, checked.head_retries), (None, None));
         }
     }
 
@@ -348,7 +420,7 @@ mod tests {
             field("retry", vec!["1", "1", "1.0", "\"1\"", "1e400", "null"]),
             field("delayMs", vec!["500", "500", "5e2", "500.0", "1.5", "null", "\"500\""]),
         );
-        let key = prop::sample::select(vec!["x", "y", "z", "x", "y", "z", "retry", "re\\u0074ry"]);
+        let key = prop::sample::select(vec!["x", "y", "z", "x", "retry", "re\\u0074ry", "maxRetries", "headRetries"]);
         let others = prop::collection::vec((key, value), 0..3);
         let damage = prop_oneof![6 => Just(""), 1 => prop::sample::select(vec!["}", ",", "\\", "\"", " "])];
         let members = (fields, others).prop_flat_map(|((id, retry, delay), others)| {

@@ -42,7 +42,7 @@ pub trait Listener {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Retry after `retry.delay_ms`, appending `retry.record`; `row_id` produced it.
-    Retry { retry: CheckedRetry, row_id: String },
+    Retry { retry: Box<CheckedRetry>, row_id: String },
     /// Send the step to `switch.route` now; `row_id` decided it.
     Switch { switch: RouteSwitch, row_id: String },
     /// Nobody retried. `failures` lists the listeners that failed on the way (row id, message);
@@ -56,7 +56,7 @@ pub enum Outcome {
 enum Branch {
     Retried {
         decision: RetryDecision,
-        checked: CheckedRetry,
+        checked: Box<CheckedRetry>,
         row_id: String,
     },
     Switched {
@@ -161,7 +161,7 @@ fn after_delegating<L: Listener + ?Sized>(
 /// A listener's retry decision, once the host has checked it can carry it out.
 fn retried(row_id: &str, decision: RetryDecision, failures: &mut Vec<(String, String)>) -> Branch {
     match check_row_decision(&decision) {
-        Ok(checked) => Branch::Retried { decision, checked, row_id: row_id.to_owned() },
+        Ok(checked) => Branch::Retried { decision, checked: Box::new(checked), row_id: row_id.to_owned() },
         Err(message) => failed(row_id, ListenerError { panicked: false, message }, failures),
     }
 }
@@ -262,7 +262,10 @@ mod tests {
     }
 
     fn retry_by(row: &str, name: &str) -> Outcome {
-        Outcome::Retry { retry: dsh_abi::retry::check_decision(&retry(name, 10.0)).unwrap(), row_id: row.to_owned() }
+        Outcome::Retry {
+            retry: Box::new(dsh_abi::retry::check_decision(&retry(name, 10.0)).unwrap()),
+            row_id: row.to_owned(),
+        }
     }
 
     #[test]

@@ -57,13 +57,18 @@ pub fn seconds(ms: f64) -> String {
 /// for an unbounded chain with a schedule (`headRetries`), `2/3, then ∞` in the schedule and
 /// `7/∞` after it, so the schedule's last entry never reads like a last attempt.
 pub fn retry_count(record: &Value) -> String {
-    let retry = js::display(record.get("retry"));
-    match (record.get("maxRetries"), record.get("headRetries")) {
-        (Some(max), _) => format!("{retry}/{}", js::display(Some(max))),
-        (None, Some(head)) if record.get("retry").and_then(Value::as_f64) <= head.as_f64() => {
-            format!("{retry}/{}, then ∞", js::display(Some(head)))
+    retry_place(record.get("retry"), record.get("maxRetries"), record.get("headRetries"))
+}
+
+/// [`retry_count`] from a record's fields, already read.
+pub fn retry_place(retry: Option<&Value>, max_retries: Option<&Value>, head_retries: Option<&Value>) -> String {
+    let shown = js::display(retry);
+    match (max_retries, head_retries) {
+        (Some(max), _) => format!("{shown}/{}", js::display(Some(max))),
+        (None, Some(head)) if retry.and_then(Value::as_f64) <= head.as_f64() => {
+            format!("{shown}/{}, then ∞", js::display(Some(head)))
         }
-        _ => format!("{retry}/∞"),
+        _ => format!("{shown}/∞"),
     }
 }
 

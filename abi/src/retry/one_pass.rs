@@ -65,6 +65,8 @@ impl<'a> Scan<'a> {
             "retry" if picked.retry.is_none() => picked.retry = Some(number_value(self.number()?)?),
             "delayMs" if picked.delay_ms.is_none() => picked.delay_ms = Some(self.number()?),
             "retryId" | "retry" | "delayMs" => return None,
+            "maxRetries" => picked.max_retries = self.shown_value()?,
+            "headRetries" => picked.head_retries = self.shown_value()?,
             _ => self.value(1)?,
         }
         Some(())
@@ -118,6 +120,13 @@ impl<'a> Scan<'a> {
             b'-' | b'0'..=b'9' => self.number().map(drop),
             _ => None,
         }
+    }
+
+    /// A display-only member's value, read and then parsed on its own as [`super::shown_value`] does.
+    fn shown_value(&mut self) -> Option<Option<serde_json::Value>> {
+        let start = self.at;
+        self.value(1)?;
+        Some(serde_json::from_str(&self.text[start..self.at]).ok())
     }
 
     fn object(&mut self, depth: usize) -> Option<()> {

@@ -332,7 +332,7 @@ impl ReplayedStep<'_> {
             let context = call_context(&scratch.history, &cancelled, false, &scratch.services);
             match waterfall::run(self.listeners, &payload, &context) {
                 WaterfallOutcome::Retry { retry, .. } => {
-                    let (delay_ms, record) = self.wait(retries, retry, result);
+                    let (delay_ms, record) = self.wait(retries, *retry, result);
                     retries += 1;
                     let line = format!(r#"{{"type":"llm/retry","seq":0,"time":{ended},"data":{record}}}"#);
                     scratch.history.observe(events::LLM_RETRY, &line, &record);

@@ -21,7 +21,6 @@ use std::time::Duration;
 use dsh_abi::events::{self, RetryRefused, RetryStarted};
 use dsh_abi::retry::CheckedRetry;
 use dsh_abi::{Failure, RequestErrorPayload, RouteSwitch};
-use serde_json::Value;
 
 use super::cancel::Cancel;
 use super::view::{RetryNotice, TurnView};
@@ -123,9 +122,12 @@ pub async fn retry_step(parts: RetryParts<'_>, payload: &RequestErrorPayload) ->
 
 /// What the display needs from a retry record: its place in the chain, the wait and why.
 fn notice(retry: &CheckedRetry, failure: &Failure) -> RetryNotice {
-    let record: Value = serde_json::from_str(&retry.record).unwrap_or(Value::Null);
     RetryNotice {
-        count: dsh_session::timeline::retry_count(&record),
+        count: dsh_session::timeline::retry_place(
+            Some(&retry.retry),
+            retry.max_retries.as_ref(),
+            retry.head_retries.as_ref(),
+        ),
         delay: Duration::from_secs_f64(retry.delay_ms / 1000.0),
         code: failure.code.to_string(),
         message: failure.message.to_string(),
