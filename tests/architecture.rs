@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use dsh_e2e::{check_fuzz_targets, files_under, workspace_root};
+use dsh_e2e::{files_under, workspace_root};
 
 /// A source file's module path, e.g. `["agent", "turn"]`; `mod.rs` and `lib.rs` name their
 /// directory's module.
@@ -294,9 +294,35 @@ fn the_scan_sees_groups_re_exports_and_cycles() {
     assert_eq!(production_code("a\n// crate::x\n#[cfg(test)]\nmod tests {\n  crate::y\n}\nb\n"), "a\nb\n");
 }
 
+/// The fuzz targets `fuzz/Cargo.toml` declares, by name.
+fn declared_fuzz_targets(manifest: &str) -> Vec<String> {
+    let mut lines = manifest.lines();
+    let mut names = Vec::new();
+    while let Some(line) = lines.next() {
+        if line.trim() == "[[bin]]" {
+            let name = lines.next().and_then(|line| line.strip_prefix("name = \"")?.strip_suffix('"'));
+            names.push(name.expect("a [[bin]] of fuzz/Cargo.toml starts with its name").to_owned());
+        }
+    }
+    names
+}
+
 #[test]
-fn the_fuzz_targets_build() {
-    check_fuzz_targets();
+fn every_fuzz_target_calls_its_check_and_the_check_holds_over_the_seed_corpus() {
+    let fuzz = workspace_root().join("fuzz");
+    let declared: BTreeSet<String> =
+        declared_fuzz_targets(&std::fs::read_to_string(fuzz.join("Cargo.toml")).unwrap()).into_iter().collect();
+    let checked: BTreeSet<String> = dsh_e2e::fuzz::TARGETS.iter().map(|(name, _)| name.to_string()).collect();
+    assert_eq!(declared, checked, "fuzz/Cargo.toml and dsh_e2e::fuzz::TARGETS name other targets");
+    for (name, check) in dsh_e2e::fuzz::TARGETS {
+        let target = std::fs::read_to_string(fuzz.join(format!("fuzz_targets/{name}.rs"))).unwrap();
+        assert!(target.contains(&format!("dsh_e2e::fuzz::{name}(")), "fuzz_targets/{name}.rs does not call its check");
+        let seeds = files_under(&fuzz.join("corpus").join(name));
+        assert!(!seeds.is_empty(), "fuzz target {name} has no seed corpus");
+        for seed in seeds {
+            check(&std::fs::read(&seed).unwrap());
+        }
+    }
 }
 
 /// The most lines a function (signature to closing brace, tests included) may take.

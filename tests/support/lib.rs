@@ -2,6 +2,7 @@
 //! locates the `dsh` binary and the plugin libraries, builds the layout-mismatch fixture, and
 //! gives each test a throw-away `$DSH_HOME`.
 
+pub mod fuzz;
 pub mod logs;
 pub mod process;
 pub mod terminal;
@@ -41,21 +42,6 @@ fn run_checked(command: &mut Command, what: &str) -> Output {
     let output = command.output().unwrap_or_else(|err| panic!("cannot run {what}: {err}"));
     assert!(output.status.success(), "{what} failed ({}):\n{}", output.status, String::from_utf8_lossy(&output.stderr));
     output
-}
-
-/// Type-checks the fuzz crate (built on its own by `cargo fuzz`, never by the workspace), so a
-/// change to the parsers it drives cannot leave it broken.
-pub fn check_fuzz_targets() {
-    let root = workspace_root();
-    let target_dir = profile_dir().parent().expect("target dir").join("fuzz-check");
-    run_checked(
-        cargo()
-            .args(["check", "--quiet", "--bins", "--manifest-path"])
-            .arg(root.join("fuzz/Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target_dir),
-        "cargo check of the fuzz targets",
-    );
 }
 
 /// The built `dsh` binary and plugin libraries of this profile.
@@ -112,7 +98,8 @@ fn build_standalone_fixture(dir: &str, package: &str) -> PathBuf {
     if !lock.exists() {
         std::fs::copy(root.join("Cargo.lock"), &lock).expect("copy Cargo.lock for the fixture");
     }
-    let target_dir = profile_dir().parent().expect("target dir").join(format!("fixture-{dir}"));
+    // One target directory for every fixture: they share most dependencies' builds.
+    let target_dir = profile_dir().parent().expect("target dir").join("fixtures");
     run_checked(
         cargo()
             .args(["build", "--quiet", "--manifest-path"])

@@ -94,7 +94,8 @@ impl Tools {
                 ),
             }
         }
-        let (offered, clashes) = names::offered(&tools.servers, listed);
+        let started: Vec<&McpConfig> = tools.servers.iter().map(|server| &server.config).collect();
+        let (offered, clashes) = names::offered(&started, listed);
         tools.offered = offered;
         problems.extend(clashes);
         (tools, problems)

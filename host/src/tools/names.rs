@@ -6,7 +6,6 @@ use rmcp::model::Tool;
 use serde_json::{json, Value};
 
 use super::config::{McpConfig, MAX_NAME_CHARS};
-use super::server::Server;
 use crate::problem::Problem;
 
 /// A tool the model is offered.
@@ -28,8 +27,8 @@ pub struct OfferedTool {
 /// `<row>__<name>` for each of them. Tools that still share a name are not offered at all, and
 /// each such clash is a problem naming both tools and the fix — so a call can only ever reach
 /// the one tool it was offered as.
-pub(super) fn offered(servers: &[Server], listed: Vec<(usize, Tool)>) -> (Vec<OfferedTool>, Vec<Problem>) {
-    let config = |server: usize| &servers[server].config;
+pub(super) fn offered(configs: &[&McpConfig], listed: Vec<(usize, Tool)>) -> (Vec<OfferedTool>, Vec<Problem>) {
+    let config = |server: usize| configs[server];
     let base: Vec<(String, bool)> = listed
         .iter()
         .map(|(server, tool)| match config(*server).rename.get(tool.name.as_ref()) {
@@ -58,13 +57,15 @@ pub(super) fn offered(servers: &[Server], listed: Vec<(usize, Tool)>) -> (Vec<Of
     let mut offered = Vec::new();
     let mut problems = Vec::new();
     for (index, ((server, tool), name)) in listed.iter().zip(&names).enumerate() {
-        let clash = names.iter().enumerate().find(|(other, other_name)| *other != index && *other_name == name);
-        match clash {
-            Some((other, _)) if other < index => {}
-            Some((other, _)) => {
-                problems.push(name_clash(name, (config(*server), tool), (config(listed[other].0), &listed[other].1)))
+        let first = names.iter().position(|other| other == name).unwrap_or(index);
+        let shared = names.iter().filter(|other| *other == name).count() > 1;
+        match (first < index, shared) {
+            // Every tool after the first of a shared name is a problem naming the first.
+            (true, _) => {
+                problems.push(name_clash(name, (config(listed[first].0), &listed[first].1), (config(*server), tool)))
             }
-            None => offered.push(OfferedTool {
+            (false, true) => {}
+            (false, false) => offered.push(OfferedTool {
                 name: name.clone(),
                 remote_name: tool.name.to_string(),
                 description: tool.description.as_deref().unwrap_or_default().to_owned(),
@@ -104,10 +105,80 @@ fn model_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
 
     #[test]
     fn model_names_keep_what_openai_accepts() {
         assert_eq!(model_name("files__read.file"), "files__read_file");
         assert_eq!(model_name(&"x".repeat(80)).len(), 64);
+    }
+
+    fn row(row_id: &str, rename: BTreeMap<String, String>) -> McpConfig {
+        let config = json!({"command": ["true"]});
+        let mut config = crate::tools::config::parse_mcp(row_id, &config).expect("a valid row");
+        config.rename = rename;
+        config
+    }
+
+    /// Names chosen to collide: once made acceptable, once prefixed, once cut at 64 characters.
+    fn colliding_name() -> impl Strategy<Value = String> {
+        let long = "x".repeat(62);
+        prop::sample::select(vec![
+            "wipe.all".to_owned(),
+            "wipe_all".to_owned(),
+            "wipe-all".to_owned(),
+            "a__wipe_all".to_owned(),
+            format!("{long}.a"),
+            format!("{long}_b"),
+            "é".to_owned(),
+            "_".to_owned(),
+        ])
+    }
+
+    fn servers() -> impl Strategy<Value = Vec<(String, BTreeSet<String>, BTreeMap<String, String>)>> {
+        let rows = prop::sample::select(vec!["a", "b", "a_", "x"]);
+        let server = (rows, prop::collection::btree_set(colliding_name(), 1..5), any::<prop::sample::Index>());
+        prop::collection::vec(server, 1..4).prop_map(|servers| {
+            let mut seen = BTreeSet::new();
+            servers
+                .into_iter()
+                .filter(|(row, ..)| seen.insert(*row))
+                .map(|(row, tools, pick)| {
+                    let renamed = tools.iter().nth(pick.index(tools.len())).cloned();
+                    let rename = renamed.map(|name| (name, "wipe_all".to_owned())).into_iter().collect();
+                    (row.to_owned(), tools, rename)
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn every_offered_name_reaches_one_tool_and_every_clash_is_refused(servers in servers()) {
+            let configs: Vec<McpConfig> = servers.iter().map(|(row_id, _, rename)| row(row_id, rename.clone())).collect();
+            let listed: Vec<(usize, Tool)> = servers
+                .iter()
+                .enumerate()
+                .flat_map(|(server, (_, tools, _))| {
+                    tools.iter().map(move |name| (server, Tool::new(name.clone(), "", serde_json::Map::new())))
+                })
+                .collect();
+            let count = listed.len();
+            let (offered, problems) = offered(&configs.iter().collect::<Vec<_>>(), listed);
+            let names: BTreeSet<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
+            prop_assert_eq!(names.len(), offered.len(), "two tools offered under one name: {:?}", offered);
+            let kept = |name: &str| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            prop_assert!(offered.iter().all(|tool| kept(&tool.name) && tool.name.len() <= MAX_NAME_CHARS));
+            // Every tool withheld is named by a problem.
+            for (row_id, tools, _) in &servers {
+                for name in tools {
+                    let named = format!("tool {} of server \"{row_id}\"", json!(name));
+                    let is_offered = offered.iter().any(|tool| &tool.row_id == row_id && &tool.remote_name == name);
+                    prop_assert!(is_offered || problems.iter().any(|problem| problem.message.contains(&named)), "{named} is neither offered nor refused");
+                }
+            }
+            prop_assert!(offered.len() + problems.len() <= count);
+        }
     }
 }
