@@ -122,72 +122,103 @@ pub fn resolve(profile: &Profile, composition: &Composition) -> Resolution {
         if let Some(config) = row.get("config") {
             dsh_session::redact::learn_inline(config);
         }
-        let Some(row_id) = row.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
-            resolution.problems.push(Problem::general(format!("enabled row {} has no id", position + 1)));
-            continue;
-        };
-        if let Some(first) = seen.insert(row_id, origin) {
-            resolution.problems.push(Problem::row(
-                Some(origin),
-                row_id,
-                format!(
-                    "another enabled row has this id (inserted by {first}); row ids must be unique: give one of \
-                     them another id, or disable it"
-                ),
-            ));
-            continue;
-        }
-        let layer = layer_of(composition, row_id).to_owned();
-        let Some(package) = row.get("name").and_then(Value::as_str).filter(|name| !name.is_empty()) else {
-            resolution.problems.push(Problem::row(
-                Some(&layer),
-                row_id,
-                "the row has no name (the package or service that serves it)",
-            ));
+        let Some((row_id, package)) = identified(composition, (row, origin), position, &mut seen, &mut resolution)
+        else {
             continue;
         };
         let config = row.get("config").cloned().unwrap_or(Value::Null);
-        let mut report = |errors: Vec<ConfigError>| {
-            let problem = |error: &ConfigError| {
-                Problem::config(Some(layer_of_key(composition, row_id, &error.path)), row_id, error)
-            };
-            resolution.problems.extend(errors.iter().map(problem));
-        };
-        match catalog::resolve_row_package(profile, row_id, package) {
-            Ok(RowPackage::BuiltIn("agent")) => match parse_agent(row_id, &config) {
-                Ok(agent) => agents.push(agent),
-                Err(errors) => report(errors),
-            },
-            Ok(RowPackage::BuiltIn("mcp")) => match parse_mcp(row_id, &config) {
-                Ok(server) => resolution.servers.push(server),
-                Err(errors) => report(errors),
-            },
-            Ok(RowPackage::BuiltIn(service)) => {
-                if let Some(route) = config.get("provider").and_then(Value::as_str) {
-                    routes.push((route.to_owned(), row_id.to_owned()));
-                }
-                let parsed =
-                    if service == "llm-mock" { parse_mock(row_id, &config) } else { parse_openai(row_id, &config) };
-                match parsed {
-                    Ok(provider) => resolution.providers.push(provider),
-                    Err(errors) => report(errors),
-                }
-            }
-            Ok(RowPackage::Library { package, path, installed_sha256 }) => resolution.plugins.push(PluginRow {
-                row_id: row_id.to_owned(),
-                package,
-                library: path,
-                config,
-                config_layer: layer,
-                profile: profile.name.clone(),
-                installed_sha256,
-            }),
-            Err(err) => resolution.unresolved.push(Problem::row(None, row_id, err.to_string())),
+        let resolved = resolve_row(profile, composition, (row_id, package), config, &mut resolution);
+        match resolved {
+            Some(Resolved::Agent(agent)) => agents.push(agent),
+            Some(Resolved::Route(route)) => routes.push((route, row_id.to_owned())),
+            None => {}
         }
     }
     check_routes(composition, &mut resolution, agents, &routes);
     resolution.route_names = routes.into_iter().map(|(route, _)| route).collect();
     resolution
+}
+
+/// What a row adds to the checks made once every row is read.
+enum Resolved {
+    Agent(AgentConfig),
+    /// A provider row serving this route.
+    Route(String),
+}
+
+/// The row's id and package name, once it has both and its id is not taken; else a problem.
+fn identified<'a>(
+    composition: &Composition,
+    (row, origin): (&'a serde_json::Map<String, Value>, &'a str),
+    position: usize,
+    seen: &mut HashMap<&'a str, &'a str>,
+    resolution: &mut Resolution,
+) -> Option<(&'a str, &'a str)> {
+    let Some(row_id) = row.get("id").and_then(Value::as_str).filter(|id| !id.is_empty()) else {
+        resolution.problems.push(Problem::general(format!("enabled row {} has no id", position + 1)));
+        return None;
+    };
+    if let Some(first) = seen.insert(row_id, origin) {
+        let message = format!(
+            "another enabled row has this id (inserted by {first}); row ids must be unique: give one of them \
+             another id, or disable it"
+        );
+        resolution.problems.push(Problem::row(Some(origin), row_id, message));
+        return None;
+    }
+    let Some(package) = row.get("name").and_then(Value::as_str).filter(|name| !name.is_empty()) else {
+        let layer = layer_of(composition, row_id);
+        let message = "the row has no name (the package or service that serves it)";
+        resolution.problems.push(Problem::row(Some(layer), row_id, message));
+        return None;
+    };
+    Some((row_id, package))
+}
+
+/// One identified row: a built-in row's config parsed into `resolution` (its problems too), a
+/// plugin row matched to its library.
+fn resolve_row(
+    profile: &Profile,
+    composition: &Composition,
+    (row_id, package): (&str, &str),
+    config: Value,
+    resolution: &mut Resolution,
+) -> Option<Resolved> {
+    let mut report = |errors: Vec<ConfigError>| {
+        let problem =
+            |error: &ConfigError| Problem::config(Some(layer_of_key(composition, row_id, &error.path)), row_id, error);
+        resolution.problems.extend(errors.iter().map(problem));
+    };
+    match catalog::resolve_row_package(profile, row_id, package) {
+        Ok(RowPackage::BuiltIn("agent")) => {
+            return parse_agent(row_id, &config).map_err(report).ok().map(Resolved::Agent)
+        }
+        Ok(RowPackage::BuiltIn("mcp")) => match parse_mcp(row_id, &config) {
+            Ok(server) => resolution.servers.push(server),
+            Err(errors) => report(errors),
+        },
+        Ok(RowPackage::BuiltIn(service)) => {
+            let route = config.get("provider").and_then(Value::as_str).map(|route| Resolved::Route(route.to_owned()));
+            let parsed =
+                if service == "llm-mock" { parse_mock(row_id, &config) } else { parse_openai(row_id, &config) };
+            match parsed {
+                Ok(provider) => resolution.providers.push(provider),
+                Err(errors) => report(errors),
+            }
+            return route;
+        }
+        Ok(RowPackage::Library { package, path, installed_sha256 }) => resolution.plugins.push(PluginRow {
+            row_id: row_id.to_owned(),
+            package,
+            library: path,
+            config,
+            config_layer: layer_of(composition, row_id).to_owned(),
+            profile: profile.name.clone(),
+            installed_sha256,
+        }),
+        Err(err) => resolution.unresolved.push(Problem::row(None, row_id, err.to_string())),
+    }
+    None
 }
 
 /// Every route a row with the `agent/route` capability names under `routes` must be served by

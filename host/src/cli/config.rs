@@ -224,22 +224,7 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
     let routes = crate::agent::explain::explain(&assembly, &scratch);
     let layer = home.display(&profile.dir.join("cordis.patch.yml"));
     if json {
-        let agent_route = |route: &crate::agent::explain::RouteHandling| route.provider == assembly.agent.provider;
-        let routes: Vec<Value> = routes
-            .iter()
-            .map(|route| {
-                let mut value = route.to_json();
-                value["agentRoute"] = Value::Bool(agent_route(route));
-                value
-            })
-            .collect();
-        out_raw!(
-            "{}",
-            dsh_abi::js::to_string_pretty(
-                &serde_json::json!({"profile": profile.name, "layer": layer, "routes": routes})
-            )
-        )?;
-        return Ok(());
+        return explain_json(&profile.name, &layer, &assembly, &routes);
     }
     out!("profile {} — change it in {layer}", profile.name)?;
     let listeners: Vec<&str> = assembly.listeners.iter().map(|row| row.row_id()).collect();
@@ -258,25 +243,50 @@ fn explain(globals: &Globals, home: &Home, profile_name: &str, patches: &[PathBu
             route.model,
             crate::agent::explain::describe_policy(&route.policy)
         )?;
-        for handling in &route.codes {
-            if let Some(failover) = &handling.failover {
-                out!("  {:24} {:20} switches to {} right away", handling.code, failover.row, failover.route)?;
-            }
-            let code = if handling.failover.is_some() { "" } else { handling.code };
-            let then = if handling.failover.is_some() { "otherwise: " } else { "" };
-            out!(
-                "  {:24} {:20} {then}{}",
-                code,
-                handling.row.as_deref().unwrap_or("-"),
-                crate::agent::explain::describe(&handling.action)
-            )?;
-            for (row, message) in &handling.failures {
-                out!("  {:24} {:20} (failed: {message})", "", row)?;
-            }
-        }
+        explain_codes(route)?;
     }
     out!("")?;
     out!("Delays are those of random samples at their midpoint (no jitter); the first row named decides.")?;
+    Ok(())
+}
+
+fn explain_json(
+    profile: &str,
+    layer: &str,
+    assembly: &crate::agent::Assembly,
+    routes: &[crate::agent::explain::RouteHandling],
+) -> Outcome {
+    let routes: Vec<Value> = routes
+        .iter()
+        .map(|route| {
+            let mut value = route.to_json();
+            value["agentRoute"] = Value::Bool(route.provider == assembly.agent.provider);
+            value
+        })
+        .collect();
+    let document = serde_json::json!({"profile": profile, "layer": layer, "routes": routes});
+    out_raw!("{}", dsh_abi::js::to_string_pretty(&document))?;
+    Ok(())
+}
+
+/// A route's lines: per failure code, the row that decides and what it does.
+fn explain_codes(route: &crate::agent::explain::RouteHandling) -> Outcome {
+    for handling in &route.codes {
+        if let Some(failover) = &handling.failover {
+            out!("  {:24} {:20} switches to {} right away", handling.code, failover.row, failover.route)?;
+        }
+        let code = if handling.failover.is_some() { "" } else { handling.code };
+        let then = if handling.failover.is_some() { "otherwise: " } else { "" };
+        out!(
+            "  {:24} {:20} {then}{}",
+            code,
+            handling.row.as_deref().unwrap_or("-"),
+            crate::agent::explain::describe(&handling.action)
+        )?;
+        for (row, message) in &handling.failures {
+            out!("  {:24} {:20} (failed: {message})", "", row)?;
+        }
+    }
     Ok(())
 }
 
