@@ -128,11 +128,7 @@ fn handle(
     status: Option<u32>,
     failover: Option<Failover>,
 ) -> CodeHandling {
-    let mut failure = Failure::new(code, format!("a {code} failure (dsh config explain)"));
-    failure.status = status.into();
-    let mut payload = RequestErrorPayload::new(1, 1, &route.provider, failure, Some(route.policy.clone()));
-    payload.model = route.model.as_str().into();
-    payload.endpoint_host = route.endpoint_host.as_str().into();
+    let payload = probe(route, code, status);
     let header = r#"{"type":"session","version":0,"id":"explain","createdAt":0}"#.to_owned();
     let mut host = SessionlessHost { history: HistoryIndex::new(header), ..SessionlessHost::default() };
     let acted = RefCell::new(Vec::new());
@@ -176,17 +172,33 @@ fn handle(
                         row = Some(refusing);
                         Action::Refused(reason)
                     }
-                    _ if delays.is_empty() => {
-                        row = acted.borrow().first().cloned();
-                        Action::NoRetry
-                    }
-                    _ => Action::Retries { delays_ms: delays, unbounded: false },
+                    _ => ended_without_retry(delays, &mut row, acted.borrow().first()),
                 };
                 return CodeHandling { code, row, action, failures, failover };
             }
             Outcome::Cancelled => return CodeHandling { code, row, action: Action::NoRetry, failures, failover },
         }
     }
+}
+
+/// The failure `explain` asks the rows about: `code` (with `status`) on `route`, at turn 1, step 1.
+fn probe(route: &Route, code: &'static str, status: Option<u32>) -> RequestErrorPayload {
+    let mut failure = Failure::new(code, format!("a {code} failure (dsh config explain)"));
+    failure.status = status.into();
+    let mut payload = RequestErrorPayload::new(1, 1, &route.provider, failure, Some(route.policy.clone()));
+    payload.model = route.model.as_str().into();
+    payload.endpoint_host = route.endpoint_host.as_str().into();
+    payload
+}
+
+/// What a chain that stopped without a refusal did: the retries so far, or none at all (named
+/// after the first row that acted).
+fn ended_without_retry(delays: Vec<f64>, row: &mut Option<String>, first_acted: Option<&String>) -> Action {
+    if delays.is_empty() {
+        *row = first_acted.cloned();
+        return Action::NoRetry;
+    }
+    Action::Retries { delays_ms: delays, unbounded: false }
 }
 
 /// `retries 5 times: 0.5s, 1s, 2s, 4s, 8s`, `retries without end: 1s, 2s, …`, `no retry`.
