@@ -89,6 +89,24 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
     }
     let in_turn: Vec<&Value> =
         events.iter().filter(|event| number(data(event, "turn")).is_none_or(|t| t == turn)).collect();
+    match pending_work(&in_turn) {
+        Pending::Others => None,
+        Pending::Own(proof) => Some((turn, proof)),
+        Pending::Nothing if interrupted => interrupted_step(&in_turn, turn, end_time).map(|proof| (turn, proof)),
+        Pending::Nothing => None,
+    }
+}
+
+/// What the retries of the ended turn left undone.
+enum Pending {
+    /// Another executor's retry was pending: its work is its own to resume (fail closed).
+    Others,
+    /// One of ours was scheduled and never started.
+    Own(Proof),
+    Nothing,
+}
+
+fn pending_work(in_turn: &[&Value]) -> Pending {
     let started = |position: usize, retry: &Value| {
         let same = |key: &str, other: &Value| js::strict_equals(data(other, key), data(retry, key));
         in_turn[position + 1..].iter().any(|later| {
@@ -100,8 +118,7 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
         in_turn.iter().enumerate().rev().find(|(_, event)| event_type(event) == dsh_abi::events::LLM_RETRY);
     if let Some((position, retry)) = latest_retry {
         if !is_own_policy_key(data(retry, "policyKey")) && !started(position, retry) {
-            // Another executor's retry was pending: its work is its own to resume (fail closed).
-            return None;
+            return Pending::Others;
         }
     }
     let own_retry = in_turn.iter().enumerate().rev().find(|(_, event)| {
@@ -109,17 +126,22 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
             && data(event, "mode") == Some(&Value::from("normal"))
             && is_own_policy_key(data(event, "policyKey"))
     });
-    if let Some((position, retry)) = own_retry {
-        if !started(position, retry) {
-            let retry_id = data(retry, "retryId").and_then(Value::as_str)?.to_owned();
-            let number = number(data(retry, "retry"))?;
-            let time = retry.get("time").and_then(Value::as_f64)?;
-            return Some((turn, Proof::PendingRetry { retry_id, retry: number, time }));
-        }
-    }
-    if !interrupted {
-        return None;
-    }
+    let Some((_, retry)) = own_retry.filter(|(position, retry)| !started(*position, retry)) else {
+        return Pending::Nothing;
+    };
+    let pending = || {
+        let retry_id = data(retry, "retryId").and_then(Value::as_str)?.to_owned();
+        let number = number(data(retry, "retry"))?;
+        let time = retry.get("time").and_then(Value::as_f64)?;
+        Some(Proof::PendingRetry { retry_id, retry: number, time })
+    };
+    // A record of ours without its chain fields proves nothing: fail closed as well.
+    pending().map_or(Pending::Others, Pending::Own)
+}
+
+/// The proof that the turn's last step was cut off: a request never answered, or an answer whose
+/// tool calls all have results (so the step can go on).
+fn interrupted_step(in_turn: &[&Value], turn: u64, end_time: f64) -> Option<Proof> {
     let step = in_turn
         .iter()
         .filter(|event| event_type(event) == dsh_abi::events::STEP_START)
@@ -129,7 +151,7 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
     let answer = in_step.iter().rev().find(|event| event_type(event) == dsh_abi::events::ASSISTANT_MESSAGE);
     match answer {
         None if in_turn.iter().any(|event| event_type(event) == dsh_abi::events::USER_MESSAGE) => {
-            Some((turn, Proof::IncompleteRequest { turn, step, time: end_time }))
+            Some(Proof::IncompleteRequest { turn, step, time: end_time })
         }
         None => None,
         Some(answer) => {
@@ -139,8 +161,11 @@ pub fn find_proof(config: &FallbackConfig, events: &[Value]) -> Option<(u64, Pro
                 .filter(|event| event_type(event) == dsh_abi::events::TOOL_RESULT)
                 .filter_map(|event| event.get("data"))
                 .collect();
-            (!calls.is_empty() && open_calls(calls, &results).is_empty())
-                .then_some((turn, Proof::InterruptedToolStep { turn, step, time: end_time }))
+            (!calls.is_empty() && open_calls(calls, &results).is_empty()).then_some(Proof::InterruptedToolStep {
+                turn,
+                step,
+                time: end_time,
+            })
         }
     }
 }
