@@ -140,6 +140,16 @@ fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {
     out
 }
 
+/// What `check` warns about: settings without effect, unknown keys, inline credentials, failover
+/// rows that can bounce.
+fn check_warnings(composition: &Composition, routes: &[String]) -> Vec<String> {
+    let mut warnings: Vec<String> = lint::no_effect(composition, routes).iter().map(ToString::to_string).collect();
+    warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));
+    warnings.extend(lint::inline_credentials(composition).iter().map(ToString::to_string));
+    warnings.extend(lint::bouncing_failover(composition).iter().map(ToString::to_string));
+    warnings
+}
+
 fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Outcome {
     let (profile, composition) = match compose(home, profile_name, patches, LayerScope::All) {
         Ok(composed) => composed,
@@ -163,10 +173,7 @@ fn check(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> Ou
     };
     let problems: Vec<&Problem> = problems.iter().chain(&store_problems).chain(&server_problems).collect();
     let routes: Vec<String> = resolution.providers.iter().map(|provider| provider.provider.clone()).collect();
-    let mut warnings: Vec<String> = lint::no_effect(&composition, &routes).iter().map(ToString::to_string).collect();
-    warnings.extend(composition.unknown_keys.iter().map(ToString::to_string));
-    warnings.extend(lint::inline_credentials(&composition).iter().map(ToString::to_string));
-    warnings.extend(lint::bouncing_failover(&composition).iter().map(ToString::to_string));
+    let warnings = check_warnings(&composition, &routes);
     let plugins: Vec<&str> = loaded.iter().map(|plugin| plugin.row.row_id.as_str()).collect();
     if json {
         out_raw!(
