@@ -135,22 +135,7 @@ pub fn inspect_in_child(dsh_executable: &Path, path: &Path) -> Result<ManifestIn
         .process_group(0)
         .spawn()
         .map_err(|err| child_failed(format!("cannot start the inspecting process: {err}")))?;
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > PROBE_TIMEOUT => {
-                kill_group(child.id());
-                let _ = child.wait();
-                return Err(child_failed(format!(
-                    "the library did not finish loading within {}s; the inspecting process was killed",
-                    PROBE_TIMEOUT.as_secs()
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(err) => return Err(child_failed(format!("cannot wait for the inspecting process: {err}"))),
-        }
-    };
+    let status = wait_for_probe(&mut child).map_err(child_failed)?;
     kill_group(child.id());
     let read = |file: &mut std::fs::File| {
         let mut text = String::new();
@@ -183,6 +168,27 @@ pub fn inspect_in_child(dsh_executable: &Path, path: &Path) -> Result<ManifestIn
             "the inspecting process exited with {status} without a report{}",
             last_line_note(&stderr)
         ))),
+    }
+}
+
+/// The probe's exit status, once it ends within [`PROBE_TIMEOUT`]; else it is killed and `Err`
+/// says why.
+fn wait_for_probe(child: &mut std::process::Child) -> Result<std::process::ExitStatus, String> {
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) if started.elapsed() > PROBE_TIMEOUT => {
+                kill_group(child.id());
+                let _ = child.wait();
+                return Err(format!(
+                    "the library did not finish loading within {}s; the inspecting process was killed",
+                    PROBE_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(err) => return Err(format!("cannot wait for the inspecting process: {err}")),
+        }
     }
 }
 
