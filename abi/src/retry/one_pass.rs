@@ -1,8 +1,9 @@
 //! The record check's fast reading: one pass over a retry record that validates it as JSON,
-//! drops the whitespace outside its strings, and picks out the three fields the host relies on.
+//! drops the whitespace outside its strings, and picks out the three fields the host relies on
+//! (`retryId`, `retry`, `delayMs`) and the two a screen shows (`maxRetries`, `headRetries`).
 //!
 //! It reads a subset of what serde_json reads, and gives up (`None`) on anything else: escapes in
-//! a top-level key or in `retryId`, a `retry` or `delayMs` that is not a number, a repeated field,
+//! a top-level key or in `retryId`, a `retry` or `delayMs` that is not a number or is repeated,
 //! deep nesting. serde_json then reads the record, and its answer (and error message) stands. So
 //! whatever this reading accepts, serde_json accepts with the same fields; the property tests of
 //! `retry` and the `retry_record` fuzz target hold it to that.

@@ -172,7 +172,7 @@ fn handle(
                         row = Some(refusing);
                         Action::Refused(reason)
                     }
-                    _ => ended_without_retry(delays, &mut row, acted.borrow().first()),
+                    _ => end_of_chain(delays, &mut row, acted.borrow().first()),
                 };
                 return CodeHandling { code, row, action, failures, failover };
             }
@@ -193,7 +193,7 @@ fn probe(route: &Route, code: &'static str, status: Option<u32>) -> RequestError
 
 /// What a chain that stopped without a refusal did: the retries so far, or none at all (named
 /// after the first row that acted).
-fn ended_without_retry(delays: Vec<f64>, row: &mut Option<String>, first_acted: Option<&String>) -> Action {
+fn end_of_chain(delays: Vec<f64>, row: &mut Option<String>, first_acted: Option<&String>) -> Action {
     if delays.is_empty() {
         *row = first_acted.cloned();
         return Action::NoRetry;

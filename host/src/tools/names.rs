@@ -2,6 +2,8 @@
 //! the server's name made acceptable to the model; shared names prefixed with their row; any
 //! clash left refused, naming both tools and the fix.
 
+use std::collections::HashMap;
+
 use rmcp::model::Tool;
 use serde_json::{json, Value};
 
@@ -54,24 +56,26 @@ pub(super) fn offered(configs: &[&McpConfig], listed: Vec<(usize, Tool)>) -> (Ve
             false => name.clone(),
         })
         .collect();
+    let mut holders: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (index, name) in names.iter().enumerate() {
+        holders.entry(name).or_default().push(index);
+    }
     let mut offered = Vec::new();
     let mut problems = Vec::new();
     for (index, ((server, tool), name)) in listed.iter().zip(&names).enumerate() {
-        let first = names.iter().position(|other| other == name).unwrap_or(index);
-        let shared = names.iter().filter(|other| *other == name).count() > 1;
-        match (first < index, shared) {
-            // Every tool after the first of a shared name is a problem naming the first.
-            (true, _) => {
-                problems.push(name_clash(name, (config(listed[first].0), &listed[first].1), (config(*server), tool)))
-            }
-            (false, true) => {}
-            (false, false) => offered.push(OfferedTool {
+        match holders[name.as_str()].as_slice() {
+            [_] => offered.push(OfferedTool {
                 name: name.clone(),
                 remote_name: tool.name.to_string(),
                 description: tool.description.as_deref().unwrap_or_default().to_owned(),
                 input_schema: Value::Object(tool.input_schema.as_ref().clone()),
                 row_id: config(*server).row_id.clone(),
             }),
+            // Every tool after the first of a shared name is a problem naming the first.
+            [first, ..] if *first != index => {
+                problems.push(name_clash(name, (config(listed[*first].0), &listed[*first].1), (config(*server), tool)))
+            }
+            _ => {}
         }
     }
     (offered, problems)
