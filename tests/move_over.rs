@@ -253,18 +253,3 @@ fn import_refuses_a_log_that_breaks_the_rules_and_one_already_there() {
     again.expect_code(1);
     assert!(again.stderr.contains("a session oracle-smoke-success is already in the home"), "{}", again.stderr);
 }
-
-#[test]
-fn a_deepseek_harness_0_2_log_is_refused_naming_its_format_version_and_nothing_is_imported() {
-    let home = TestHome::new();
-    for name in ["retry-503-429-success.jsonl", "retry-503-429-success.jsonl.zstd"] {
-        let log = workspace_root().join("tests/fixtures/v4").join(name);
-        let import = home.run(&["session", "import", log.to_str().unwrap()]);
-        import.expect_code(5).expect_stderr(
-            "note: it is written in session format version 4 (DeepSeek Harness 0.2); dsh reads version 0 only",
-        );
-        assert_eq!(import.stdout.lines().count(), 1, "the header alone is reported: {import}");
-        import.expect_stdout("session header version must be 0, got 4");
-    }
-    assert!(!home.path().join("sessions").exists(), "nothing was imported");
-}

@@ -15,6 +15,7 @@ mod edges;
 mod failover;
 mod fallback;
 mod finding;
+mod format_v4;
 mod hostile;
 mod inspect;
 mod interop;

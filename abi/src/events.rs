@@ -23,6 +23,12 @@ pub const LLM_RETRY: &str = "llm/retry";
 pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
 pub const LLM_RETRY_REFUSED: &str = "llm/retry-refused";
 pub const ROUTE_SWITCH: &str = "route/switch";
+/// Format v4's system prompt, a surface event of its own (v0 kept it in `request/header`).
+pub const SYSTEM_MESSAGE: &str = "system/message";
+/// Format v4's developer notices, such as a changed tool set.
+pub const DEVELOPER_MESSAGE: &str = "developer/message";
+/// Where the history a process restored ends and its own events begin.
+pub const SESSION_END_SEED: &str = "session/end-seed";
 
 /// Event types dsh reads and writes itself; the structure rules concern these.
 pub const DSH_EVENT_TYPES: [&str; 16] = [
@@ -224,6 +230,12 @@ pub struct ToolResultEvent {
 pub fn tool_calls(message: &Value) -> impl Iterator<Item = &Value> {
     let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
     blocks.filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-call"))
+}
+
+/// The failure an `assistant/attempt` (its `data`) ended in: dsh's v0 record names it
+/// (`failure`); a v4 attempt's stream ends in a `finish` chunk whose reason holds it.
+pub fn attempt_failure(data: &Value) -> Option<&Value> {
+    data.get("failure").or_else(|| data.get("stream")?.as_array()?.last()?.pointer("/chunk/reason/failure"))
 }
 
 /// The id of a `tool-call` block: `id`, as DeepSeek Harness writes it (and dsh), else `callId`.

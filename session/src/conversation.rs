@@ -4,7 +4,7 @@
 use dsh_abi::events;
 use serde_json::Value;
 
-use crate::vocabulary::{message_text, result_text};
+use crate::vocabulary::{message_text, tool_result_text};
 
 /// A tool call the model asked for: its id, the tool's name and the arguments exactly as the
 /// model wrote them (JSON text, or not).
@@ -47,16 +47,11 @@ impl SurfaceMessage {
         SurfaceMessage { tool_calls, ..SurfaceMessage::text("assistant", message_text(message)) }
     }
 
-    /// A `tool/result`: the text of its `tool-result` block, answering the call
+    /// A `tool/result`: the text of its message ([`tool_result_text`]), answering the call
     /// [`events::answered_call`] names.
     pub(crate) fn tool_result(data: &Value) -> SurfaceMessage {
-        let message = data.get("message").unwrap_or(&Value::Null);
+        let text = tool_result_text(data.get("message").unwrap_or(&Value::Null));
         let call_id = events::answered_call(data);
-        let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
-        let text: String = blocks
-            .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool-result"))
-            .map(result_text)
-            .collect();
         SurfaceMessage { tool_call_id: call_id.map(str::to_owned), ..SurfaceMessage::text("tool", text) }
     }
 }

@@ -9,7 +9,8 @@
 use abi_stable::std_types::{RResult, RStr};
 use dsh_abi::{js, CheckerObject, EventRef, Verdict};
 
-use super::reader::EventView;
+use super::format::Format;
+pub use super::structure::GateEvent;
 use super::structure::{Rule, StructureRules};
 use super::vocabulary;
 
@@ -17,36 +18,6 @@ use super::vocabulary;
 pub struct RowChecker {
     pub row_id: String,
     pub checker: CheckerObject,
-}
-
-/// An event as the gate sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct GateEvent<'a> {
-    pub event_type: &'a str,
-    pub seq: Option<f64>,
-    pub time: Option<f64>,
-    pub data: &'a str,
-    pub ignorable: bool,
-}
-
-impl<'a> From<&EventView<'a>> for GateEvent<'a> {
-    fn from(event: &EventView<'a>) -> Self {
-        GateEvent {
-            event_type: event.event_type,
-            seq: event.seq,
-            time: event.time,
-            data: event.data,
-            ignorable: event.ignorable,
-        }
-    }
-}
-
-impl GateEvent<'_> {
-    /// Checkers see the events of the vocabulary, and required events of unknown types (which
-    /// the rules refuse); ignorable events of unknown types only count for seq and time.
-    fn for_checkers(&self) -> bool {
-        !self.ignorable || vocabulary::is_known(self.event_type)
-    }
 }
 
 /// Who found something wrong with an event, and how much it matters.
@@ -103,8 +74,9 @@ pub struct Gate {
 }
 
 impl Gate {
-    pub fn new(checkers: Vec<RowChecker>) -> Self {
-        Gate { rules: StructureRules::default(), checkers }
+    /// A gate for a log of `format`.
+    pub fn new(format: Format, checkers: Vec<RowChecker>) -> Self {
+        Gate { rules: StructureRules::new(format), checkers }
     }
 
     pub fn rules(&self) -> &StructureRules {
@@ -145,10 +117,11 @@ fn check(
 ) {
     let position = rules.next_seq();
     let before = found.len();
-    rules.check(event.seq, event.time, event.event_type, event.data, event.ignorable, &mut |rule, message| {
-        found.push(Finding { finder: Finder::Rules(rule), message })
-    });
-    if !event.for_checkers() || (admission == Admission::Append && found.len() > before) {
+    rules.check(event, &mut |rule, message| found.push(Finding { finder: Finder::Rules(rule), message }));
+    // Checkers see the events of the vocabulary, and required events of unknown types (which the
+    // rules refuse); ignorable events of unknown types only count for seq and time.
+    let for_checkers = !event.ignorable || vocabulary::is_known(rules.format(), event.event_type);
+    if !for_checkers || (admission == Admission::Append && found.len() > before) {
         return;
     }
     let view = EventRef {
@@ -220,13 +193,20 @@ mod tests {
     }
 
     fn event(seq: f64) -> GateEvent<'static> {
-        GateEvent { event_type: "turn/start", seq: Some(seq), time: Some(1.0), data: r#"{"turn":1}"#, ignorable: false }
+        GateEvent {
+            event_type: "turn/start",
+            seq: Some(seq),
+            time: Some(1.0),
+            data: r#"{"turn":1}"#,
+            ignorable: false,
+            line: "",
+        }
     }
 
     #[test]
     fn a_checker_that_fails_leaves_the_session_after_one_finding() {
         let (failing, calls) = row("broken", Err("boom"));
-        let mut gate = Gate::new(vec![failing]);
+        let mut gate = Gate::new(Format::V0, vec![failing]);
         let mut found = Vec::new();
         gate.observe(&event(0.0), &mut found);
         gate.observe(
@@ -240,7 +220,7 @@ mod tests {
     #[test]
     fn an_append_that_breaks_a_rule_is_refused_before_any_checker_and_changes_nothing() {
         let (counting, calls) = row("counting", Ok(Verdict::Accept));
-        let mut gate = Gate::new(vec![counting]);
+        let mut gate = Gate::new(Format::V0, vec![counting]);
         let refused = gate.admit(&event(5.0)).unwrap_err();
         assert_eq!(refused.finder, Finder::Rules(Rule::Integrity));
         assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -252,16 +232,19 @@ mod tests {
     #[test]
     fn a_refusal_blocks_an_append_and_a_report_does_not() {
         let (refusing, _) = row("strict", Ok(Verdict::Refuse("no".into())));
-        assert_eq!(Gate::new(vec![refusing]).admit(&event(0.0)).unwrap_err().describe(), "no (row \"strict\")");
+        assert_eq!(
+            Gate::new(Format::V0, vec![refusing]).admit(&event(0.0)).unwrap_err().describe(),
+            "no (row \"strict\")"
+        );
         let (reporting, _) = row("lenient", Ok(Verdict::Warn("hm".into())));
-        assert!(Gate::new(vec![reporting]).admit(&event(0.0)).is_ok());
+        assert!(Gate::new(Format::V0, vec![reporting]).admit(&event(0.0)).is_ok());
     }
 
     #[test]
     fn observing_collects_every_finding_and_takes_the_event_in() {
         let (first, _) = row("a", Ok(Verdict::Refuse("one".into())));
         let (second, _) = row("b", Ok(Verdict::Warn("two".into())));
-        let mut gate = Gate::new(vec![first, second]);
+        let mut gate = Gate::new(Format::V0, vec![first, second]);
         let mut found = Vec::new();
         gate.observe(&event(3.0), &mut found);
         let messages: Vec<&str> = found.iter().map(|finding| finding.message.as_str()).collect();

@@ -5,10 +5,12 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`vocabulary`] | the event types both the writer and the verifier know |
+//! | [`format`] | the log formats (v0, v4), told apart by the header's version |
+//! | [`vocabulary`] | the event types both the writer and the verifier know, per format |
 //! | [`conversation`] | the model-visible conversation as the log holds it: messages and tool calls |
 //! | [`reader`], [`read_ahead`] | reading logs as a stream (ours and DeepSeek Harness's, plain and zstd) |
-//! | [`structure`] | the session structure rules |
+//! | [`structure`] | the session structure rules every format shares |
+//! | [`rules_v4`] | format v4's own rules: envelope, surface, payloads, tool lifecycles, retry chains |
 //! | [`gate`] | the one check every event passes: structure rules, then checker plugins |
 //! | [`writer`] | buffered lines, fsync, the fatal first write error |
 //! | [`state`], [`index`] | what is derived from the events: history index, surface history |
@@ -26,6 +28,7 @@
 //! | [`redact`] | every secret the process knows, and taking them out of what is written or shown |
 
 pub mod conversation;
+pub mod format;
 pub mod fsutil;
 pub mod gate;
 pub mod import;
@@ -39,6 +42,7 @@ pub mod read_ahead;
 pub mod reader;
 pub mod redact;
 pub mod repair;
+pub mod rules_v4;
 pub mod state;
 pub mod store;
 pub mod structure;

@@ -3,12 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use super::format::Format;
 use super::reader::Damage;
 use crate::lock::{live_holder, LockError, WriterLock};
 use crate::NotFound;
 
-pub const LOG_FILE: &str = "session.jsonl";
-pub const COMPRESSED_LOG_FILE: &str = "session.jsonl.zstd";
+/// What a session folder holds a log as, for messages.
+pub const LOG_FILES: &str = "session.jsonl, session.v4.jsonl or their .zstd";
 /// What a session id is, for messages.
 pub const SESSION_ID_RULE: &str = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
@@ -72,10 +73,15 @@ pub fn session_ids(sessions: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The log in a session directory: `session.jsonl`, or DeepSeek Harness's compressed
-/// `session.jsonl.zstd`.
+/// The log in a session directory: its format's file, plain or compressed (DeepSeek Harness's
+/// `.zstd`); where a folder holds two generations, as DeepSeek Harness 0.2 leaves one it
+/// migrated, the newest wins.
 pub fn find_log(dir: &Path) -> Option<PathBuf> {
-    [LOG_FILE, COMPRESSED_LOG_FILE].iter().map(|file| dir.join(file)).find(|path| path.is_file())
+    [Format::V4, Format::V0]
+        .iter()
+        .flat_map(|format| [format.log_file(), format.compressed_log_file()])
+        .map(|file| dir.join(file))
+        .find(|path| path.is_file())
 }
 
 /// The file whose OS lock says who writes the log at `log` (see [`crate::lock`]).
@@ -102,7 +108,8 @@ pub fn resolve_log(sessions: &Path, name: &str) -> Result<PathBuf, NotFound> {
         return Ok(path.to_owned());
     }
     if path.is_dir() {
-        return find_log(path).ok_or_else(|| NotFound(format!("{name}: no session.jsonl in this directory")));
+        return find_log(path)
+            .ok_or_else(|| NotFound(format!("{name}: no session log ({LOG_FILES}) in this directory")));
     }
     if !name.contains(['/', '\\']) {
         if let Some(found) = find_by_id(sessions, name)? {
@@ -129,7 +136,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for id in ids {
             std::fs::create_dir_all(dir.path().join(id)).unwrap();
-            std::fs::write(dir.path().join(id).join(LOG_FILE), "").unwrap();
+            std::fs::write(dir.path().join(id).join(Format::V0.log_file()), "").unwrap();
         }
         dir
     }
@@ -138,8 +145,11 @@ mod tests {
     fn a_unique_prefix_names_its_session_and_a_whole_id_wins_over_longer_ones() {
         let dir = sessions(&["764d9a22-aa", "81ff", "81ff0"]);
         let found = find_by_id(dir.path(), "764d").unwrap().unwrap();
-        assert_eq!(found, dir.path().join("764d9a22-aa").join(LOG_FILE));
-        assert_eq!(find_by_id(dir.path(), "81ff").unwrap().unwrap(), dir.path().join("81ff").join(LOG_FILE));
+        assert_eq!(found, dir.path().join("764d9a22-aa").join(Format::V0.log_file()));
+        assert_eq!(
+            find_by_id(dir.path(), "81ff").unwrap().unwrap(),
+            dir.path().join("81ff").join(Format::V0.log_file())
+        );
         assert_eq!(find_by_id(dir.path(), "9").unwrap(), None);
     }
 

@@ -19,9 +19,9 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::conversation::SurfaceMessage;
+use super::format::Format;
 use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
-use super::locate::LOG_FILE;
 use super::reader::{Damage, LogReader, Position, ReadError, MAX_LINE_BYTES};
 use super::repair::{self, Repair};
 use super::state::SessionState;
@@ -154,11 +154,11 @@ impl SessionLog {
     ) -> SessionLog {
         SessionLog {
             id: id.to_owned(),
+            gate: Gate::new(Format::of_header(&header).unwrap_or(Format::V0), checkers),
             state: SessionState::new(header.clone()),
             header,
             location,
             writer: LogWriter::new(sink, policy),
-            gate: Gate::new(checkers),
         }
     }
 
@@ -198,7 +198,9 @@ impl SessionLog {
                 let reason = "the last stored line is not an event".to_owned();
                 return Err(OpenError::Corrupt { log: name, at, reason });
             };
-            let backup = path.with_file_name(format!("{LOG_FILE}.torn-{now_ms}"));
+            let mut backup_name = path.file_name().unwrap_or_default().to_owned();
+            backup_name.push(format!(".torn-{now_ms}"));
+            let backup = path.with_file_name(backup_name);
             repair::cut_torn_tail(file, at.offset, &backup).map_err(io_error)?;
             repair.torn = Some((at, len, backup));
         }
@@ -312,7 +314,11 @@ impl SessionLog {
             js::to_string(event.event_type),
             data,
             if event.ignorable { ",\"ignorable\":true" } else { "" },
-            if vocabulary::is_surface(event.event_type) { ",\"surfaceOp\":\"append\"" } else { "" },
+            if vocabulary::is_surface(self.gate.rules().format(), event.event_type) {
+                ",\"surfaceOp\":\"append\""
+            } else {
+                ""
+            },
         );
         if line.len() + 1 > MAX_LINE_BYTES {
             return Err(AppendError::TooLong { event_type: event.event_type.to_owned(), bytes: line.len() + 1 });
@@ -323,6 +329,7 @@ impl SessionLog {
             time: Some(time as f64),
             data: &data,
             ignorable: event.ignorable,
+            line: &line,
         };
         self.gate.admit(&candidate).map_err(|finding| refusal(event.event_type, finding))?;
         self.state.take_in(event.event_type, &line, &data);

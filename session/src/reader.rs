@@ -1,9 +1,10 @@
 //! Reading session logs, ours and DeepSeek Harness's, as a stream.
 //!
 //! A log is a header line then one event envelope per line (`{"type","seq","time","data",…}`).
-//! `session.jsonl.zstd` files are decompressed on the fly, and packed chunk rows
-//! (`text-chunks`, `reasoning-chunks`, `tool-call-chunks`) expand to one `assistant/chunk` per
-//! member with their exact seq and time. Lines are read into one reused buffer and only the
+//! Compressed files are decompressed on the fly (every zstd frame in turn). In a v0 log, packed
+//! chunk rows (`text-chunks`, `reasoning-chunks`, `tool-call-chunks`) expand to one
+//! `assistant/chunk` per member with their exact seq and time; a v4 log has none (its streams are
+//! inside the messages), so there such a row is an event of an unknown type. Lines are read into one reused buffer and only the
 //! envelope is parsed: `data` stays raw JSON until a rule needs it. Nothing is mapped or loaded
 //! whole.
 //!
@@ -21,6 +22,8 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
+
+use crate::format::{Format, UnknownFormat};
 
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
@@ -109,6 +112,8 @@ pub enum ReadError {
     BadHeader(String),
     #[error("the log is empty (no header line)")]
     Empty,
+    #[error("line 1 (byte 0): {0}")]
+    Format(#[from] UnknownFormat),
 }
 
 /// One event, borrowed from the reader's buffers.
@@ -185,6 +190,7 @@ pub struct LogReader {
     pending: VecDeque<Synthetic>,
     current: Option<Synthetic>,
     header: String,
+    format: Format,
 }
 
 impl LogReader {
@@ -204,6 +210,7 @@ impl LogReader {
             pending: VecDeque::new(),
             current: None,
             header: String::new(),
+            format: Format::V0,
         };
         let read = reader.read_line()?;
         if read == 0 {
@@ -218,6 +225,7 @@ impl LogReader {
                 "the first line is not a session header ({\"type\":\"session\",…})".into(),
             ));
         }
+        reader.format = Format::of_header(text)?;
         reader.header = text.trim_end().to_owned();
         Ok(reader)
     }
@@ -225,6 +233,11 @@ impl LogReader {
     /// The header line.
     pub fn header(&self) -> &str {
         &self.header
+    }
+
+    /// The format the header names.
+    pub fn format(&self) -> Format {
+        self.format
     }
 
     /// Reads one line into `buffer`, keeping at most [`MAX_LINE_BYTES`] of it; returns the
@@ -282,7 +295,7 @@ impl LogReader {
                 });
             }
         };
-        if let Some((delta, members)) = packed_kind(&envelope.event_type) {
+        if let Some((delta, members)) = packed_kind(&envelope.event_type).filter(|_| self.format == Format::V0) {
             let mut expanded = match expand_packed(&envelope, delta, members, at) {
                 Ok(expanded) => expanded,
                 Err(reason) => return Some(Ok(Err(Damage::Corrupt { at, reason }))),

@@ -33,6 +33,9 @@ use dsh_abi::js_value::JsValue;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::format::Format;
+use super::reader::EventView;
+use super::rules_v4::{self, OpenStep, V4Rules};
 use super::vocabulary;
 
 /// Which kind of rule an event breaks.
@@ -44,31 +47,29 @@ pub enum Rule {
     Structure,
 }
 
-/// The session format these rules are of: DeepSeek Harness 0.1's.
-pub const FORMAT_VERSION: f64 = 0.0;
-
-/// The format version a header names when it is a number other than [`FORMAT_VERSION`]: another
-/// format's log, whose events follow other rules.
-pub fn other_format_version(header: &str) -> Option<String> {
-    let header: serde_json::Value = serde_json::from_str(header).ok()?;
-    let version = header.get("version")?.as_f64().filter(|version| *version != FORMAT_VERSION)?;
-    Some(dsh_abi::js::number(version))
-}
-
-/// What is wrong with a header line (integrity rules); empty when it is sound.
+/// What is wrong with a header line (integrity rules); empty when it is sound. The format is the
+/// one the header names ([`Format::of_header`]).
 pub fn header_violations(header: &str) -> Vec<String> {
     let value = JsValue::parse(header);
     let Some(fields) = value.as_ref().filter(|value| matches!(value, JsValue::Object(_))).and_then(JsValue::fields)
     else {
         return vec!["the header is not a JSON object".to_owned()];
     };
-    let mut found = Vec::new();
     if fields.get("type").as_str() != Some("session") {
-        found.push("the first line is not a session header ({\"type\":\"session\",…})".to_owned());
+        return vec!["the first line is not a session header ({\"type\":\"session\",…})".to_owned()];
     }
+    match Format::of_header(header) {
+        Err(unknown) => vec![unknown.to_string()],
+        Ok(Format::V4) => rules_v4::header_violations(&serde_json::from_str(header).unwrap_or_default()),
+        Ok(Format::V0) => v0_header_violations(&fields),
+    }
+}
+
+fn v0_header_violations(fields: &dsh_abi::js_value::Fields<'_>) -> Vec<String> {
+    let mut found = Vec::new();
     let version = fields.get("version");
-    if !version.strict_equals(&JsValue::Number(FORMAT_VERSION)) {
-        found.push(format!("session header version must be {FORMAT_VERSION}, got {}", version.display()));
+    if !version.strict_equals(&JsValue::Number(0.0)) {
+        found.push(format!("session header version must be 0, got {}", version.display()));
     }
     if fields.get("id").as_str().is_none() {
         found.push("session header id must be a string".to_owned());
@@ -83,8 +84,36 @@ pub fn header_violations(header: &str) -> Vec<String> {
     found
 }
 
-#[derive(Debug, Default, Clone)]
+/// An event as the rules and the gate see it.
+#[derive(Debug, Clone, Copy)]
+pub struct GateEvent<'a> {
+    pub event_type: &'a str,
+    pub seq: Option<f64>,
+    pub time: Option<f64>,
+    pub data: &'a str,
+    pub ignorable: bool,
+    /// The whole envelope, for the rules of a format that reads more of it than the above.
+    pub line: &'a str,
+}
+
+impl<'a> From<&EventView<'a>> for GateEvent<'a> {
+    fn from(event: &EventView<'a>) -> Self {
+        GateEvent {
+            event_type: event.event_type,
+            seq: event.seq,
+            time: event.time,
+            data: event.data,
+            ignorable: event.ignorable,
+            line: event.line,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct StructureRules {
+    format: Format,
+    /// Format v4's own rules, for a v4 log.
+    v4: Option<Box<V4Rules>>,
     next_seq: f64,
     last_time: Option<f64>,
     last_turn: f64,
@@ -129,6 +158,27 @@ fn number(value: Option<f64>) -> String {
 }
 
 impl StructureRules {
+    /// The rules for a log of `format`, before its first event.
+    pub fn new(format: Format) -> Self {
+        StructureRules {
+            format,
+            v4: (format == Format::V4).then(Box::default),
+            next_seq: 0.0,
+            last_time: None,
+            last_turn: 0.0,
+            open_turn: None,
+            last_step: 0.0,
+            open_step: None,
+            pending_calls: HashSet::new(),
+            pending_switch: None,
+        }
+    }
+
+    /// The format of the log these rules check.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
     /// The turn currently open, if any.
     pub fn open_turn(&self) -> Option<u64> {
         self.open_turn.map(|turn| turn as u64)
@@ -161,15 +211,9 @@ impl StructureRules {
 
     /// Checks one event and takes it in; every broken rule is reported to `violations`. An
     /// ignorable event of an unknown type only counts for seq and time.
-    pub fn check(
-        &mut self,
-        seq: Option<f64>,
-        time: Option<f64>,
-        event_type: &str,
-        data: &str,
-        ignorable: bool,
-        violations: &mut dyn FnMut(Rule, String),
-    ) {
+    pub fn check(&mut self, event: &GateEvent<'_>, violations: &mut dyn FnMut(Rule, String)) {
+        let GateEvent { seq, time, event_type, data, ignorable, .. } = *event;
+        let position = self.next_seq as u64;
         let mut integrity = |message: String| violations(Rule::Integrity, message);
         match seq {
             Some(seq) if seq == self.next_seq => self.next_seq += 1.0,
@@ -192,7 +236,7 @@ impl StructureRules {
             (Some(time), _) => self.last_time = Some(time),
             (None, _) => integrity(format!("{event_type} has no numeric time")),
         }
-        let known = vocabulary::is_known(event_type);
+        let known = vocabulary::is_known(self.format, event_type);
         if !known && !ignorable {
             integrity(format!(
                 "event type {} is unknown and not marked ignorable (a log written by a newer harness?)",
@@ -203,6 +247,11 @@ impl StructureRules {
             return;
         }
         let violations = &mut |message: String| violations(Rule::Structure, message);
+        if let Some(v4) = self.v4.as_mut() {
+            let open =
+                OpenStep { turn: self.open_turn.map(|turn| turn as u64), step: self.open_step.map(|step| step as u64) };
+            v4.check(event_type, position, event.line, data, open, violations);
+        }
         match event_type {
             events::TURN_START => self.turn_start(data, violations),
             events::TURN_END => self.turn_end(data, violations),
@@ -356,6 +405,8 @@ impl StructureRules {
                 let call_id = event.as_ref().and_then(events::answered_call).map(str::to_owned);
                 match call_id {
                     Some(call_id) if self.pending_calls.remove(&call_id) => {}
+                    // v4's own rules judge a result against the calls the step advertised.
+                    _ if self.format == Format::V4 => {}
                     Some(call_id) => violations(format!(
                         "tool/result answers no pending tool call of the step (callId {})",
                         js::to_string(&call_id)
@@ -379,13 +430,24 @@ impl StructureRules {
 mod tests {
     use super::*;
 
+    fn event<'a>(
+        seq: Option<f64>,
+        time: Option<f64>,
+        event_type: &'a str,
+        data: &'a str,
+        ignorable: bool,
+    ) -> GateEvent<'a> {
+        GateEvent { event_type, seq, time, data, ignorable, line: "" }
+    }
+
     fn check(events: &[(&str, &str)]) -> Vec<(usize, String)> {
-        let mut rules = StructureRules::default();
+        let mut rules = StructureRules::new(Format::V0);
         let mut found = Vec::new();
         for (seq, (event_type, data)) in events.iter().enumerate() {
-            rules.check(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, false, &mut |_, message| {
-                found.push((seq, message))
-            });
+            rules.check(
+                &event(Some(seq as f64), Some(1000.0 + seq as f64), event_type, data, false),
+                &mut |_, message| found.push((seq, message)),
+            );
         }
         found
     }
@@ -483,10 +545,12 @@ mod tests {
 
     #[test]
     fn seq_gaps_and_time_going_back_are_reported_once() {
-        let mut rules = StructureRules::default();
+        let mut rules = StructureRules::new(Format::V0);
         let mut found = Vec::new();
         for (seq, time) in [(0.0, 10.0), (2.0, 9.0), (3.0, 11.0)] {
-            rules.check(Some(seq), Some(time), "x", "{}", true, &mut |rule, message| found.push((rule, message)));
+            rules.check(&event(Some(seq), Some(time), "x", "{}", true), &mut |rule, message| {
+                found.push((rule, message))
+            });
         }
         assert_eq!(
             found,
@@ -499,12 +563,12 @@ mod tests {
 
     #[test]
     fn an_unknown_required_event_and_a_fractional_time_break_integrity() {
-        let mut rules = StructureRules::default();
+        let mut rules = StructureRules::new(Format::V0);
         let mut found = Vec::new();
         let mut report = |rule: Rule, message: String| found.push((rule, message));
-        rules.check(Some(0.0), Some(1.0), "future/thing", "{}", false, &mut report);
-        rules.check(Some(1.0), Some(2.0), "future/other", "{}", true, &mut report);
-        rules.check(Some(2.0), Some(2.5), "compaction/start", "{}", false, &mut report);
+        rules.check(&event(Some(0.0), Some(1.0), "future/thing", "{}", false), &mut report);
+        rules.check(&event(Some(1.0), Some(2.0), "future/other", "{}", true), &mut report);
+        rules.check(&event(Some(2.0), Some(2.5), "compaction/start", "{}", false), &mut report);
         assert_eq!(
             found,
             [
@@ -519,14 +583,29 @@ mod tests {
     }
 
     #[test]
-    fn a_header_must_say_version_0_and_its_delegation_depth() {
+    fn a_header_is_held_to_the_rules_of_the_format_it_names() {
         assert!(header_violations(r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}"#)
             .is_empty());
         assert_eq!(
-            header_violations(r#"{"type":"session","version":1,"id":"s","createdAt":1}"#),
+            header_violations(r#"{"type":"session","version":"0","id":"s","createdAt":1}"#),
             [
-                "session header version must be 0, got 1",
+                "session header version must be 0, got 0",
                 "session header delegationDepth must be a non-negative safe integer"
+            ]
+        );
+        let between = header_violations(r#"{"type":"session","version":2,"id":"s","createdAt":1}"#);
+        assert!(between[0].contains("session format v2, a generation between v0 and v4"), "{between:?}");
+        assert_eq!(
+            header_violations(r#"{"type":"session","version":4,"id":"s","createdAt":1,"delegationDepth":0}"#),
+            ["format v4 header lacks required member \"isSeeded\"", "format v4 header isSeeded must be a boolean"]
+        );
+        assert_eq!(
+            header_violations(
+                r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0,"sandboxMode":"x"}"#
+            ),
+            [
+                "session header uses retired policy baseline fields",
+                "format v4 header has unexpected member \"sandboxMode\""
             ]
         );
     }

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::reader::{Damage, ReadError};
 use super::store::LogRef;
 use super::usage::Tokens;
-use super::vocabulary::message_text;
+use super::vocabulary::{message_text, tool_result_failed, tool_result_text};
 
 const PREVIEW_CHARS: usize = 160;
 
@@ -142,25 +142,34 @@ fn assistant_line(message: &Value) -> String {
     }
 }
 
+/// `developer: tools added a, b · removed c`, or the message's text.
+fn developer_line(message: &Value) -> String {
+    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+    let named = |kind: &str| {
+        let names = blocks.clone().filter(|block| block.get("type").and_then(Value::as_str) == Some(kind));
+        names.filter_map(|block| block.get("toolName")?.as_str()).collect::<Vec<_>>().join(", ")
+    };
+    let changes = [("tools added", named("tool-addition")), ("removed", named("tool-removal"))]
+        .into_iter()
+        .filter(|(_, names)| !names.is_empty())
+        .map(|(what, names)| format!("{what} {names}"))
+        .collect::<Vec<_>>();
+    match changes.is_empty() {
+        true => format!("    developer: {}", preview(&message_text(message))),
+        false => format!("    developer: {}", changes.join(" · ")),
+    }
+}
+
 /// `tool result (CALL) · TEXT`, or `tool result (CALL) · error CODE · TEXT`.
 fn tool_result_line(data: &Value) -> String {
     let message = data.get("message").unwrap_or(&Value::Null);
     let call = events::answered_call(data).map(Value::from);
-    let call = call.as_ref();
-    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
-    let text: String = blocks.map(message_text).collect();
-    let failed = blocks_failed(message);
     let error = match data.pointer("/error/code").and_then(Value::as_str) {
         Some(code) => format!(" · error {code}"),
-        None if failed => " · error".to_owned(),
+        None if tool_result_failed(message) => " · error".to_owned(),
         None => String::new(),
     };
-    format!("    tool result ({}){error} · {}", js::display(call), preview(&text))
-}
-
-fn blocks_failed(message: &Value) -> bool {
-    let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
-    blocks.into_iter().any(|block| block.get("isError") == Some(&Value::Bool(true)))
+    format!("    tool result ({}){error} · {}", js::display(call.as_ref()), preview(&tool_result_text(message)))
 }
 
 impl Timeline {
@@ -188,7 +197,13 @@ impl Timeline {
                     number("reason")
                 )
             }
-            events::ASSISTANT_ATTEMPT => format!("    failed attempt · {}", failure_text(data.get("failure"))),
+            events::ASSISTANT_ATTEMPT => {
+                format!("    failed attempt · {}", failure_text(events::attempt_failure(data)))
+            }
+            events::SYSTEM_MESSAGE => {
+                format!("    system prompt: {}", preview(&message_text(data.get("message").unwrap_or(&Value::Null))))
+            }
+            events::DEVELOPER_MESSAGE => developer_line(data.get("message").unwrap_or(&Value::Null)),
             events::ASSISTANT_CHUNK => failed_chunk_line(data)?,
             events::LLM_RETRY => self.retry_line(time, data),
             events::LLM_RETRY_REFUSED => format!(

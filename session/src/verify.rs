@@ -6,7 +6,7 @@ use super::gate::{Finder, Gate, GateEvent, RowChecker};
 use super::read_ahead::ReadAhead;
 use super::reader::{Damage, Position, ReadError};
 use super::store::LogRef;
-use super::structure::{header_violations, other_format_version, FORMAT_VERSION};
+use super::structure::header_violations;
 
 /// One broken rule: at an event (`seq`) or at a damaged line (`at`).
 #[derive(Debug, Clone, PartialEq)]
@@ -38,16 +38,7 @@ pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowCheck
         at: header,
         message,
     }));
-    if let Some(version) = other_format_version(reader.header()) {
-        let ours = dsh_abi::js::number(FORMAT_VERSION);
-        report.notes.push(format!(
-            "it is written in session format version {version}{}; dsh reads version {ours} only, so its events are \
-             not checked against version {ours}'s rules",
-            if version == "4" { " (DeepSeek Harness 0.2)" } else { "" }
-        ));
-        return Ok(report);
-    }
-    let mut gate = Gate::new(open_checkers(reader.header()));
+    let mut gate = Gate::new(reader.format(), open_checkers(reader.header()));
     let mut reader = ReadAhead::start(reader)?;
     let mut found = Vec::new();
     while let Some(next) = reader.next_event() {

@@ -12,7 +12,7 @@ use dsh_host::llm::retry_after::provider_retry_after_ms;
 use dsh_host::llm::sse::SseDecoder;
 use dsh_host::profile::patch::{compose, Layer};
 use dsh_session::reader::LogReader;
-use dsh_session::structure::StructureRules;
+use dsh_session::structure::{GateEvent, StructureRules};
 
 /// A target's check, taking the fuzzer's bytes.
 pub type Check = fn(&[u8]);
@@ -66,19 +66,22 @@ pub fn retry_record(text: &str) {
     }
 }
 
-/// Reads bytes as a session log (with a valid header in front), running every event through the
-/// structure rules: no panic, and damage is reported, never skipped.
+/// Reads bytes as a session log of each format (with a valid header in front), running every
+/// event through that format's rules: no panic, and damage is reported, never skipped.
 pub fn session_reader(data: &[u8]) {
-    let mut log = b"{\"type\":\"session\",\"version\":0,\"id\":\"f\",\"createdAt\":1,\"delegationDepth\":0}\n".to_vec();
-    log.extend_from_slice(data);
-    let Ok(mut reader) = LogReader::new(Box::new(Cursor::new(log))) else { return };
-    let mut rules = StructureRules::default();
-    let mut violations = Vec::new();
-    while let Some(next) = reader.next_event() {
-        if let Ok(Ok(event)) = next {
-            rules.check(event.seq, event.time, event.event_type, event.data, true, &mut |rule, message| {
-                violations.push((rule, message))
-            });
+    for header in [
+        "{\"type\":\"session\",\"version\":0,\"id\":\"f\",\"createdAt\":1,\"delegationDepth\":0}\n",
+        "{\"type\":\"session\",\"version\":4,\"id\":\"f\",\"createdAt\":1,\"isSeeded\":false,\"delegationDepth\":0}\n",
+    ] {
+        let mut log = header.as_bytes().to_vec();
+        log.extend_from_slice(data);
+        let Ok(mut reader) = LogReader::new(Box::new(Cursor::new(log))) else { return };
+        let mut rules = StructureRules::new(reader.format());
+        let mut violations = Vec::new();
+        while let Some(next) = reader.next_event() {
+            if let Ok(Ok(event)) = next {
+                rules.check(&GateEvent::from(&event), &mut |rule, message| violations.push((rule, message)));
+            }
         }
     }
 }

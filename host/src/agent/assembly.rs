@@ -607,7 +607,7 @@ impl Assembly {
 }
 
 /// The bundled `llm-retry-invariant`, the checker `verify`, `repair`, `import` and `replay` hold
-/// every log to.
+/// every v0 log to (see [`bundled_checkers`]).
 pub fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
     let library_path = catalog::find_bundled_library("llm-retry-invariant")?;
     let library = PluginLibrary::load(&library_path)?;
@@ -615,6 +615,15 @@ pub fn bundled_invariant() -> anyhow::Result<[Arc<RowInstance>; 1]> {
         .instantiate("llm-retry-invariant", &serde_json::Value::Null)
         .map_err(|err| anyhow::anyhow!("llm-retry-invariant: {err:?}"))?;
     Ok([Arc::new(invariant)])
+}
+
+/// The bundled checkers a log with this header is held to: `llm-retry-invariant` for a v0 log;
+/// none for a v4 log, whose own rules check its retries as DeepSeek Harness 0.2's reader does.
+pub fn bundled_checkers(bundled: &[Arc<RowInstance>], header: &str) -> Vec<RowChecker> {
+    match dsh_session::format::Format::of_header(header) {
+        Ok(dsh_session::format::Format::V0) => open_checkers(bundled, header),
+        _ => Vec::new(),
+    }
 }
 
 /// Opens the checker of every row in `rows` for a session with this header; a row that cannot

@@ -482,7 +482,7 @@ impl TurnCollector {
                 self.sending_at(time);
             }
             events::STEP_START | events::USER_MESSAGE => self.sending_at(time),
-            events::ASSISTANT_ATTEMPT => self.attempt(step, time, data.get("failure").and_then(failure_of)),
+            events::ASSISTANT_ATTEMPT => self.attempt(step, time, events::attempt_failure(data).and_then(failure_of)),
             events::ASSISTANT_CHUNK => {
                 self.attempt(step, time, data.pointer("/chunk/reason/failure").and_then(failure_of))
             }

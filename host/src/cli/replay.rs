@@ -128,7 +128,7 @@ fn result_text(result: &TurnResult) -> String {
 /// Says when a log breaks a rule `dsh session verify` checks: its replay shows what it holds, which
 /// may not be what happened.
 fn warn_if_unsound(log: &LogRef, invariant: &[Arc<RowInstance>]) {
-    let checkers = |header: &str| crate::agent::assembly::open_checkers(invariant, header);
+    let checkers = |header: &str| crate::agent::assembly::bundled_checkers(invariant, header);
     let Ok(report) = dsh_session::verify::verify_log(log, checkers) else { return };
     if let Some(first) = report.violations.first() {
         say!(

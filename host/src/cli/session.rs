@@ -13,7 +13,7 @@ use super::globals::{runtime, Globals};
 use super::shown::neutralised;
 use super::turns::{finish, handle_interrupts, print_repair, resolve_for, start};
 use super::EXIT_DAMAGED;
-use crate::agent::assembly::open_checkers;
+use crate::agent::assembly::bundled_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
 use crate::context::epoch_ms;
 use crate::NotFound;
@@ -265,7 +265,7 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
     let log = store.resolve(name)?;
     let lock = log.lock(store.local_folder())?;
     let invariant = crate::agent::assembly::bundled_invariant()?;
-    let open_checkers = |header: &str| open_checkers(&invariant, header);
+    let open_checkers = |header: &str| bundled_checkers(&invariant, header);
     let path = log.name();
     match SessionLog::open(&log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true) {
         Ok((_, report)) => {
@@ -316,15 +316,19 @@ fn repair(globals: &Globals, name: &str, json: bool) -> Outcome {
 fn import(globals: &Globals, path: &Path, json: bool) -> Outcome {
     let home = globals.home()?;
     let source = match path.is_dir() {
-        true => {
-            find_log(path).ok_or_else(|| NotFound(format!("{}: no session.jsonl in this directory", path.display())))?
-        }
+        true => find_log(path).ok_or_else(|| {
+            NotFound(format!(
+                "{}: no session log ({}) in this directory",
+                path.display(),
+                dsh_session::locate::LOG_FILES
+            ))
+        })?,
         false if path.is_file() => path.to_owned(),
         false if path.exists() => return Err(dsh_session::import::ImportError::NotAFile(path.to_owned()).into()),
         false => return Err(NotFound(format!("{}: no such file", path.display())).into()),
     };
     let checkers = crate::agent::assembly::bundled_invariant()?;
-    let report = verify::verify_log(&LogRef::file(source.clone()), |header| open_checkers(&checkers, header))?;
+    let report = verify::verify_log(&LogRef::file(source.clone()), |header| bundled_checkers(&checkers, header))?;
     if !report.violations.is_empty() {
         if json {
             out_raw!("{}", dsh_abi::js::to_string_pretty(&report_json(&report)))?;
@@ -406,7 +410,7 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     let mut unreadable = false;
     for name in logs {
         let log = store.resolve(name)?;
-        match verify::verify_log(&log, |header| open_checkers(&checkers, header)) {
+        match verify::verify_log(&log, |header| bundled_checkers(&checkers, header)) {
             Ok(report) => reports.push(report),
             Err(err) => {
                 unreadable = true;

@@ -7,9 +7,10 @@ use std::io::{self, BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::backend::{created_at, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError};
+use crate::format::Format;
 use crate::fsutil;
 use crate::import::ImportError;
-use crate::locate::{self, LOG_FILE};
+use crate::locate;
 use crate::lock::{live_holder, LockError, WriterLock};
 use crate::meta::SessionMeta;
 use crate::reader::{is_compressed, Damage, LogReader, ReadError};
@@ -58,7 +59,7 @@ impl Backend for Files {
     fn create(&self, id: &str, header_line: &str) -> io::Result<(LogRef, Box<dyn Sink>)> {
         let dir = self.sessions.join(id);
         std::fs::create_dir_all(&dir)?;
-        let path = dir.join(LOG_FILE);
+        let path = dir.join(log_file(header_line));
         let lock = locate::lock_file(&path).map_err(io::Error::other)?;
         if !fsutil::create_atomic(&path, format!("{header_line}\n").as_bytes())? {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} already exists", path.display())));
@@ -75,13 +76,15 @@ impl Backend for Files {
         }
         let dir = sessions.join(id);
         if dir.exists() {
-            return Err(ImportError::Exists { log: dir.join(LOG_FILE).display().to_string(), id: id.to_owned() });
+            let log = locate::find_log(&dir).unwrap_or_else(|| dir.join(log_file(header_line)));
+            return Err(ImportError::Exists { log: log.display().to_string(), id: id.to_owned() });
         }
         std::fs::create_dir_all(sessions)?;
         let staged = fsutil::temp_file_in(sessions, ".dsh-import-")?;
         let mut out = BufWriter::new(staged.reopen()?);
         writeln!(out, "{header_line}")?;
-        Ok(Box::new(FileImport { sessions: sessions.clone(), id: id.to_owned(), staged, out }))
+        let file = log_file(header_line);
+        Ok(Box::new(FileImport { sessions: sessions.clone(), id: id.to_owned(), file, staged, out }))
     }
 }
 
@@ -91,6 +94,7 @@ impl Backend for Files {
 struct FileImport {
     sessions: PathBuf,
     id: String,
+    file: &'static str,
     staged: tempfile::NamedTempFile,
     out: BufWriter<File>,
 }
@@ -102,12 +106,12 @@ impl Importing for FileImport {
     }
 
     fn finish(self: Box<Self>) -> Result<LogRef, ImportError> {
-        let FileImport { sessions, id, staged, mut out } = *self;
+        let FileImport { sessions, id, file, staged, mut out } = *self;
         out.flush()?;
         drop(out);
         staged.as_file().sync_all()?;
         let dir = sessions.join(&id);
-        let log = dir.join(LOG_FILE);
+        let log = dir.join(file);
         match std::fs::create_dir(&dir) {
             Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(ImportError::Exists { log: log.display().to_string(), id })
@@ -119,6 +123,11 @@ impl Importing for FileImport {
         fsutil::sync_dir(&sessions)?;
         Ok(LogRef::file(log))
     }
+}
+
+/// The file a log of this header is kept in: its format's name, plain (dsh writes no zstd).
+fn log_file(header_line: &str) -> &'static str {
+    Format::of_header(header_line).unwrap_or(Format::V0).log_file()
 }
 
 impl LogRef {

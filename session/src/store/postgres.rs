@@ -18,8 +18,9 @@ pub use connection::{hostname, lock_key, parse_holder, session_key, Connection, 
 use super::backend::{
     created_at, sound_id, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError,
 };
+use crate::format::Format;
 use crate::import::ImportError;
-use crate::locate::{self, LOG_FILE};
+use crate::locate;
 use crate::lock::{Busy, LockError};
 use crate::meta::SessionMeta;
 use crate::reader::{LogReader, ReadError};
@@ -224,7 +225,7 @@ impl Log for StoredLog {
     }
 
     fn meta_anchor(&self) -> PathBuf {
-        self.store.0.local.join(&self.id).join(LOG_FILE)
+        self.store.0.local.join(&self.id).join(Format::V0.log_file())
     }
 
     fn meta(&self) -> Result<SessionMeta, StoreError> {
