@@ -108,8 +108,8 @@ fn replaying_a_v4_session_reproduces_its_recorded_attempts_and_waits() {
     assert_ne!(exhausted["recorded"]["outcome"], "completed");
 }
 
-/// A copy of a recorded log with `change` applied to its events; events it drops are
-/// renumbered, and the citations of those after them follow.
+/// A copy of a recorded log with `change` applied to its events; the events left are renumbered,
+/// their citations follow, and citations of dropped events are dropped.
 fn mutant(home: &TestHome, name: &str, out: &str, change: impl Fn(&mut Vec<Value>)) -> PathBuf {
     let text = std::fs::read_to_string(fixture(&format!("{name}.jsonl"))).unwrap();
     let mut lines = text.lines();
@@ -122,11 +122,14 @@ fn mutant(home: &TestHome, name: &str, out: &str, change: impl Fn(&mut Vec<Value
         event["seq"] = seq.into();
     }
     for event in &mut events {
-        if let Some(sources) = event.get_mut("sourceEventSeqs").and_then(Value::as_array_mut) {
-            for source in sources.iter_mut().filter(|source| source.is_u64()) {
-                *source = renumbered.get(source.as_u64().unwrap()).into();
-            }
-        }
+        let Some(sources) = event.get("sourceEventSeqs").and_then(Value::as_array) else { continue };
+        let kept: Vec<Value> =
+            sources.iter().filter_map(|source| renumbered.get(source.as_u64()?)).map(Value::from).collect();
+        let envelope = event.as_object_mut().unwrap();
+        match kept.is_empty() {
+            true => envelope.remove("sourceEventSeqs"),
+            false => envelope.insert("sourceEventSeqs".into(), Value::Array(kept)),
+        };
     }
     let body: Vec<String> = events.iter().map(|event| serde_json::to_string(event).unwrap()).collect();
     home.write(out, &format!("{header}\n{}\n", body.join("\n")))
@@ -136,8 +139,9 @@ fn mutant(home: &TestHome, name: &str, out: &str, change: impl Fn(&mut Vec<Value
 struct Renumbering(Vec<(u64, u64)>);
 
 impl Renumbering {
-    fn get(&self, old: u64) -> u64 {
-        self.0.iter().find(|(from, _)| *from == old).map_or(old, |(_, to)| *to)
+    /// The new seq of the event that had `old`, if it was kept.
+    fn get(&self, old: u64) -> Option<u64> {
+        self.0.iter().find(|(from, _)| *from == old).map(|(_, to)| *to)
     }
 }
 
@@ -159,28 +163,29 @@ fn a_v4_log_breaking_one_rule_is_refused_at_its_line_with_the_reference_s_words(
     let no_call = mutant(&home, "tool-call-read", "no-call.jsonl", |events| {
         events.retain(|event| event["type"] != "tool/call");
     });
-    refused_at(&home, &no_call, ":14: ").expect_stdout("which never started, and is not the TOOL_NOT_STARTED repair");
+    refused_at(&home, &no_call, ":14: ").expect_stdout(":14: not-started error requires an object");
     let no_result = mutant(&home, "tool-call-read", "no-result.jsonl", |events| {
         events.retain(|event| event["type"] != "tool/result");
     });
-    refused_at(&home, &no_result, ":15: ").expect_stdout("step/end 15 leaves tool call \"call_1_1\" unresolved");
+    refused_at(&home, &no_result, ":15: ").expect_stdout(":15: step/end leaves unresolved tool call call_1_1");
     let other_arguments = mutant(&home, "tool-call-read", "arguments.jsonl", |events| {
         first_of_type(events, "tool/call", 0)["data"]["arguments"] = "{\"file_path\": \"note.txt\"}".into();
     });
-    refused_at(&home, &other_arguments, ":14: ").expect_stdout("does not match exactly one advertised tool call");
+    refused_at(&home, &other_arguments, ":14: ")
+        .expect_stdout("tool/call call_1_1 does not match one advertised tool call");
     let skipped = mutant(&home, "retry-503-429-success", "skipped.jsonl", |events| {
         first_of_type(events, "llm/retry", 1)["data"]["retry"] = 3.into();
     });
-    refused_at(&home, &skipped, ":17: ").expect_stdout("llm/retry retry must be 2 in its chain");
+    refused_at(&home, &skipped, ":17: ").expect_stdout("llm/retry skips its policy attempt sequence");
     let system_in_header = mutant(&home, "plain-success", "system.jsonl", |events| {
         first_of_type(events, "request/header", 0)["data"]["header"]["system"] = "be brief".into();
     });
-    refused_at(&home, &system_in_header, ":10: ").expect_stdout("must omit header.system; use system/message");
+    refused_at(&home, &system_in_header, ":10: ")
+        .expect_stdout("format v4 request/header rejects retired header.system");
     let unplaced = mutant(&home, "plain-success", "unplaced.jsonl", |events| {
         first_of_type(events, "user/message", 0).as_object_mut().unwrap().remove("surfaceOp");
     });
-    refused_at(&home, &unplaced, ":8: ")
-        .expect_stdout("session event \"user/message\" is surface-eligible and requires a surfaceOp marker");
+    refused_at(&home, &unplaced, ":8: ").expect_stdout("user/message surfaceOp requires an object");
     let import = home.run(&["session", "import", no_call.to_str().unwrap()]);
     import.expect_code(5);
     assert!(!home.path().join("sessions").exists(), "a refused log is not imported: {import}");
@@ -198,4 +203,176 @@ fn a_log_of_a_newer_format_is_refused_naming_its_version_and_nothing_is_imported
     assert_ne!(import.code, Some(0), "{import}");
     import.expect_stderr("session format v5, newer than dsh knows");
     assert!(!home.path().join("sessions").exists(), "nothing was imported: {import}");
+}
+
+fn only_v4_log(home: &TestHome) -> PathBuf {
+    let dir = std::fs::read_dir(home.path().join("sessions")).unwrap().next().unwrap().unwrap().path();
+    dir.join("session.v4.jsonl")
+}
+
+fn events_of(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
+    events.iter().filter(|event| event["type"] == event_type).collect()
+}
+
+#[test]
+fn a_new_session_is_written_in_v4_with_its_prompt_as_a_system_head_and_its_attempts_as_streams() {
+    let home = TestHome::v4();
+    home.run(&["run", "--profile", "demo", "hi"]).expect_code(0);
+    let log = only_v4_log(&home);
+    let header: Value = serde_json::from_str(std::fs::read_to_string(&log).unwrap().lines().next().unwrap()).unwrap();
+    assert_eq!((&header["version"], &header["isSeeded"]), (&4.into(), &false.into()), "{header}");
+    let events = events_of(&log);
+    let system = of_type(&events, "system/message");
+    assert_eq!(system[0]["surfaceOp"], "append", "an empty head opens the surface: {}", system[0]);
+    assert_eq!(system[1]["surfaceOp"]["op"], "replace", "the prompt replaces it: {}", system[1]);
+    assert_eq!(system[1]["sourceEventSeqs"], serde_json::json!([system[0]["seq"]]));
+    assert!(of_type(&events, "request/header").iter().all(|header| header["data"]["header"].get("system").is_none()));
+    let attempts = of_type(&events, "assistant/attempt");
+    assert_eq!(attempts.len(), 2, "the demo's 503 and 429");
+    let finish = attempts[0]["data"]["stream"].as_array().unwrap().last().unwrap();
+    assert_eq!(finish["chunk"]["reason"]["failure"]["code"], "SERVER", "{finish}");
+    assert!(attempts.iter().all(|attempt| attempt.get("ignorable").is_none()), "a known type in v4");
+    assert_eq!(of_type(&events, "assistant/message")[0]["data"]["stream"], serde_json::json!([]));
+    home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0).expect_stderr("0 violations");
+    home.run(&["session", "show", log.to_str().unwrap()])
+        .expect_code(0)
+        .expect_stdout("    failed attempt · SERVER")
+        .expect_stdout("    system prompt: You are an AI agent powered by DeepSeek Harness.");
+}
+
+#[test]
+fn continuing_an_imported_v4_session_keeps_its_bytes_marks_the_restore_and_writes_v4() {
+    let home = TestHome::new();
+    let source = fixture("retry-503-429-success.jsonl");
+    home.run(&["session", "import", source.to_str().unwrap()]).expect_code(0);
+    let id = session_of("retry-503-429-success.jsonl");
+    home.run(&["run", "--profile", "demo", "--session", &id, "and again"]).expect_code(0);
+    let log = home.path().join("sessions").join(&id).join("session.v4.jsonl");
+    let written = std::fs::read_to_string(&log).unwrap();
+    let recorded = std::fs::read_to_string(&source).unwrap();
+    assert!(written.starts_with(&recorded), "the recorded turn is an exact prefix");
+    let events = events_of(&log);
+    let first_new = &events[recorded.lines().count() - 1];
+    assert_eq!(first_new["type"], "session/end-seed", "{first_new}");
+    let prompt = of_type(&events, "system/message").into_iter().last().unwrap();
+    assert_eq!(prompt["sourceEventSeqs"], serde_json::json!([7]), "dsh's prompt replaces the recorded head: {prompt}");
+    assert_eq!(of_type(&events, "turn/end").len(), 2);
+    home.run(&["session", "verify", &id]).expect_code(0).expect_stderr("0 violations");
+}
+
+#[test]
+fn a_v4_turn_cut_mid_tool_call_is_closed_with_the_reference_s_repair_results() {
+    let home = TestHome::new();
+    for (cut_after, code) in [("assistant/message", "TOOL_NOT_STARTED"), ("tool/call", "TOOL_OUTCOME_UNKNOWN")] {
+        let name = format!("cut-after-{}.jsonl", cut_after.replace('/', "-"));
+        let cut = mutant(&home, "tool-call-read", &name, |events| {
+            let at = events.iter().position(|event| event["type"] == cut_after).unwrap();
+            events.truncate(at + 1);
+        });
+        let repair = home.run(&["session", "repair", cut.to_str().unwrap()]);
+        repair.expect_code(0);
+        let events = events_of(&cut);
+        let result = of_type(&events, "tool/result")[0];
+        assert_eq!(result["data"]["error"]["code"], code, "{result}");
+        assert_eq!(result["data"]["message"]["role"], "tool", "{result}");
+        let closers: Vec<&Value> = events.iter().rev().take(2).collect();
+        assert_eq!(
+            (&closers[1]["type"], &closers[0]["data"]["reason"]["kind"]),
+            (&"step/end".into(), &"interrupted".into())
+        );
+        home.run(&["session", "verify", cut.to_str().unwrap()]).expect_code(0).expect_stderr("0 violations");
+    }
+}
+
+#[test]
+fn the_home_can_keep_writing_format_v0_and_a_bad_format_is_named_with_its_file_and_key() {
+    let home = TestHome::v4();
+    home.write("sessions.toml", "format = \"v0\"\n");
+    let run = Run::of(home.dsh().env_remove("DSH_SESSION_FORMAT").args(["run", "--profile", "demo", "hi"]));
+    run.expect_code(0);
+    let dir = std::fs::read_dir(home.path().join("sessions")).unwrap().next().unwrap().unwrap().path();
+    assert!(dir.join("session.jsonl").is_file(), "a v0 log: {run}");
+    home.write("sessions.toml", "format = \"v3\"\n");
+    let refused = Run::of(home.dsh().env_remove("DSH_SESSION_FORMAT").args(["run", "--profile", "demo", "hi"]));
+    assert_ne!(refused.code, Some(0));
+    refused.expect_stderr("sessions.toml: key format: \"v3\" is not a format dsh writes");
+}
+
+/// The lines of the reference's migrated log before its `session/end-seed` (what it migrated).
+fn migrated_head(name: &str) -> String {
+    let text = std::fs::read_to_string(fixture(name)).unwrap();
+    let head: Vec<&str> = text.lines().take_while(|line| !line.contains("\"type\":\"session/end-seed\"")).collect();
+    head.join("\n") + "\n"
+}
+
+#[test]
+fn migrating_a_v0_log_writes_the_reference_s_bytes_beside_it_and_keeps_the_original() {
+    let home = TestHome::new();
+    let rc8_log = workspace_root().join("tests/fixtures/conformance/dsh-logs/rate-limit-2x-packed-zstd.jsonl.zstd");
+    for (source, file, reference) in [
+        (fixture("migration-dsh-v0-source.jsonl"), "session.jsonl", "migration-dsh-v0-migrated.jsonl"),
+        (rc8_log, "session.jsonl.zstd", "migration-reference-v0-rate-limit-migrated.jsonl"),
+    ] {
+        let id = session_of(reference);
+        let original = std::fs::read(&source).unwrap();
+        let v0 = home.path().join("sessions").join(&id).join(file);
+        std::fs::create_dir_all(v0.parent().unwrap()).unwrap();
+        std::fs::write(&v0, &original).unwrap();
+        home.run(&["session", "migrate", &id]).expect_code(0).expect_stderr("to format v4");
+        let v4 = v0.with_file_name("session.v4.jsonl");
+        assert_eq!(std::fs::read_to_string(&v4).unwrap(), migrated_head(reference), "{reference}");
+        home.run(&["session", "verify", &id]).expect_code(0).expect_stderr("0 violations");
+        home.run(&["run", "--profile", "demo", "--session", &id, "go on"]).expect_code(0);
+        assert_eq!(std::fs::read(&v0).unwrap(), original, "the v0 log is left as it was");
+        assert_eq!(of_type(&events_of(&v4), "turn/end").len(), 2, "the session continues in v4");
+        let again = home.run(&["session", "migrate", &id]);
+        again.expect_code(1).expect_stderr("it is format v4; only v0 logs are migrated");
+    }
+}
+
+#[test]
+fn migrating_dsh_s_own_v0_attempts_and_tool_steps_gives_a_sound_v4_log() {
+    let attempts = TestHome::new();
+    let source = fixture("refused-dsh-v0-with-attempts.jsonl");
+    attempts.run(&["session", "import", source.to_str().unwrap()]).expect_code(0);
+    let id = session_of("refused-dsh-v0-with-attempts.jsonl");
+    attempts.run(&["session", "migrate", &id]).expect_code(0);
+    let events = events_of(&attempts.path().join("sessions").join(&id).join("session.v4.jsonl"));
+    let attempt = of_type(&events, "assistant/attempt")[0];
+    assert!(attempt.get("ignorable").is_none() && attempt["data"]["stream"].is_array(), "{attempt}");
+    attempts.run(&["session", "verify", &id]).expect_code(0).expect_stderr("0 violations");
+
+    let tools = crate::tools::tool_home("- tool_calls: [{name: append, arguments: {line: one}}]\n- ok: done\n", "");
+    tools.turn().run.expect_code(0);
+    let id = dsh_e2e::only_session_log(&tools.home).unwrap().parent().unwrap().file_name().unwrap().to_owned();
+    let id = id.to_str().unwrap();
+    tools.home.run(&["session", "migrate", id]).expect_code(0);
+    let events = events_of(&tools.home.path().join("sessions").join(id).join("session.v4.jsonl"));
+    let (call, result) = (of_type(&events, "tool/call")[0], of_type(&events, "tool/result")[0]);
+    assert_eq!(result["sourceEventSeqs"], serde_json::json!([call["seq"]]), "the result cites its renumbered call");
+    assert_eq!(result["data"]["message"]["role"], "tool", "{result}");
+    tools.home.run(&["session", "verify", id]).expect_code(0).expect_stderr("0 violations");
+    assert_eq!(tools.ledger_lines(), ["one"], "migrating runs nothing");
+}
+
+#[test]
+fn a_damaged_v0_log_is_not_migrated_and_nothing_is_left_behind() {
+    let home = TestHome::new();
+    let source = std::fs::read_to_string(fixture("migration-dsh-v0-source.jsonl")).unwrap();
+    let id = session_of("migration-dsh-v0-source.jsonl");
+    let torn = format!("{source}{{\"type\":\"turn/st");
+    let log = home.write(&format!("sessions/{id}/session.jsonl"), &torn);
+    let refused = home.run(&["session", "migrate", &id]);
+    assert_ne!(refused.code, Some(0), "{refused}");
+    refused.expect_stderr("line 9 (byte");
+    let sessions: Vec<_> =
+        std::fs::read_dir(home.path().join("sessions")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(sessions, [std::ffi::OsString::from(&id)], "no staging folder is left");
+    assert!(!log.with_file_name("session.v4.jsonl").exists());
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), torn, "the log is untouched");
 }

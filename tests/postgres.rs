@@ -84,6 +84,8 @@ fn every_session_command_works_on_the_database_and_lines_move_between_stores_byt
     home.run(&["session", "export", &id, target.to_str().unwrap()]).expect_code(1).expect_stderr("not overwritten");
     let replay = home.run(&["session", "replay", "--all"]);
     replay.expect_code(0);
+    let migrate = home.run(&["session", "migrate", &id]);
+    migrate.expect_code(1).expect_stderr("migrate works on a sessions folder of files");
     let elsewhere = stored_home(&server);
     Run::of(elsewhere.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", &id, "four"])).expect_code(0);
     let kept = elsewhere.path().join("sessions").join(&id).join("patch-1.yml");

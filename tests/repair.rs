@@ -195,11 +195,6 @@ fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_cal
             "event type \"future/event\" is unknown and not marked ignorable",
         ),
         (
-            "header version",
-            "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n".to_owned(),
-            "session header version must be 0, got 1",
-        ),
-        (
             "no delegation depth",
             "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1}\n".to_owned(),
             "session header delegationDepth must be a non-negative safe integer",
@@ -223,6 +218,25 @@ fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_cal
         assert!(run.stderr.contains("refusing to write after it"), "{name}: {}", run.stderr);
         assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "{name}: nothing was written");
     }
+}
+
+#[test]
+fn a_format_between_v0_and_v4_is_refused_naming_its_version_and_left_untouched() {
+    let text = "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n";
+    let expected = "it uses session format v1, a generation between v0 and v4";
+    let home = TestHome::new();
+    let log = home.write("sessions/s/session.jsonl", text);
+    let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
+    verify.expect_code(5);
+    assert!(verify.stderr.contains(expected) && verify.stderr.contains("1 log unreadable"), "{}", verify.stderr);
+    for args in
+        [&["session", "repair", log.to_str().unwrap()][..], &["run", "--profile", "demo", "--session", "s", "more"]]
+    {
+        let refused = home.run(args);
+        assert_ne!(refused.code, Some(0), "{args:?}");
+        assert!(refused.stderr.contains(expected), "{args:?}: {}", refused.stderr);
+    }
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "nothing was written");
 }
 
 #[test]

@@ -16,8 +16,9 @@ pub enum Format {
     V4,
 }
 
-/// The newest format dsh reads, for messages.
-pub const NEWEST: Format = Format::V4;
+/// The format new sessions are written in unless `sessions.toml` says `format = "v0"`: what
+/// today's DeepSeek Harness writes.
+pub const WRITTEN_BY_DEFAULT: Format = Format::V4;
 
 /// A header naming a version dsh cannot read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +84,26 @@ impl Format {
             Format::V0 => "session.jsonl.zstd",
             Format::V4 => "session.v4.jsonl.zstd",
         }
+    }
+
+    /// The header line of a new session in this format (`cwd` left out when unknown).
+    pub fn new_header(self, id: &str, created_at: u64, cwd: Option<&str>) -> serde_json::Value {
+        let mut header =
+            serde_json::json!({"type": "session", "version": self.version(), "id": id, "createdAt": created_at});
+        let fields = header.as_object_mut().expect("an object");
+        match self {
+            Format::V0 => {
+                fields.insert("cwd".into(), cwd.unwrap_or_default().into());
+            }
+            Format::V4 => {
+                if let Some(cwd) = cwd {
+                    fields.insert("cwd".into(), cwd.into());
+                }
+                fields.insert("isSeeded".into(), false.into());
+            }
+        }
+        fields.insert("delegationDepth".into(), 0.into());
+        header
     }
 
     /// The harness that writes this format, for messages.

@@ -12,6 +12,7 @@
 //! | [`structure`] | the session structure rules every format shares |
 //! | [`rules_v4`] | format v4's own rules: envelope, surface, payloads, tool lifecycles, retry chains |
 //! | [`gate`] | the one check every event passes: structure rules, then checker plugins |
+//! | [`encode_v4`] | the shape the agent loop's events take in a v4 log |
 //! | [`writer`] | buffered lines, fsync, the fatal first write error |
 //! | [`state`], [`index`] | what is derived from the events: history index, surface history |
 //! | [`repair`] | crash repair: torn tails and the closers of an interrupted turn |
@@ -28,6 +29,7 @@
 //! | [`redact`] | every secret the process knows, and taking them out of what is written or shown |
 
 pub mod conversation;
+pub mod encode_v4;
 pub mod format;
 pub mod fsutil;
 pub mod gate;
@@ -37,6 +39,8 @@ pub mod locate;
 pub mod lock;
 pub mod log;
 pub mod meta;
+pub mod migrate;
+pub mod new_event;
 pub mod prune;
 pub mod read_ahead;
 pub mod reader;

@@ -13,7 +13,6 @@
 
 use std::io;
 
-use dsh_abi::events::EventData;
 use dsh_abi::js;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -22,6 +21,7 @@ use super::conversation::SurfaceMessage;
 use super::format::Format;
 use super::gate::{Finder, Finding, Gate, GateEvent, RowChecker};
 use super::index::HistoryIndex;
+pub use super::new_event::NewEvent;
 use super::reader::{Damage, LogReader, Position, ReadError, MAX_LINE_BYTES};
 use super::repair::{self, Repair};
 use super::state::SessionState;
@@ -29,36 +29,6 @@ use super::store::{LogRef, OpenSinkError, SessionLock, SessionStore};
 use super::structure::{header_violations, Rule, StructureRules};
 use super::vocabulary;
 use super::writer::{Echo, LogWriter, Sink, SyncPolicy, WriteFailed};
-
-/// An event to append.
-#[derive(Debug, Clone)]
-pub struct NewEvent<'a> {
-    pub event_type: &'a str,
-    /// The `data` JSON, one line, written byte for byte (plugin records keep their key order).
-    pub data: String,
-    /// Written with `"ignorable":true`, so readers that do not know the type skip it.
-    pub ignorable: bool,
-    /// The events a surface event was made from (`sourceEventSeqs`: a tool result's call).
-    pub source_seqs: Vec<u64>,
-}
-
-impl NewEvent<'static> {
-    /// A typed event: its type, data and ignorability from [`EventData`].
-    pub fn typed<T: EventData>(data: &T) -> Self {
-        NewEvent { event_type: T::TYPE, data: js::to_string(data), ignorable: T::IGNORABLE, source_seqs: Vec::new() }
-    }
-}
-
-impl<'a> NewEvent<'a> {
-    pub fn new(event_type: &'a str, data: &Value) -> Self {
-        NewEvent::raw(event_type, js::to_string(data))
-    }
-
-    /// An event whose `data` is already one line of JSON.
-    pub fn raw(event_type: &'a str, data: String) -> Self {
-        NewEvent { event_type, data, ignorable: false, source_seqs: Vec::new() }
-    }
-}
 
 /// Where an appended event landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,12 +216,25 @@ impl SessionLog {
     pub fn close_open_turn(&mut self, now_ms: u64) -> Result<Vec<String>, AppendError> {
         let closers = repair::closers(self.gate.rules());
         let mut appended = Vec::new();
-        for (event_type, data) in closers {
-            self.append(NewEvent::new(event_type, &data), now_ms)?;
+        for (event_type, data, source_seqs) in closers {
+            self.append(NewEvent { source_seqs, ..NewEvent::new(event_type, &data) }, now_ms)?;
             appended.push(event_type.to_owned());
         }
         self.commit()?;
         Ok(appended)
+    }
+
+    /// Marks where the history a new process restored ends, as DeepSeek Harness 0.2 does on
+    /// every write-open: a `session/end-seed` in a v4 log that holds events and does not end with
+    /// one already (a v0 log is left as it is).
+    pub fn mark_restored(&mut self, now_ms: u64) -> Result<(), AppendError> {
+        let rules = self.gate.rules();
+        let Some(v4) = rules.v4() else { return Ok(()) };
+        if rules.next_seq() == 0 || v4.ends_with_seed() {
+            return Ok(());
+        }
+        self.append(NewEvent::raw(dsh_abi::events::SESSION_END_SEED, "{}".to_owned()), now_ms)?;
+        self.commit()
     }
 
     /// Also hands every appended line to `echo`, once it is committed (`dsh run --json`): a line
@@ -297,28 +280,54 @@ impl SessionLog {
     }
 
     /// Appends one event (buffered) once the gate admits it, with every secret the process knows
-    /// taken out of it ([`crate::redact`]); see [`SessionLog::commit`] for durability.
+    /// taken out of it ([`crate::redact`]); see [`SessionLog::commit`] for durability. In a v4
+    /// log the event takes v4's shape first ([`encode_v4`](super::encode_v4)), which may put a
+    /// `system/message` before or after it; the place of the event itself is returned.
     pub fn append(&mut self, event: NewEvent<'_>, now_ms: u64) -> Result<Appended, AppendError> {
+        if self.gate.rules().format() == Format::V0 {
+            return self.append_as_shaped(event, now_ms);
+        }
+        let event_type = event.event_type;
+        let mut placed = None;
+        for encoded in super::encode_v4::encode(event, self.gate.rules(), now_ms) {
+            let own = encoded.event_type == event_type;
+            let appended = self.append_as_shaped(encoded, now_ms)?;
+            placed = placed.or(own.then_some(appended));
+        }
+        Ok(placed.expect("an event is always written as itself"))
+    }
+
+    /// Appends an event already in the shape of the log's format, as [`SessionLog::append`]
+    /// does after encoding it (a migration's events are shaped by the migration).
+    pub fn append_as_shaped(&mut self, event: NewEvent<'_>, now_ms: u64) -> Result<Appended, AppendError> {
         self.writer.usable()?;
         let rules = self.gate.rules();
         let seq = rules.next_seq();
         let time = rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
         let known = crate::redact::known();
         let data = known.redact_json(&event.data);
-        let sources = match event.source_seqs.is_empty() {
-            true => String::new(),
-            false => format!(",\"sourceEventSeqs\":{}", js::to_string(&event.source_seqs)),
+        let sources = match (event.replaces, event.source_seqs.is_empty()) {
+            (Some(head), _) => format!(",\"sourceEventSeqs\":[{head}]"),
+            (None, true) => String::new(),
+            (None, false) => format!(",\"sourceEventSeqs\":{}", js::to_string(&event.source_seqs)),
+        };
+        let surface_op = match event.replaces {
+            Some(head) => format!(",\"surfaceOp\":{{\"op\":\"replace\",\"startSeq\":{head},\"endSeq\":{head}}}"),
+            None if vocabulary::is_surface(self.gate.rules().format(), event.event_type) => {
+                ",\"surfaceOp\":\"append\"".to_owned()
+            }
+            None => String::new(),
+        };
+        // 0.2 writes a replacement's surfaceOp before its sources, an append's after them.
+        let envelope_tail = match event.replaces {
+            Some(_) => format!("{surface_op}{sources}"),
+            None => format!("{sources}{surface_op}"),
         };
         let line = format!(
-            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{sources}{}}}",
+            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{envelope_tail}}}",
             js::to_string(event.event_type),
             data,
             if event.ignorable { ",\"ignorable\":true" } else { "" },
-            if vocabulary::is_surface(self.gate.rules().format(), event.event_type) {
-                ",\"surfaceOp\":\"append\""
-            } else {
-                ""
-            },
         );
         if line.len() + 1 > MAX_LINE_BYTES {
             return Err(AppendError::TooLong { event_type: event.event_type.to_owned(), bytes: line.len() + 1 });

@@ -27,6 +27,7 @@ enum Entry {
         seq: Option<f64>,
         time: Option<f64>,
         ignorable: bool,
+        packed: bool,
         at: Position,
     },
     Damage(Damage),
@@ -54,6 +55,7 @@ impl Batch {
                 seq: event.seq,
                 time: event.time,
                 ignorable: event.ignorable,
+                packed: event.packed,
                 at: event.at,
             },
             Err(damage) => Entry::Damage(damage),
@@ -102,12 +104,13 @@ impl ReadAhead {
         self.next += 1;
         let arena = &self.current.arena;
         Some(Ok(match entry {
-            Entry::Event { event_type, data, line, seq, time, ignorable, at } => Ok(EventView {
+            Entry::Event { event_type, data, line, seq, time, ignorable, packed, at } => Ok(EventView {
                 event_type: &arena[event_type.clone()],
                 seq: *seq,
                 time: *time,
                 data: &arena[data.clone()],
                 ignorable: *ignorable,
+                packed: *packed,
                 line: &arena[line.clone()],
                 at: *at,
             }),

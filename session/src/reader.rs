@@ -126,6 +126,8 @@ pub struct EventView<'a> {
     /// The raw `data` JSON (`null` when absent).
     pub data: &'a str,
     pub ignorable: bool,
+    /// A member of a v0 packed row (one physical line, `at`, holds them all).
+    pub packed: bool,
     /// The whole line (for packed members, a synthesised envelope).
     pub line: &'a str,
     pub at: Position,
@@ -317,6 +319,7 @@ impl LogReader {
             time: envelope.time,
             data: envelope.data.map_or("null", RawValue::get),
             ignorable: envelope.ignorable == Some(true),
+            packed: false,
             line: text,
             at,
         })))
@@ -330,6 +333,7 @@ impl LogReader {
             time: Some(member.time),
             data: &member.data,
             ignorable: false,
+            packed: true,
             line: &member.line,
             at: member.at,
         }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::reader::Position;
+use super::rules_v4::{NOT_STARTED_TEXT, TOOL_NOT_STARTED};
 use super::structure::StructureRules;
 use crate::fsutil;
 
@@ -34,10 +35,14 @@ pub fn cut_torn_tail(file: &mut File, offset: u64, backup: &Path) -> io::Result<
     file.sync_all()
 }
 
+/// One event that closes an interrupted turn: its type, data and the seqs it cites.
+pub type Closer = (&'static str, Value, Vec<u64>);
+
 /// The events that close the turn `rules` has open, in order; none when no turn is open. The
-/// synthetic tool results have DeepSeek Harness's shape (a `user` message from the tool, with one
-/// `tool-result` block), so either tool can load the repaired log.
-pub fn closers(rules: &StructureRules) -> Vec<(&'static str, Value)> {
+/// synthetic tool results have DeepSeek Harness's shape and ids, so either tool can load the
+/// repaired log: an unknown outcome for a call that started (citing its `tool/call` in a v4 log),
+/// and in a v4 log, `TOOL_NOT_STARTED` for one the model asked for that never started.
+pub fn closers(rules: &StructureRules) -> Vec<Closer> {
     let Some(turn) = rules.open_turn() else {
         return Vec::new();
     };
@@ -47,24 +52,32 @@ pub fn closers(rules: &StructureRules) -> Vec<(&'static str, Value)> {
         calls.sort_unstable();
         for call_id in calls {
             let seq = rules.next_seq() + closers.len() as u64;
-            let block = json!({
-                "type": "tool-result", "toolCallId": call_id, "isError": true,
-                "content": [{"type": "text", "text": "The host stopped before this tool call finished; its outcome is unknown. Retry it only if it is read-only or idempotent; otherwise check its effects first."}],
+            let started = rules.v4().map(|v4| v4.started_call(call_id));
+            let (text, error) = match started {
+                Some(None) => (
+                    NOT_STARTED_TEXT,
+                    json!({"name": "ToolNotStartedError", "message": "the host stopped before this tool call started", "code": TOOL_NOT_STARTED}),
+                ),
+                _ => (
+                    UNKNOWN_TEXT,
+                    json!({"name": "ToolOutcomeUnknownError", "message": "the host stopped before this tool call finished", "code": "TOOL_OUTCOME_UNKNOWN"}),
+                ),
+            };
+            let block = json!({"type": "tool-result", "toolCallId": call_id, "isError": true, "content": [{"type": "text", "text": text}]});
+            let data = json!({
+                "turn": turn, "step": step, "callId": call_id,
+                "message": {
+                    "id": format!("interrupted-tool-result-{call_id}-{seq}"), "role": "user",
+                    "source": {"kind": "tool", "callId": call_id}, "content": [block],
+                },
+                "error": error,
             });
-            closers.push((
-                events::TOOL_RESULT,
-                json!({
-                    "turn": turn, "step": step, "callId": call_id,
-                    "message": {
-                        "id": format!("interrupted-tool-result-{call_id}-{seq}"), "role": "user",
-                        "source": {"kind": "tool", "callId": call_id}, "content": [block],
-                    },
-                    "error": {"name": "ToolOutcomeUnknownError", "message": "the host stopped before this tool call finished", "code": "TOOL_OUTCOME_UNKNOWN"},
-                }),
-            ));
+            closers.push((events::TOOL_RESULT, data, started.flatten().into_iter().collect()));
         }
-        closers.push(("step/end", json!({"turn": turn, "step": step})));
+        closers.push((events::STEP_END, json!({"turn": turn, "step": step}), Vec::new()));
     }
-    closers.push(("turn/end", json!({"turn": turn, "reason": {"kind": "interrupted"}})));
+    closers.push((events::TURN_END, json!({"turn": turn, "reason": {"kind": "interrupted"}}), Vec::new()));
     closers
 }
+
+const UNKNOWN_TEXT: &str = "The host stopped before this tool call finished; its outcome is unknown. Retry it only if it is read-only or idempotent; otherwise check its effects first.";

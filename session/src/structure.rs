@@ -179,6 +179,11 @@ impl StructureRules {
         self.format
     }
 
+    /// Format v4's own rules' state, for a v4 log.
+    pub fn v4(&self) -> Option<&V4Rules> {
+        self.v4.as_deref()
+    }
+
     /// The turn currently open, if any.
     pub fn open_turn(&self) -> Option<u64> {
         self.open_turn.map(|turn| turn as u64)
@@ -248,8 +253,11 @@ impl StructureRules {
         }
         let violations = &mut |message: String| violations(Rule::Structure, message);
         if let Some(v4) = self.v4.as_mut() {
-            let open =
-                OpenStep { turn: self.open_turn.map(|turn| turn as u64), step: self.open_step.map(|step| step as u64) };
+            let open = OpenStep {
+                turn: self.open_turn.map(|turn| turn as u64),
+                step: self.open_step.map(|step| step as u64),
+                last_step: self.last_step as u64,
+            };
             v4.check(event_type, position, event.line, data, open, violations);
         }
         match event_type {

@@ -203,11 +203,20 @@ fn spell_out_workspace_key(line: &str) -> String {
 /// A throw-away `$DSH_HOME` and a way to run `dsh` in it.
 pub struct TestHome {
     pub dir: tempfile::TempDir,
+    /// The session format new sessions are written in (`DSH_SESSION_FORMAT`).
+    format: &'static str,
 }
 
 impl TestHome {
+    /// A home whose new sessions are written in format v0, the format the tests of the host's
+    /// behaviour read their logs in.
     pub fn new() -> Self {
-        TestHome { dir: tempfile::tempdir().expect("create a temporary home") }
+        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format: "v0" }
+    }
+
+    /// A home whose new sessions are written in format v4, dsh's default.
+    pub fn v4() -> Self {
+        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format: "v4" }
     }
 
     pub fn path(&self) -> &Path {
@@ -254,6 +263,7 @@ impl TestHome {
             .env_remove("DSH_PLUGIN_PATH")
             .env_remove("DSH_LOG")
             .env_remove("DSH_SESSIONS")
+            .env("DSH_SESSION_FORMAT", self.format)
             .env("PGPASSWORD", PG_PASSWORD)
             .current_dir(self.path());
     }

@@ -72,11 +72,8 @@ pub async fn start(
     let (log, repair) = match opening {
         Opening::New { store, patches, overrides } => {
             let id = services.new_id();
-            let header = json!({
-                "type": "session", "version": 0, "id": id, "createdAt": epoch_ms(),
-                "cwd": std::env::current_dir().map(|dir| dir.display().to_string()).unwrap_or_default(),
-                "delegationDepth": 0,
-            });
+            let cwd = std::env::current_dir().ok().map(|dir| dir.display().to_string());
+            let header = store.format().new_header(&id, epoch_ms(), cwd.as_deref());
             let dir = store.files_folder().map_or_else(|| store.describe(), |sessions| home.display(sessions));
             let cannot_create = |source| StartError::Create { id: id.clone(), dir: dir.clone(), source };
             let log =
@@ -96,7 +93,11 @@ pub async fn start(
         }
         Opening::Existing { log, lock, keep_route } => {
             let open_checkers = |header: &str| assembly.open_checkers(header);
-            let (log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
+            let (mut log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
+            log.mark_restored(epoch_ms()).map_err(|err| OpenError::Io {
+                log: log.location().name(),
+                reason: std::io::Error::other(err.to_string()),
+            })?;
             let meta = log
                 .location()
                 .meta()

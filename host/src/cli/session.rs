@@ -105,6 +105,14 @@ enum SessionCommand {
         #[arg(value_name = "PATH")]
         path: Option<PathBuf>,
     },
+    /// Upgrade a v0 log to format v4 (DeepSeek Harness 0.2's): a session.v4.jsonl beside it,
+    /// from which the session then reads and continues. The v0 log is kept as it was; removing
+    /// the v4 file goes back to it.
+    Migrate {
+        /// A session id (or a unique prefix), or the path of a log or session directory.
+        #[arg(value_name = "ID", add = super::complete::sessions())]
+        session: String,
+    },
     /// Check whole logs (ours, and DeepSeek Harness session.jsonl / session.jsonl.zstd files)
     /// against the session structure rules and the llm-retry invariant; every violation is
     /// printed as PATH:SEQ: message. Never creates or reads a profile.
@@ -129,6 +137,7 @@ pub fn run(globals: &Globals, args: SessionArgs) -> Outcome {
         SessionCommand::Show { log, json } => show(globals, &log, json),
         SessionCommand::Export { session, path } => export(globals, &session, path.as_deref()),
         SessionCommand::Repair { log, json } => repair(globals, &log, json),
+        SessionCommand::Migrate { session } => migrate(globals, &session),
         SessionCommand::Resume { session, profile, patches, json } => {
             resume(globals, &session, profile.as_deref(), &patches, json)
         }
@@ -403,17 +412,41 @@ fn print_violations(report: &Report) -> std::io::Result<()> {
     Ok(())
 }
 
+fn migrate(globals: &Globals, name: &str) -> Outcome {
+    let store = SessionStore::for_home(globals.home()?.root())?;
+    let log = store.resolve(name)?;
+    let invariant = crate::agent::assembly::bundled_invariant()?;
+    let report = verify::verify_log(&log, |header| bundled_checkers(&invariant, header))?;
+    if !report.violations.is_empty() {
+        print_violations(&report)?;
+        let count = report.violations.len();
+        say!("dsh: {}: {count} violation{}; not migrated (dsh session verify)", log.name(), plural(count));
+        return Err(Exit::reported(EXIT_DAMAGED));
+    }
+    let lock = log.lock(store.local_folder())?;
+    let migrated = dsh_session::migrate::to_v4(&log, lock, epoch_ms())?;
+    say!(
+        "dsh: migrated session {} to format v4: {} events read, {} written, in {}; the v0 log {} is kept",
+        log.id(),
+        migrated.read,
+        migrated.written,
+        migrated.path.display(),
+        log.name()
+    );
+    Ok(())
+}
+
 fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     let checkers = crate::agent::assembly::bundled_invariant()?;
     let store = SessionStore::for_home(globals.home()?.root())?;
     let mut reports = Vec::new();
-    let mut unreadable = false;
+    let mut unreadable = 0;
     for name in logs {
         let log = store.resolve(name)?;
         match verify::verify_log(&log, |header| bundled_checkers(&checkers, header)) {
             Ok(report) => reports.push(report),
             Err(err) => {
-                unreadable = true;
+                unreadable += 1;
                 say!("{}: {err}", log.name());
             }
         }
@@ -429,14 +462,18 @@ fn verify_command(globals: &Globals, logs: &[String], json: bool) -> Outcome {
     let violations: usize = reports.iter().map(|report| report.violations.len()).sum();
     let events: u64 = reports.iter().map(|report| report.events).sum();
     if !json {
+        let unreadable = match unreadable {
+            0 => String::new(),
+            count => format!("; {count} log{} unreadable", plural(count)),
+        };
         say!(
-            "dsh: verified {} log{} ({events} events): {violations} violation{}",
+            "dsh: verified {} log{} ({events} events): {violations} violation{}{unreadable}",
             reports.len(),
             plural(reports.len()),
             plural(violations)
         );
     }
-    Exit::unless(violations == 0 && !unreadable, EXIT_DAMAGED)
+    Exit::unless(violations == 0 && unreadable == 0, EXIT_DAMAGED)
 }
 
 fn report_json(report: &Report) -> serde_json::Value {

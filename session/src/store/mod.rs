@@ -15,6 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::format::Format;
 use crate::import::ImportError;
 use crate::writer::Sink;
 use crate::{locate, NotFound};
@@ -26,8 +27,11 @@ pub use backend::{
 /// The environment variable that sets the store (`files` or `postgres://USER@HOST:PORT/DB`),
 /// over the home's [`STORE_FILE`].
 pub const STORE_ENV: &str = "DSH_SESSIONS";
+/// The environment variable that sets the format new sessions are written in (`v4` or `v0`),
+/// over the `format` of the home's [`STORE_FILE`].
+pub const FORMAT_ENV: &str = "DSH_SESSION_FORMAT";
 /// The file in the home that sets the store: `store = "postgres://…"` and, optionally,
-/// `password-env = "NAME"`.
+/// `password-env = "NAME"`; and `format = "v0"` to keep writing DeepSeek Harness 0.1's format.
 pub const STORE_FILE: &str = "sessions.toml";
 /// Where the password comes from unless [`STORE_FILE`] names another variable.
 pub const PASSWORD_ENV: &str = "PGPASSWORD";
@@ -37,13 +41,15 @@ pub enum StoreSettingError {
     File { file: PathBuf, reason: String },
     #[error("{source_name}: key store: {reason}")]
     Value { source_name: String, reason: String },
+    #[error("{source_name}: key format: {reason}")]
+    Format { source_name: String, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// A home's session store.
+/// A home's session store, and the format it writes new sessions in.
 #[derive(Clone)]
-pub struct SessionStore(Arc<dyn Backend>);
+pub struct SessionStore(Arc<dyn Backend>, Format);
 
 impl Debug for SessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,6 +69,29 @@ fn postgres_url(value: &str) -> Option<String> {
 struct StoreFile {
     store: Option<String>,
     password_env: Option<String>,
+    /// The format new sessions are written in: `v4` (the default) or `v0`.
+    format: Option<String>,
+}
+
+impl StoreFile {
+    /// The format new sessions are written in: [`FORMAT_ENV`], else `format`, else v4.
+    fn format(&self, path: &Path) -> Result<Format, StoreSettingError> {
+        let (named, source_name) = match std::env::var(FORMAT_ENV) {
+            Ok(value) if !value.is_empty() => (Some(value), FORMAT_ENV.to_owned()),
+            _ => (self.format.clone(), path.display().to_string()),
+        };
+        match named.as_deref() {
+            None => Ok(crate::format::WRITTEN_BY_DEFAULT),
+            Some("v4") => Ok(Format::V4),
+            Some("v0") => Ok(Format::V0),
+            Some(other) => Err(StoreSettingError::Format {
+                source_name,
+                reason: format!(
+                    "{other:?} is not a format dsh writes (v4, what DeepSeek Harness 0.2 writes, or v0, 0.1's)"
+                ),
+            }),
+        }
+    }
 }
 
 fn store_file(path: &Path) -> Result<StoreFile, StoreSettingError> {
@@ -77,7 +106,7 @@ fn store_file(path: &Path) -> Result<StoreFile, StoreSettingError> {
 impl SessionStore {
     /// A store whose logs are files under `sessions`.
     pub fn files(sessions: PathBuf) -> SessionStore {
-        SessionStore(Arc::new(files::Files::new(sessions)))
+        SessionStore(Arc::new(files::Files::new(sessions)), crate::format::WRITTEN_BY_DEFAULT)
     }
 
     /// The store of the home at `root`: [`STORE_ENV`], else [`STORE_FILE`], else files. A
@@ -85,19 +114,27 @@ impl SessionStore {
     pub fn for_home(root: &Path) -> Result<SessionStore, StoreSettingError> {
         let file_path = root.join(STORE_FILE);
         let file = store_file(&file_path)?;
+        let format = file.format(&file_path)?;
         let (value, source_name) = match std::env::var(STORE_ENV) {
             Ok(value) if !value.is_empty() => (Some(value), STORE_ENV.to_owned()),
             _ => (file.store.clone(), file_path.display().to_string()),
         };
         let sessions = root.join("sessions");
-        let Some(value) = value.filter(|value| value != "files") else { return Ok(SessionStore::files(sessions)) };
+        let Some(value) = value.filter(|value| value != "files") else {
+            return Ok(SessionStore(Arc::new(files::Files::new(sessions)), format));
+        };
         crate::redact::learn_url(&value);
         let Some(url) = postgres_url(&value) else {
             let reason = format!("{:?} is neither \"files\" nor a postgres:// URL", crate::redact::url(&value));
             return Err(StoreSettingError::Value { source_name, reason });
         };
         let password_env = file.password_env.as_deref().unwrap_or(PASSWORD_ENV);
-        database(&url, password_env, sessions, source_name)
+        Ok(SessionStore(database(&url, password_env, sessions, source_name)?, format))
+    }
+
+    /// The format new sessions are written in (`format` in [`STORE_FILE`]).
+    pub fn format(&self) -> Format {
+        self.1
     }
 
     /// The home's `sessions/` folder (the log files, or the kept copies of stored sessions).
@@ -179,18 +216,18 @@ fn database(
     password_env: &str,
     sessions: PathBuf,
     source_name: String,
-) -> Result<SessionStore, StoreSettingError> {
+) -> Result<Arc<dyn Backend>, StoreSettingError> {
     let password = std::env::var(password_env).ok();
     if let Some(password) = &password {
         crate::redact::learn(password);
     }
     let database = postgres::Database::new(url, password, password_env)
         .map_err(|reason| StoreSettingError::Value { source_name, reason })?;
-    Ok(SessionStore(Arc::new(postgres::Postgres::open(database, sessions)?)))
+    Ok(Arc::new(postgres::Postgres::open(database, sessions)?))
 }
 
 #[cfg(not(feature = "postgres"))]
-fn database(_: &str, _: &str, _: PathBuf, source_name: String) -> Result<SessionStore, StoreSettingError> {
+fn database(_: &str, _: &str, _: PathBuf, source_name: String) -> Result<Arc<dyn Backend>, StoreSettingError> {
     let reason = "this dsh was built without PostgreSQL support (the dsh-session feature `postgres`)".to_owned();
     Err(StoreSettingError::Value { source_name, reason })
 }
