@@ -13,7 +13,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// The logs 0.2.1-rc.2 wrote itself (the `refused-*` and `*-source` inputs are dsh's v0 logs).
-const RECORDED: [&str; 13] = [
+const RECORDED: [&str; 14] = [
     "continued-session",
     "continued-session.turn1",
     "killed-in-retry-wait.before",
@@ -26,6 +26,7 @@ const RECORDED: [&str; 13] = [
     "retry-503-429-success",
     "tool-call-error",
     "tool-call-read",
+    "tool-call-read-retried",
     "truncated-stream-retry",
 ];
 
