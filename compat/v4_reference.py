@@ -232,12 +232,16 @@ def dsh_violations(out, err):
 
 # --- part 1: dsh writes, the reference continues -----------------------------------------------------
 
-DSH_SCENARIOS = [
-    # name, mock script, prompt, dsh's exit code, extra
+# Faults both sides record alike: name, mock script, prompt, exit code, extra.
+BOTH_SCENARIOS = [
     ("plain", '- ok: "Hello from the mock."\n', "Say hello", 0, {}),
     ("503-then-success", '- status: 503\n- ok: "Recovered after a 503."\n', "Say hello", 0, {}),
     ("429-chain", "- {status: 429, headers: {retry-after: '1'}}\n- status: 429\n- status: 429\n"
                   '- ok: "Through after three 429s."\n', "Say hello", 0, {}),
+]
+
+DSH_SCENARIOS = BOTH_SCENARIOS + [
+    # name, mock script, prompt, dsh's exit code, extra
     # The headless profile's llm-retry does not retry a cut stream (as rc.8's): the turn ends failed.
     ("truncated-stream", '- truncate: "partial answ"\n- ok: "Full answer after a cut stream."\n', "Say hello",
      1, {}),
@@ -409,12 +413,8 @@ def part1(ctx):
 
 # --- part 2: the reference writes, dsh reads and continues -------------------------------------------
 
-REF_SCENARIOS = [
+REF_SCENARIOS = BOTH_SCENARIOS + [
     # name, mock script, task, the reference's exit code, extra
-    ("plain", '- ok: "Hello from the mock."\n', "Say hello", 0, {}),
-    ("503-then-success", '- status: 503\n- ok: "Recovered after a 503."\n', "Say hello", 0, {}),
-    ("429-chain", "- {status: 429, headers: {retry-after: '1'}}\n- status: 429\n- status: 429\n"
-                  '- ok: "Through after three 429s."\n', "Say hello", 0, {}),
     ("truncated-stream", '- truncate: "partial answ"\n- ok: "Full answer after a cut stream."\n', "Say hello",
      0, {}),
     ("retries-exhausted", "- status: 500\n", "Say hello", 1, {}),
