@@ -29,6 +29,10 @@ pub const SYSTEM_MESSAGE: &str = "system/message";
 pub const DEVELOPER_MESSAGE: &str = "developer/message";
 /// Where the history a process restored ends and its own events begin.
 pub const SESSION_END_SEED: &str = "session/end-seed";
+/// Format v4's inbox: a message received for the next turn, then taken into it.
+pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
+/// Format v4: the session's working directory changed.
+pub const WORKING_DIRECTORY_CHANGE: &str = "working-directory/change";
 
 /// Event types dsh reads and writes itself; the structure rules concern these.
 pub const DSH_EVENT_TYPES: [&str; 16] = [
@@ -182,6 +186,38 @@ event_types! {
     AssistantMessage => ASSISTANT_MESSAGE, false;
     ToolCallEvent => TOOL_CALL, false;
     ToolResultEvent => TOOL_RESULT, false;
+    InboxSpliced => AGENT_INBOX_SPLICED, false;
+    WorkingDirectoryChange => WORKING_DIRECTORY_CHANGE, false;
+}
+
+/// `agent/inbox/spliced` (v4): messages put into the inbox of the next turn (`inserted`), or
+/// taken out of it as the turn starts (`removedCount`), as DeepSeek Harness 0.2 records them.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxSpliced {
+    pub target: &'static str,
+    pub start: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_count: Option<u64>,
+    pub inserted: Vec<Value>,
+}
+
+impl InboxSpliced {
+    /// The inbox of the next turn receives `message` (a `user/message`'s data).
+    pub fn received(message: Value) -> InboxSpliced {
+        InboxSpliced { target: "next-turn", start: 0, removed_count: None, inserted: vec![message] }
+    }
+
+    /// The turn that starts takes the message it received.
+    pub fn taken() -> InboxSpliced {
+        InboxSpliced { target: "next-turn", start: 0, removed_count: Some(1), inserted: Vec::new() }
+    }
+}
+
+/// `working-directory/change` (v4): the directory the session works in from now on.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct WorkingDirectoryChange {
+    pub cwd: String,
 }
 
 /// `user/message`: the user's (or a plugin's) message that starts a turn.

@@ -14,6 +14,8 @@
 //! | [`tools`] | MCP server rows, the tools they offer, calls with deadlines |
 //! | [`http`] | the HTTP client outgoing connections are built from |
 //! | [`agent`] | the agent row and its turns |
+//! | [`service`] | the sessions a long-running front end serves: workers, prompts, the durable-event feed |
+//! | [`sdk`] | the DeepSeek Harness SDK's JSON-RPC runtime protocol on stdio, over the service |
 //! | [`cli`] | the `dsh` command line |
 
 pub mod agent;
@@ -27,6 +29,8 @@ pub mod migration;
 pub mod plugin;
 pub mod problem;
 pub mod profile;
+pub mod sdk;
+pub mod service;
 pub mod tools;
 pub mod waterfall;
 

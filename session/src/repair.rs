@@ -25,6 +25,23 @@ pub struct Repair {
     pub warnings: Vec<String>,
 }
 
+impl Repair {
+    /// What the repair did and found, one sentence each, for the user.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if let Some((at, len, backup)) = &self.torn {
+            let (line, offset, backup) = (at.line, at.offset, backup.display());
+            notes
+                .push(format!("repaired a torn last line (line {line}, byte {offset}, {len} bytes); kept in {backup}"));
+        }
+        if !self.closers.is_empty() {
+            notes.push(format!("closed the interrupted turn ({})", self.closers.join(", ")));
+        }
+        notes.extend(self.warnings.iter().map(|warning| format!("warning: the log already breaks a rule: {warning}")));
+        notes
+    }
+}
+
 /// Copies everything from `offset` on to `backup`, then cuts it off `file` and syncs.
 pub fn cut_torn_tail(file: &mut File, offset: u64, backup: &Path) -> io::Result<()> {
     let mut tail = Vec::new();

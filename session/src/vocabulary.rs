@@ -12,7 +12,7 @@ pub use dsh_abi::events::DSH_EVENT_TYPES;
 /// reference refuses it (a log written by a newer harness).
 pub const HARNESS_EVENT_TYPES: [&str; 35] = [
     "agent-preset/selected",
-    "agent/inbox/spliced",
+    events::AGENT_INBOX_SPLICED,
     "approval/asked",
     "approval/decided",
     "approval/policy",
@@ -52,7 +52,7 @@ pub const HARNESS_EVENT_TYPES: [&str; 35] = [
 /// v4 has no `assistant/chunk`: streams are inside the messages and attempts that made them.
 pub const V4_EVENT_TYPES: [&str; 62] = [
     "agent-preset/selected",
-    "agent/inbox/spliced",
+    events::AGENT_INBOX_SPLICED,
     "approval/asked",
     "approval/decided",
     "approval/policy",
@@ -111,7 +111,7 @@ pub const V4_EVENT_TYPES: [&str; 62] = [
     events::TURN_START,
     events::USER_MESSAGE,
     "web/deepseek-search-llm-request",
-    "working-directory/change",
+    events::WORKING_DIRECTORY_CHANGE,
     "workspace/changes",
 ];
 

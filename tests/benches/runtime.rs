@@ -198,7 +198,7 @@ struct FailingUntil {
 }
 
 impl ModelClient for FailingUntil {
-    fn stream<'a>(&'a self, _: &'a ChatRequest, on_text: &'a mut dyn FnMut(&str)) -> StreamFuture<'a> {
+    fn stream<'a>(&'a self, _: &'a ChatRequest, on_text: &'a mut (dyn FnMut(&str) + Send)) -> StreamFuture<'a> {
         Box::pin(async move {
             if tokio::time::Instant::now() < self.until {
                 Err(AttemptFailure {

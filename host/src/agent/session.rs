@@ -2,7 +2,7 @@
 //! (repaired on open), `agent/session-start` raised, and — for a cold resume — the continuation
 //! turns listeners enqueue, each run once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_abi::{Continuation, SessionStartSource};
@@ -28,8 +28,15 @@ use dsh_session::writer::SyncPolicy;
 #[derive(Debug)]
 pub enum Opening<'a> {
     /// A new session in this store, created with these `--patch` layers and overrides (kept
-    /// with the session).
-    New { store: &'a SessionStore, patches: &'a [PathBuf], overrides: &'a RunOverrides },
+    /// with the session); under `id` when given (else a new one), working in `cwd` (else the
+    /// current directory).
+    New {
+        store: &'a SessionStore,
+        patches: &'a [PathBuf],
+        overrides: &'a RunOverrides,
+        id: Option<&'a str>,
+        cwd: Option<&'a Path>,
+    },
     /// An existing log, under its writer lock, repaired on open (a turn left open is closed as
     /// interrupted). With `keep_route`, its turns go to the provider and model the session
     /// recorded (when the profile has that route), else where the profile says.
@@ -70,9 +77,10 @@ pub async fn start(
     let services: Arc<dyn Services> = Arc::new(SystemServices);
     let mut notes = Vec::new();
     let (log, repair) = match opening {
-        Opening::New { store, patches, overrides } => {
-            let id = services.new_id();
-            let cwd = std::env::current_dir().ok().map(|dir| dir.display().to_string());
+        Opening::New { store, patches, overrides, id, cwd } => {
+            let id = id.map_or_else(|| services.new_id(), str::to_owned);
+            let cwd = cwd.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok());
+            let cwd = cwd.map(|dir| dir.display().to_string());
             let header = store.format().new_header(&id, epoch_ms(), cwd.as_deref());
             let dir = store.files_folder().map_or_else(|| store.describe(), |sessions| home.display(sessions));
             let cannot_create = |source| StartError::Create { id: id.clone(), dir: dir.clone(), source };
@@ -169,7 +177,7 @@ pub enum ResumeEvent<'a> {
 /// complete. Returns the end of the last turn run, `None` when nothing was resumed.
 pub async fn resume(
     agent: &mut Agent,
-    report: &mut dyn FnMut(ResumeEvent<'_>),
+    report: &mut (dyn FnMut(ResumeEvent<'_>) + Send),
 ) -> Result<Option<TurnEnd>, AppendError> {
     let mut last = None;
     for (plugin, continuation) in agent.session_start(SessionStartSource::Resume, false) {

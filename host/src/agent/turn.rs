@@ -2,7 +2,8 @@
 //! [`retry`](super::retry) step decides and waits.
 //!
 //! ```text
-//! turn/start → step/start → user/message → request/header (first time, or when it changed)
+//! v4: agent/inbox/spliced (the message received; durable) → turn/start → v4: agent/inbox/spliced
+//! → step/start → user/message → request/header (first time, or when it changed)
 //! loop: commit, send the request built from surface history, stream the text
 //!   success → assistant/message → step/end → turn/end completed
 //!   failure → assistant/attempt → retry step: again on the SAME step, or
@@ -20,8 +21,8 @@ use std::sync::Arc;
 
 use abi_stable::std_types::ROption;
 use dsh_abi::events::{
-    self, AbortedBy, AssistantAttempt, EndReason, EventData, RequestHeader, RouteSwitched, StepEnd, StepStart,
-    TurnStart,
+    self, AbortedBy, AssistantAttempt, EndReason, EventData, InboxSpliced, RequestHeader, RouteSwitched, StepEnd,
+    StepStart, TurnStart,
 };
 use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, RequestSuccess, RouteSwitch, SessionStartSource};
 use serde_json::{json, Map, Value};
@@ -35,6 +36,7 @@ use super::view::TurnView;
 use crate::context::{call_context, Services};
 use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, ToolCall};
 use crate::tools::ToolOutcome;
+use dsh_session::format::Format;
 use dsh_session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
 use futures_util::StreamExt;
 
@@ -312,7 +314,11 @@ impl Agent {
             false => request_tokens(&self.request()) + (input.text.len() as u64).div_ceil(4),
         };
         self.turn_route = self.starting_route(turn, reason, tokens);
+        self.receive(&input, &message)?;
         self.append_typed(&TurnStart { turn })?;
+        if self.log.rules().format() == Format::V4 {
+            self.append_typed(&InboxSpliced::taken())?;
+        }
         self.append_typed(&StepStart { turn, step: 1 })?;
         let now = self.now_ms();
         self.log.append(NewEvent::raw(events::USER_MESSAGE, message), now)?;
@@ -340,6 +346,19 @@ impl Agent {
             step += 1;
             self.append_typed(&StepStart { turn, step })?;
         }
+    }
+
+    /// Records the turn's message as received — in a v4 log as DeepSeek Harness 0.2 does, an
+    /// `agent/inbox/spliced` made durable before the turn starts, which a program waiting for
+    /// its message (the SDK) looks for — and tells the view.
+    fn receive(&mut self, input: &UserInput, message: &str) -> Result<(), AppendError> {
+        if self.log.rules().format() == Format::V4 {
+            let data: Value = serde_json::from_str(message).expect("a user message's data is JSON");
+            self.append_typed(&InboxSpliced::received(data))?;
+            self.log.commit()?;
+        }
+        self.view.input_received(&input.id);
+        Ok(())
     }
 
     /// Ends the turn after its last step closed.

@@ -18,6 +18,8 @@ pub struct RetryNotice {
 }
 
 pub trait TurnView: Send {
+    /// The turn's message (`message_id`) is received (durable in a v4 log); the turn starts.
+    fn input_received(&mut self, _message_id: &str) {}
     /// A request goes out to `route` (`provider (model)`); nothing has come back yet.
     fn attempt_started(&mut self, _route: &str) {}
     fn text(&mut self, delta: &str);

@@ -10,7 +10,12 @@ use super::{chat, config, mock, plugin, profile, run, session};
 pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin ABI ", env!("DSH_ABI_VERSION"), ")");
 
 #[derive(Debug, Parser)]
-#[command(name = "dsh", version = VERSION, about = "An agent host whose model-request recovery lives in plugins")]
+#[command(
+    name = "dsh",
+    version = VERSION,
+    about = "An agent host whose model-request recovery lives in plugins",
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// The dsh home (default: $DSH_HOME, else ~/.dsh).
     #[arg(long, global = true, value_name = "DIR")]
@@ -20,8 +25,17 @@ pub struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
 
+    /// With no command: serve the DeepSeek Harness SDK's runtime protocol (JSON-RPC on stdio)
+    /// with this profile's rows, as the SDK launches its runtime (`dsh --profile sdk`).
+    #[arg(long, value_name = "NAME", add = super::complete::profiles())]
+    pub(crate) profile: Option<String>,
+
+    /// With `--profile` and no command: an extra patch layer (repeatable, in order).
+    #[arg(long = "patch", value_name = "FILE", requires = "profile")]
+    pub(crate) patches: Vec<PathBuf>,
+
     #[command(subcommand)]
-    pub(crate) command: Command,
+    pub(crate) command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -56,6 +56,7 @@ mod profile;
 mod prune;
 mod replay;
 mod run;
+mod sdk;
 mod session;
 pub(crate) mod shown;
 mod tools;
@@ -79,7 +80,14 @@ pub fn main() -> ExitCode {
     };
     logging::init_logging(cli.verbose);
     let globals = Globals { home: cli.home, verbose: cli.verbose };
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        let Some(profile) = cli.profile else {
+            let _ = Cli::command().print_help();
+            return ExitCode::from(EXIT_USAGE);
+        };
+        return finish(sdk::run(&globals, profile, cli.patches));
+    };
+    let result = match command {
         Command::Run(args) => run::run(&globals, args),
         Command::Chat(args) => chat::run(&globals, args),
         Command::Plugin(args) => plugin::run(&globals, args),
@@ -90,6 +98,10 @@ pub fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man(args) => manual::run(args),
     };
+    finish(result)
+}
+
+fn finish(result: Outcome) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(exit) => exit.finish(),

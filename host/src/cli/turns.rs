@@ -345,19 +345,8 @@ pub(crate) fn handle_interrupts(cancel: Cancel) -> anyhow::Result<()> {
 }
 
 pub(crate) fn print_repair(repair: &Repair) {
-    if let Some((at, len, backup)) = &repair.torn {
-        say!(
-            "dsh: repaired a torn last line (line {}, byte {}, {len} bytes); kept in {}",
-            at.line,
-            at.offset,
-            backup.display()
-        );
-    }
-    if !repair.closers.is_empty() {
-        say!("dsh: closed the interrupted turn ({})", repair.closers.join(", "));
-    }
-    for warning in &repair.warnings {
-        say!("dsh: warning: the log already breaks a rule: {warning}");
+    for note in repair.notes() {
+        say!("dsh: {note}");
     }
 }
 
@@ -478,7 +467,7 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
     let (profile, composition) = compose_with(home, profile, patches, (overrides, typed))?;
     let opening = match (existing, lock) {
         (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: *as_recorded },
-        _ => Opening::New { store, patches, overrides },
+        _ => Opening::New { store, patches, overrides, id: None, cwd: None },
     };
     let view = Box::new(TerminalView::new(json));
     let started = match session::start(home, &profile, &composition, opening, view, globals.verbose()).await {

@@ -203,7 +203,7 @@ struct StreamText {
 }
 
 impl StreamText {
-    fn push(&mut self, delta: &str, on_text: &mut dyn FnMut(&str)) {
+    fn push(&mut self, delta: &str, on_text: &mut (dyn FnMut(&str) + Send)) {
         let safe = self.redactor.feed(delta);
         if !safe.is_empty() {
             on_text(&safe);
@@ -212,7 +212,7 @@ impl StreamText {
     }
 
     /// Hands on what the redactor still holds (the stream is complete).
-    fn flush(&mut self, on_text: &mut dyn FnMut(&str)) {
+    fn flush(&mut self, on_text: &mut (dyn FnMut(&str) + Send)) {
         let rest = self.redactor.finish();
         if !rest.is_empty() {
             on_text(&rest);
@@ -347,7 +347,7 @@ impl OpenAiAdapter {
     pub async fn stream(
         &self,
         request: &ChatRequest,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Completion, AttemptFailure> {
         let mut secrets = (*redact::known()).clone();
         secrets.add_url(self.url.as_str());
@@ -365,7 +365,7 @@ impl OpenAiAdapter {
         request: &ChatRequest,
         secrets: &mut Secrets,
         text: &mut StreamText,
-        on_text: &mut dyn FnMut(&str),
+        on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<Completion, Failure> {
         let clock = AttemptClock::start(self);
         let send = self.prepare(request, secrets, text).map_err(|failure| *failure)?;
@@ -657,7 +657,11 @@ impl<'a> StreamedAnswer<'a> {
     }
 
     /// Takes one payload; the completion once `[DONE]` arrives.
-    fn take(&mut self, payload: &str, on_text: &mut dyn FnMut(&str)) -> Result<Option<Completion>, Box<Failure>> {
+    fn take(
+        &mut self,
+        payload: &str,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Option<Completion>, Box<Failure>> {
         if payload == "[DONE]" {
             return self.complete(on_text).map(Some);
         }
@@ -691,7 +695,7 @@ impl<'a> StreamedAnswer<'a> {
         Ok(None)
     }
 
-    fn complete(&mut self, on_text: &mut dyn FnMut(&str)) -> Result<Completion, Box<Failure>> {
+    fn complete(&mut self, on_text: &mut (dyn FnMut(&str) + Send)) -> Result<Completion, Box<Failure>> {
         self.text.flush(on_text);
         self.reasoning.flush(&mut |_| {});
         if self.text.text.is_empty() && self.reasoning.text.is_empty() && self.tool_calls.is_empty() {

@@ -1,0 +1,241 @@
+//! The session service: the sessions a long-running front end serves (the SDK's stdio protocol,
+//! the web server), each run by one worker task that owns its agent — open or create, prompt,
+//! cancel, resume, working directory — and one feed of what they do: every event as it becomes
+//! durable, in log order, and each session's `running`/`idle` status.
+//!
+//! A turn started here is the turn `dsh run` runs ([`Agent::run_turn`]): the same waterfall,
+//! tools, failover, budget and log. The service owns no terminal; what it has to tell the
+//! operator (composition warnings, repairs) goes to the front end's `notes`.
+//!
+//! [`Agent::run_turn`]: crate::agent::turn::Agent::run_turn
+
+mod worker;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::agent::Cancel;
+use crate::profile::Home;
+use dsh_session::meta::RunOverrides;
+use dsh_session::store::SessionStore;
+use worker::{Command, Served};
+
+/// What every session of a service runs with: the home, the profile and its extra layers, the
+/// provider and model the front end asked for, and the working directory new sessions start in.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub home: Home,
+    pub profile: String,
+    pub patches: Vec<PathBuf>,
+    pub overrides: RunOverrides,
+    pub cwd: PathBuf,
+    pub verbose: bool,
+}
+
+/// One thing a session did, in the order it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// An event of `session`'s log, as written (one JSON object), once it is durable.
+    Event { session: Arc<str>, line: String },
+    /// `session` started a turn (`running`) or has none left to run (`idle`).
+    Status { session: Arc<str>, running: bool },
+}
+
+/// Why a request to the service failed; the messages are DeepSeek Harness 0.2's where it has one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ServiceError {
+    #[error("session \"{0}\" not found")]
+    NotFound(String),
+    #[error("SDK session is already open or opening: {0}")]
+    AlreadyOpen(String),
+    #[error("unknown SDK session: {0}")]
+    Unknown(String),
+    #[error("SDK server is shutting down")]
+    ShuttingDown,
+    /// The request itself is wrong (an empty id, a missing directory, a block dsh cannot take).
+    #[error("{0}")]
+    Invalid(String),
+    /// The session could not be opened or written (its log, its lock, its profile).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The service: a handle the front end's tasks share.
+#[derive(Clone)]
+pub struct SessionService(Arc<Inner>);
+
+struct Inner {
+    setup: Setup,
+    store: SessionStore,
+    sessions: Mutex<HashMap<String, Served>>,
+    updates: mpsc::UnboundedSender<Update>,
+    notes: Box<dyn Fn(&str) + Send + Sync>,
+    shutting_down: std::sync::atomic::AtomicBool,
+}
+
+/// How a worker gets its session: a prompt creates it (or continues the log of that id), a
+/// resume only opens a log that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    OrCreate,
+    Resume,
+}
+
+impl SessionService {
+    /// A service over `setup`'s home; its updates go to the receiver returned beside it, what it
+    /// tells the operator to `notes`.
+    pub fn new(
+        setup: Setup,
+        notes: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> anyhow::Result<(SessionService, mpsc::UnboundedReceiver<Update>)> {
+        let store = SessionStore::for_home(setup.home.root())?;
+        let (updates, receiver) = mpsc::unbounded_channel();
+        let inner =
+            Inner { setup, store, sessions: Mutex::default(), updates, notes, shutting_down: Default::default() };
+        Ok((SessionService(Arc::new(inner)), receiver))
+    }
+
+    /// Runs `text` as a turn of session `id` — created when no log has that id, else continued
+    /// — after the turns already asked for. Answers the message's id once it is durably received.
+    pub async fn prompt(&self, id: &str, text: String) -> Result<String, ServiceError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(id, Open::OrCreate, None, Command::Prompt { text, reply })?;
+        answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// Opens the persisted session `id` (repairing a turn a crash left open) and runs the
+    /// continuations its rows ask for; answers once the log is open.
+    pub async fn resume(&self, id: &str) -> Result<(), ServiceError> {
+        if self.0.sessions.lock().expect("not poisoned").contains_key(id) {
+            return Err(ServiceError::AlreadyOpen(id.to_owned()));
+        }
+        let (reply, answer) = oneshot::channel();
+        self.send(id, Open::Resume, Some(reply), Command::Resume)?;
+        answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// Waits until session `id` has no turn running or asked for.
+    pub async fn wait(&self, id: &str) -> Result<(), ServiceError> {
+        let mut pending = self.served(id, |served| served.pending.subscribe())?;
+        let _ = pending.wait_for(|count| *count == 0).await;
+        Ok(())
+    }
+
+    /// Cancels session `id`'s running turn, as Ctrl-C does (it ends `aborted`); the turns asked
+    /// for after it still run. `false`: no turn was running.
+    pub fn cancel(&self, id: &str) -> Result<bool, ServiceError> {
+        self.served(id, |served| served.cancel_running())
+    }
+
+    /// The working directory of session `id` (created as a prompt would).
+    pub async fn working_directory(&self, id: &str) -> Result<PathBuf, ServiceError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(id, Open::OrCreate, None, Command::WorkingDirectory { path: None, reply })?;
+        answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// Moves session `id` to `path` (absolute, or relative to its working directory), recorded in
+    /// its log; MCP servers already running keep their own.
+    pub async fn set_working_directory(&self, id: &str, path: &Path) -> Result<PathBuf, ServiceError> {
+        let (reply, answer) = oneshot::channel();
+        let path = Some(path.to_path_buf());
+        self.send(id, Open::OrCreate, None, Command::WorkingDirectory { path, reply })?;
+        answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// Refuses every new request, cancels the running turns (each is closed in its log) and waits
+    /// for every worker to end.
+    pub async fn shutdown(&self) {
+        self.0.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
+        let served: Vec<Served> = self.0.sessions.lock().expect("not poisoned").drain().map(|(_, s)| s).collect();
+        for session in &served {
+            session.cancel_running();
+        }
+        for session in served {
+            session.finished().await;
+        }
+    }
+
+    fn served<T>(&self, id: &str, with: impl FnOnce(&Served) -> T) -> Result<T, ServiceError> {
+        let sessions = self.0.sessions.lock().expect("not poisoned");
+        sessions.get(id).map(with).ok_or_else(|| ServiceError::Unknown(id.to_owned()))
+    }
+
+    /// Hands `command` to session `id`'s worker, starting one (with `open`) when none runs.
+    fn send(
+        &self,
+        id: &str,
+        open: Open,
+        opened: Option<oneshot::Sender<Result<(), ServiceError>>>,
+        command: Command,
+    ) -> Result<(), ServiceError> {
+        if self.0.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ServiceError::ShuttingDown);
+        }
+        check_id(id)?;
+        let mut sessions = self.0.sessions.lock().expect("not poisoned");
+        let served = match sessions.get(id) {
+            Some(served) if !served.is_closed() => served,
+            _ => {
+                let started = worker::start(self.clone(), id, open, opened);
+                sessions.insert(id.to_owned(), started);
+                &sessions[id]
+            }
+        };
+        served.send(command);
+        Ok(())
+    }
+
+    /// Forgets session `id`'s worker when it is the one that ended (a later request opens the
+    /// log again).
+    fn forget(&self, id: &str, worker: &watch::Sender<usize>) {
+        let mut sessions = self.0.sessions.lock().expect("not poisoned");
+        if sessions.get(id).is_some_and(|served| served.pending.same_channel(worker)) {
+            sessions.remove(id);
+        }
+    }
+
+    fn publish(&self, update: Update) {
+        let _ = self.0.updates.send(update);
+    }
+
+    fn note(&self, note: &str) {
+        (self.0.notes)(note);
+    }
+}
+
+/// A session id the service can hold: what [`dsh_session::locate::is_session_id`] allows.
+fn check_id(id: &str) -> Result<(), ServiceError> {
+    if id.is_empty() {
+        return Err(ServiceError::Invalid("a session request requires a non-empty sessionId".into()));
+    }
+    if !dsh_session::locate::is_session_id(id) {
+        let rule = dsh_session::locate::SESSION_ID_RULE;
+        return Err(ServiceError::Invalid(format!("sessionId {id:?} is not a session id ({rule})")));
+    }
+    Ok(())
+}
+
+/// The per-turn cancellation of a served session: the running turn's, while one runs.
+#[derive(Clone, Default)]
+struct Running(Arc<Mutex<Option<Cancel>>>);
+
+impl Running {
+    fn start(&self) -> Cancel {
+        let cancel = Cancel::default();
+        *self.0.lock().expect("not poisoned") = Some(cancel.clone());
+        cancel
+    }
+
+    fn end(&self) {
+        *self.0.lock().expect("not poisoned") = None;
+    }
+
+    fn cancel(&self) -> bool {
+        let running = self.0.lock().expect("not poisoned");
+        running.as_ref().inspect(|cancel| cancel.cancel()).is_some()
+    }
+}
