@@ -27,6 +27,7 @@ mod relay;
 mod repair;
 mod replay;
 mod runtime;
+mod sdk;
 mod secrets;
 mod tool_safety;
 mod tools;

@@ -5,6 +5,7 @@
 pub mod fuzz;
 pub mod logs;
 pub mod process;
+pub mod sdk;
 pub mod terminal;
 pub mod turns;
 
