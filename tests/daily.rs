@@ -240,9 +240,14 @@ fn a_mistyped_command_gets_clap_s_tip_and_no_hint_to_run_it_as_a_task() {
 #[test]
 fn deepseek_harness_invocations_are_told_their_dsh_command() {
     let home = TestHome::new();
-    home.run(&["--profile", "web"])
-        .expect_code(2)
-        .expect_stderr("hint: dsh talks with the agent through a command: `dsh chat --profile web`");
+    let terminal = Terminal::start(&home, &dsh_line(&["--profile", "web"]), &[]);
+    terminal.wait_for("hint: dsh talks with the agent through a command: `dsh chat --profile web`", 1);
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, Some(2), "{screen}");
+    assert!(screen.contains("serves the DeepSeek Harness SDK's runtime protocol"), "{screen}");
+    let served = Run::of(home.dsh().args(["--profile", "web"]).stdin(Stdio::null()));
+    served.expect_code(0);
+    assert_eq!(served.stdout, "", "a program's end of input ends the runtime with nothing to say: {served}");
     home.run(&["--profile", "headless", "job"])
         .expect_code(2)
         .expect_stderr("hint: dsh runs a task through a command: `dsh run --profile headless job`");

@@ -1,6 +1,6 @@
 //! `dsh --profile sdk` as the DeepSeek Harness SDK drives it — JSON-RPC lines on stdio against
-//! `dsh mock-server` — and the real SDK from pip (`deepseek-harness-sdk`, pinned) where `.ci/run`
-//! installed it: answers and notifications, retries inside one prompt, the reference's errors, a
+//! `dsh mock-server` — and the real SDK from pip (`deepseek-harness-sdk`, pinned, installed into
+//! a cache by `tests/fixtures/sdk/install-sdk.sh`): answers and notifications, retries inside one prompt, the reference's errors, a
 //! line over the limit, two sessions, busy and missing sessions, `kill -9` then resume, end of
 //! input and a closed stdout mid-turn, the working directory.
 
@@ -97,7 +97,11 @@ fn requests_the_runtime_cannot_serve_get_the_references_errors_and_the_next_is_s
         ("session/resume", json!({"sessionId": ""}), "session/resume requires a non-empty sessionId string"),
         ("session/resume", json!({"sessionId": "session-gone"}), "session \"session-gone\" not found"),
         ("session/wait", json!({"sessionId": "session-gone"}), "unknown SDK session: session-gone"),
-        ("session/working-directory/set", json!({"sessionId": "session-a"}), "working-directory set requires a path string"),
+        (
+            "session/working-directory/set",
+            json!({"sessionId": "session-a"}),
+            "working-directory set requires a path string",
+        ),
         (
             "session/prompt",
             json!({"sessionId": "session-a", "contentBlocks": [{"type": "image", "data": "AA=="}]}),
@@ -110,7 +114,10 @@ fn requests_the_runtime_cannot_serve_get_the_references_errors_and_the_next_is_s
     sdk.send_line(b"{not json");
     assert_eq!(sdk.next_line()["error"], json!({"code": -32700, "message": "Parse error"}));
     sdk.send_line(br#"{"id":5,"method":"shutdown"}"#);
-    assert_eq!(sdk.next_line(), json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32600, "message": "Invalid request"}}));
+    assert_eq!(
+        sdk.next_line(),
+        json!({"jsonrpc": "2.0", "id": 5, "error": {"code": -32600, "message": "Invalid request"}})
+    );
     let (_, turn) = sdk.run("session-a", "hi");
     assert_eq!(event_types(&turn).last().map(String::as_str), Some("turn/end"));
     assert_eq!(sdk.shutdown(), 0);
@@ -158,7 +165,8 @@ fn two_sessions_run_in_one_runtime_and_an_open_or_held_session_is_refused() {
 fn kill_9_mid_turn_then_resume_in_a_new_runtime_repairs_and_continues_without_running_the_tool_again() {
     let ledger_home = TestHome::new();
     let ledger = ledger_home.path().join("ledger.txt");
-    let script = "- tool_calls: [{name: append, arguments: {line: paid}}]\n- hold: after-tool\n  ok: never\n- ok: continued\n";
+    let script =
+        "- tool_calls: [{name: append, arguments: {line: paid}}]\n- hold: after-tool\n  ok: never\n- ok: continued\n";
     let (home, mock, patch) = sdk_home(script, &server_row("side", &ledger, ""));
     let mut sdk = runtime(&home, &patch);
     sdk.send("session/prompt", json!({"sessionId": "session-k", "contentBlocks": [{"type": "text", "text": "pay"}]}));
@@ -203,7 +211,8 @@ fn a_closed_stdout_mid_turn_ends_the_runtime_with_the_turn_closed() {
     writeln!(stdin, "{initialize}\n{prompt}").unwrap();
     mock.wait_for_requests(1);
     drop(child.stdout.take());
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "session/wait", "params": {"sessionId": "x"}})).unwrap();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 3, "method": "session/wait", "params": {"sessionId": "x"}}))
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(status.code().is_some(), "dsh ended by itself: {status}");
     let events = log_events(&log_of(&home, "session-out"));
@@ -224,7 +233,10 @@ fn the_working_directory_moves_within_the_session_and_the_move_is_recorded() {
     assert_eq!(get(&mut sdk)["cwd"], sub.as_str());
     let missing = sdk.call("session/working-directory/set", json!({"sessionId": "session-w", "path": "nowhere"}));
     let missing = missing.unwrap_err()["message"].as_str().unwrap().to_owned();
-    assert!(missing.starts_with("working-directory: directory does not exist: \"") && missing.contains("nowhere"), "{missing}");
+    assert!(
+        missing.starts_with("working-directory: directory does not exist: \"") && missing.contains("nowhere"),
+        "{missing}"
+    );
     assert_eq!(sdk.shutdown(), 0);
     let events = log_events(&log_of(&home, "session-w"));
     let changes: Vec<&Value> = events.iter().filter(|event| event["type"] == "working-directory/change").collect();
@@ -233,18 +245,23 @@ fn the_working_directory_moves_within_the_session_and_the_move_is_recorded() {
     verify(&home, "session-w");
 }
 
-/// The python that has the pinned SDK (`.ci/run` makes it), when there is one.
-fn sdk_python() -> Option<PathBuf> {
-    let python = PathBuf::from(std::env::var_os("DSH_SDK_PYTHON")?);
-    python.is_file().then_some(python)
+/// The python of a venv holding the pinned SDK, installed (once, cached) by
+/// `tests/fixtures/sdk/install-sdk.sh`.
+fn sdk_python() -> PathBuf {
+    let script = workspace_root().join("tests/fixtures/sdk/install-sdk.sh");
+    let installed = std::process::Command::new("bash").arg(&script).stderr(std::process::Stdio::inherit()).output();
+    let installed = installed.unwrap_or_else(|err| panic!("cannot run {}: {err}", script.display()));
+    assert!(
+        installed.status.success(),
+        "{} failed: it needs python3 with venv and the PyPI registry",
+        script.display()
+    );
+    PathBuf::from(String::from_utf8(installed.stdout).unwrap().trim())
 }
 
 #[test]
 fn programs_written_for_the_python_sdk_run_on_dsh() {
-    let Some(python) = sdk_python() else {
-        eprintln!("DSH_SDK_PYTHON is not set: the real SDK's program is not run (.ci/run installs it)");
-        return;
-    };
+    let python = sdk_python();
     let ledger = TestHome::new();
     let rows = server_row("side", &ledger.path().join("ledger.txt"), "");
     let script = "- ok: \"Hello from the mock.\"\n- status: 503\n- status: 429\n- ok: recovered\n- tool_calls: [{name: append, arguments: {line: paid}}]\n- hold: resume\n  ok: never\n- ok: continued\n- ok: two\n";
@@ -252,7 +269,10 @@ fn programs_written_for_the_python_sdk_run_on_dsh() {
     let program = workspace_root().join("tests/fixtures/sdk/program.py");
     let mut command = std::process::Command::new(&python);
     command.arg(&program).arg(dsh_e2e::artifacts().dsh()).arg(&patch).arg(&mock.record);
-    command.env("DSH_HOME", home.path()).env("DEEPSEEK_API_KEY", SECRET).env("LEDGER", ledger.path().join("ledger.txt"));
+    command
+        .env("DSH_HOME", home.path())
+        .env("DEEPSEEK_API_KEY", SECRET)
+        .env("LEDGER", ledger.path().join("ledger.txt"));
     let run = Run::of(&mut command);
     run.expect_code(0);
     let results: Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();

@@ -105,7 +105,8 @@ impl SdkRuntime {
         match self.lines.recv_timeout(PATIENCE) {
             Ok(line) => {
                 self.seen.push(line.clone());
-                serde_json::from_str(&line).unwrap_or_else(|_| panic!("stdout line {line:?} is not JSON\n{}", self.report()))
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|_| panic!("stdout line {line:?} is not JSON\n{}", self.report()))
             }
             Err(RecvTimeoutError::Timeout) => panic!("no line came\n{}", self.report()),
             Err(RecvTimeoutError::Disconnected) => panic!("stdout closed\n{}", self.report()),

@@ -16,7 +16,9 @@ pub struct Grammar<'a> {
 /// interactive session), `web`, or `--dump-config`. A word clap took for a mistyped command
 /// (`suggested`) gets none: clap's own tip names the command meant.
 pub fn hint(kind: ErrorKind, suggested: bool, words: &[String], grammar: &Grammar) -> Option<String> {
-    if suggested || !matches!(kind, ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand) {
+    if suggested
+        || !matches!(kind, ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand | ErrorKind::ArgumentConflict)
+    {
         return None;
     }
     if words.iter().any(|word| (grammar.is_command)(word)) {

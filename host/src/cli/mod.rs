@@ -85,6 +85,9 @@ pub fn main() -> ExitCode {
             let _ = Cli::command().print_help();
             return ExitCode::from(EXIT_USAGE);
         };
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return sdk_on_a_terminal(&profile);
+        }
         return finish(sdk::run(&globals, profile, cli.patches));
     };
     let result = match command {
@@ -108,10 +111,32 @@ fn finish(result: Outcome) -> ExitCode {
     }
 }
 
+/// `dsh --profile NAME` typed at a terminal: DeepSeek Harness's habit for its interactive session,
+/// not a program speaking the SDK's protocol.
+fn sdk_on_a_terminal(profile: &str) -> ExitCode {
+    say!(
+        "dsh: with no command, `dsh --profile {profile}` serves the DeepSeek Harness SDK's runtime protocol \
+         (JSON-RPC lines on stdin), and stdin is a terminal"
+    );
+    if let Some(hint) = habit_hint(clap::error::ErrorKind::UnknownArgument, false) {
+        say!("hint: {hint}");
+    }
+    ExitCode::from(EXIT_USAGE)
+}
+
 /// Prints clap's error (or help), with the dsh command for a DeepSeek Harness habit when the words
 /// are one.
 fn usage_error(error: &clap::Error) -> ExitCode {
     let _ = error.print();
+    let suggested = error.get(clap::error::ContextKind::SuggestedSubcommand).is_some();
+    if let Some(hint) = habit_hint(error.kind(), suggested) {
+        say!("hint: {hint}");
+    }
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE))
+}
+
+/// The dsh command for the DeepSeek Harness habit this command line is, if it is one.
+fn habit_hint(kind: clap::error::ErrorKind, suggested: bool) -> Option<String> {
     let words: Vec<String> = std::env::args_os().skip(1).map(|word| word.to_string_lossy().into_owned()).collect();
     let command = Cli::command();
     let run = command.find_subcommand("run");
@@ -122,11 +147,7 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     };
     let grammar =
         habits::Grammar { is_command: &|word| command.find_subcommand(word).is_some(), takes_value: &takes_value };
-    let suggested = error.get(clap::error::ContextKind::SuggestedSubcommand).is_some();
-    if let Some(hint) = habits::hint(error.kind(), suggested, &words, &grammar) {
-        say!("hint: {hint}");
-    }
-    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE))
+    habits::hint(kind, suggested, &words, &grammar)
 }
 
 fn completions(shell: clap_complete::Shell) -> Outcome {
