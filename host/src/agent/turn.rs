@@ -501,12 +501,7 @@ impl Agent {
     /// Appends `request/header` when the header changed since the last one, or on a resume.
     fn append_header(&mut self, reason: HeaderReason) -> Result<(), AppendError> {
         let header = self.request_header();
-        let unchanged = self
-            .log
-            .last_request_header()
-            .and_then(|last| serde_json::from_str::<Value>(last).ok())
-            .is_some_and(|last| last.get("header") == Some(&header));
-        if !unchanged || reason == HeaderReason::Resume {
+        if !self.header_unchanged(&header) || reason == HeaderReason::Resume {
             let reason = match (reason, self.log.last_request_header()) {
                 (HeaderReason::Resume, _) => "resume",
                 (_, None) => "initial",
@@ -515,6 +510,18 @@ impl Agent {
             self.append_typed(&RequestHeader { header, reason })?;
         }
         Ok(())
+    }
+
+    /// Whether the last `request/header` already says `header`. A v4 log keeps the system prompt
+    /// out of it, as its surface's head, so there the two are compared apart.
+    fn header_unchanged(&self, header: &Value) -> bool {
+        let last = self.log.last_request_header().and_then(|last| serde_json::from_str::<Value>(last).ok());
+        let Some(last) = last.and_then(|mut last| last.get_mut("header").map(Value::take)) else { return false };
+        let Some(v4) = self.log.rules().v4() else { return last == *header };
+        let mut header = header.clone();
+        let prompt = header.as_object_mut().and_then(|header| header.remove("system"));
+        let head = v4.system_head().map(|(_, text)| text);
+        last == header && head == Some(prompt.as_ref().and_then(Value::as_str).unwrap_or_default())
     }
 
     /// Records a successful answer; an answer asking for tools runs them (the step goes on),
