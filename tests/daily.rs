@@ -245,6 +245,9 @@ fn deepseek_harness_invocations_are_told_their_dsh_command() {
     let (code, screen) = terminal.finish();
     assert_eq!(code, Some(2), "{screen}");
     assert!(screen.contains("serves the DeepSeek Harness SDK's runtime protocol"), "{screen}");
+    home.run(&["--profile", "web", "run", "hi"])
+        .expect_code(2)
+        .expect_stderr("give it after the command (`dsh run --profile web …`)");
     let served = Run::of(home.dsh().args(["--profile", "web"]).stdin(Stdio::null()));
     served.expect_code(0);
     assert_eq!(served.stdout, "", "a program's end of input ends the runtime with nothing to say: {served}");

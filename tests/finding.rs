@@ -73,7 +73,7 @@ fn completions(home: &TestHome, words: &[&str]) -> Vec<String> {
 fn the_shell_completes_profiles_and_session_ids_of_the_home() {
     let home = home_with_sessions(&["a1-session"]);
     home.run(&["plugin", "--profile", "relay", "add", "relay-retry"]).expect_code(0);
-    assert_eq!(completions(&home, &["dsh", "run", "--profile", ""]), ["demo", "relay", "web"]);
+    assert_eq!(completions(&home, &["dsh", "run", "--profile", ""]), ["demo", "relay", "sdk", "web"]);
     assert_eq!(completions(&home, &["dsh", "session", "show", "a"]), ["a1-session"]);
     assert_eq!(completions(&home, &["dsh", "run", "--session", ""]), ["a1-session"]);
     let script = home.run(&["completions", "bash"]);

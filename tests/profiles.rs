@@ -483,7 +483,15 @@ fn profile_new_copy_list_and_remove_manage_whole_profiles() {
         .collect();
     assert_eq!(
         names,
-        [("demo", false), ("relay", true), ("relay2", true), ("tools", true), ("trial", true), ("web", false)]
+        [
+            ("demo", false),
+            ("relay", true),
+            ("relay2", true),
+            ("sdk", false),
+            ("tools", true),
+            ("trial", true),
+            ("web", false)
+        ]
     );
     assert_eq!(listed[2]["packages"], json!(["relay-retry"]));
 

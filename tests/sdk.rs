@@ -286,3 +286,18 @@ fn programs_written_for_the_python_sdk_run_on_dsh() {
     });
     assert_eq!(results, expected, "{}", run.stderr);
 }
+
+#[test]
+fn a_session_deepseek_harness_0_2_wrote_is_continued_once_imported() {
+    let (home, _mock, patch) = sdk_home("- ok: \"carried on\"\n", "");
+    let fixture = workspace_root().join("tests/fixtures/v4/retry-503-429-success.jsonl");
+    home.run(&["session", "import", fixture.to_str().unwrap()]).expect_code(0);
+    let id = "session-1ce27685-1a71-4388-87f6-a941e7b80c03";
+    let mut sdk = runtime(&home, &patch);
+    let (_, turn) = sdk.run(id, "and now?");
+    let end = turn.iter().rev().find(|n| n["params"]["event"]["type"] == "turn/end").unwrap();
+    assert_eq!(end["params"]["event"]["data"]["turn"], 2, "the imported turn is the first");
+    assert_eq!(end["params"]["event"]["data"]["reason"]["kind"], "completed");
+    assert_eq!(sdk.shutdown(), 0);
+    verify(&home, id);
+}

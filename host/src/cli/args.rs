@@ -13,8 +13,7 @@ pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin AB
 #[command(
     name = "dsh",
     version = VERSION,
-    about = "An agent host whose model-request recovery lives in plugins",
-    args_conflicts_with_subcommands = true
+    about = "An agent host whose model-request recovery lives in plugins"
 )]
 pub struct Cli {
     /// The dsh home (default: $DSH_HOME, else ~/.dsh).
@@ -27,11 +26,11 @@ pub struct Cli {
 
     /// With no command: serve the DeepSeek Harness SDK's runtime protocol (JSON-RPC on stdio)
     /// with this profile's rows, as the SDK launches its runtime (`dsh --profile sdk`).
-    #[arg(long, value_name = "NAME", add = super::complete::profiles())]
+    #[arg(id = "runtime_profile", long = "profile", value_name = "NAME", add = super::complete::profiles())]
     pub(crate) profile: Option<String>,
 
     /// With `--profile` and no command: an extra patch layer (repeatable, in order).
-    #[arg(long = "patch", value_name = "FILE", requires = "profile")]
+    #[arg(id = "runtime_patches", long = "patch", value_name = "FILE", requires = "runtime_profile")]
     pub(crate) patches: Vec<PathBuf>,
 
     #[command(subcommand)]

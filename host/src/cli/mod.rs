@@ -90,6 +90,13 @@ pub fn main() -> ExitCode {
         }
         return finish(sdk::run(&globals, profile, cli.patches));
     };
+    if let Some(profile) = &cli.profile {
+        say!(
+            "error: `--profile` before a command serves the SDK's runtime, which takes no command; give it \
+             after the command (`dsh run --profile {profile} …`)"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let result = match command {
         Command::Run(args) => run::run(&globals, args),
         Command::Chat(args) => chat::run(&globals, args),

@@ -9,79 +9,28 @@
 //!
 //! [`Agent::run_turn`]: crate::agent::turn::Agent::run_turn
 
+mod types;
 mod worker;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::agent::Cancel;
-use crate::profile::Home;
-use dsh_session::meta::RunOverrides;
 use dsh_session::store::SessionStore;
-use worker::{Command, Served};
-
-/// What every session of a service runs with: the home, the profile and its extra layers, the
-/// provider and model the front end asked for, and the working directory new sessions start in.
-#[derive(Debug, Clone)]
-pub struct Setup {
-    pub home: Home,
-    pub profile: String,
-    pub patches: Vec<PathBuf>,
-    pub overrides: RunOverrides,
-    pub cwd: PathBuf,
-    pub verbose: bool,
-}
-
-/// One thing a session did, in the order it happened.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Update {
-    /// An event of `session`'s log, as written (one JSON object), once it is durable.
-    Event { session: Arc<str>, line: String },
-    /// `session` started a turn (`running`) or has none left to run (`idle`).
-    Status { session: Arc<str>, running: bool },
-}
-
-/// Why a request to the service failed; the messages are DeepSeek Harness 0.2's where it has one.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ServiceError {
-    #[error("session \"{0}\" not found")]
-    NotFound(String),
-    #[error("SDK session is already open or opening: {0}")]
-    AlreadyOpen(String),
-    #[error("unknown SDK session: {0}")]
-    Unknown(String),
-    #[error("SDK server is shutting down")]
-    ShuttingDown,
-    /// The request itself is wrong (an empty id, a missing directory, a block dsh cannot take).
-    #[error("{0}")]
-    Invalid(String),
-    /// The session could not be opened or written (its log, its lock, its profile).
-    #[error("{0}")]
-    Failed(String),
-}
+use types::Open;
+pub use types::{ServiceError, Setup, Update};
+use worker::{Command, Hub, Served};
 
 /// The service: a handle the front end's tasks share.
 #[derive(Clone)]
 pub struct SessionService(Arc<Inner>);
 
 struct Inner {
-    setup: Setup,
-    store: SessionStore,
+    hub: Hub,
     sessions: Mutex<HashMap<String, Served>>,
-    updates: mpsc::UnboundedSender<Update>,
-    notes: Box<dyn Fn(&str) + Send + Sync>,
     shutting_down: std::sync::atomic::AtomicBool,
-}
-
-/// How a worker gets its session: a prompt creates it (or continues the log of that id), a
-/// resume only opens a log that exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Open {
-    OrCreate,
-    Resume,
 }
 
 impl SessionService {
@@ -93,9 +42,18 @@ impl SessionService {
     ) -> anyhow::Result<(SessionService, mpsc::UnboundedReceiver<Update>)> {
         let store = SessionStore::for_home(setup.home.root())?;
         let (updates, receiver) = mpsc::unbounded_channel();
-        let inner =
-            Inner { setup, store, sessions: Mutex::default(), updates, notes, shutting_down: Default::default() };
-        Ok((SessionService(Arc::new(inner)), receiver))
+        let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
+            let me = me.clone();
+            let forget = move |id: &str, worker: &watch::Sender<usize>| {
+                if let Some(inner) = me.upgrade() {
+                    SessionService(inner).forget(id, worker);
+                }
+            };
+            let (setup, notes) = (Arc::new(setup), Arc::from(notes));
+            let hub = Hub { setup, store, updates, notes, forget: Arc::new(forget) };
+            Inner { hub, sessions: Mutex::default(), shutting_down: Default::default() }
+        });
+        Ok((SessionService(inner), receiver))
     }
 
     /// Runs `text` as a turn of session `id` — created when no log has that id, else continued
@@ -180,7 +138,7 @@ impl SessionService {
         let served = match sessions.get(id) {
             Some(served) if !served.is_closed() => served,
             _ => {
-                let started = worker::start(self.clone(), id, open, opened);
+                let started = worker::start(self.0.hub.clone(), id, open, opened);
                 sessions.insert(id.to_owned(), started);
                 &sessions[id]
             }
@@ -197,14 +155,6 @@ impl SessionService {
             sessions.remove(id);
         }
     }
-
-    fn publish(&self, update: Update) {
-        let _ = self.0.updates.send(update);
-    }
-
-    fn note(&self, note: &str) {
-        (self.0.notes)(note);
-    }
 }
 
 /// A session id the service can hold: what [`dsh_session::locate::is_session_id`] allows.
@@ -217,25 +167,4 @@ fn check_id(id: &str) -> Result<(), ServiceError> {
         return Err(ServiceError::Invalid(format!("sessionId {id:?} is not a session id ({rule})")));
     }
     Ok(())
-}
-
-/// The per-turn cancellation of a served session: the running turn's, while one runs.
-#[derive(Clone, Default)]
-struct Running(Arc<Mutex<Option<Cancel>>>);
-
-impl Running {
-    fn start(&self) -> Cancel {
-        let cancel = Cancel::default();
-        *self.0.lock().expect("not poisoned") = Some(cancel.clone());
-        cancel
-    }
-
-    fn end(&self) {
-        *self.0.lock().expect("not poisoned") = None;
-    }
-
-    fn cancel(&self) -> bool {
-        let running = self.0.lock().expect("not poisoned");
-        running.as_ref().inspect(|cancel| cancel.cancel()).is_some()
-    }
 }

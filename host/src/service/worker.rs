@@ -9,7 +9,7 @@ use dsh_abi::SessionStartSource;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::{Open, Running, ServiceError, SessionService, Update};
+use super::types::{Open, Running, ServiceError, Setup, Update};
 use crate::agent::config::apply_overrides;
 use crate::agent::session::{self, Opening, ResumeEvent, StartError};
 use crate::agent::turn::{Agent, HeaderReason, UserInput};
@@ -18,7 +18,32 @@ use crate::profile::patch::Composition;
 use crate::profile::{LayerScope, Profile};
 use dsh_session::format::Format;
 use dsh_session::log::{AppendError, NewEvent};
-use dsh_session::store::LogRef;
+use dsh_session::store::{LogRef, SessionStore};
+
+/// What a worker reaches of its service: the set-up, the store, the feed, the operator's notes,
+/// and the way to be forgotten once it ends.
+#[derive(Clone)]
+pub(super) struct Hub {
+    pub setup: Arc<Setup>,
+    pub store: SessionStore,
+    pub updates: mpsc::UnboundedSender<Update>,
+    pub notes: Arc<dyn Fn(&str) + Send + Sync>,
+    pub forget: Arc<Forget>,
+}
+
+/// How a worker that ended is forgotten: its session id and its pending count, which tells it
+/// from a newer worker of that session.
+pub(super) type Forget = dyn Fn(&str, &watch::Sender<usize>) + Send + Sync;
+
+impl Hub {
+    fn publish(&self, update: Update) {
+        let _ = self.updates.send(update);
+    }
+
+    fn note(&self, note: &str) {
+        (self.notes)(note);
+    }
+}
 
 type Reply<T> = oneshot::Sender<Result<T, ServiceError>>;
 
@@ -79,7 +104,7 @@ impl Served {
 type Receipt = Arc<Mutex<Option<Reply<String>>>>;
 
 struct Worker {
-    service: SessionService,
+    hub: Hub,
     id: Arc<str>,
     pending: watch::Sender<usize>,
     running: Running,
@@ -95,12 +120,12 @@ struct Session {
 
 /// Starts the worker of session `id`, which opens it (`opened` hears how that went) and then
 /// runs its commands.
-pub(super) fn start(service: SessionService, id: &str, open: Open, opened: Option<Reply<()>>) -> Served {
+pub(super) fn start(hub: Hub, id: &str, open: Open, opened: Option<Reply<()>>) -> Served {
     let (commands, receiver) = mpsc::unbounded_channel();
     let pending = watch::Sender::new(0);
     let running = Running::default();
     let worker = Worker {
-        service,
+        hub,
         id: Arc::from(id),
         pending: pending.clone(),
         running: running.clone(),
@@ -126,7 +151,7 @@ impl Worker {
                 session.agent.assembly.tools.close().await;
                 drop(session);
                 let error = ServiceError::Failed(format!("session {} can no longer be written: {err}", self.id));
-                self.service.note(&error.to_string());
+                self.hub.note(&error.to_string());
                 return self.refuse_all(error, None, commands).await;
             }
         }
@@ -141,7 +166,7 @@ impl Worker {
         opened: Option<Reply<()>>,
         mut commands: mpsc::UnboundedReceiver<Command>,
     ) {
-        self.service.forget(&self.id, &self.pending);
+        (self.hub.forget)(&self.id, &self.pending);
         if let Some(opened) = opened {
             let _ = opened.send(Err(error.clone()));
         }
@@ -181,14 +206,14 @@ impl Worker {
             let why = end.as_ref().err().map_or_else(|| "the turn ended".to_owned(), ToString::to_string);
             let _ = reply.send(Err(ServiceError::Failed(format!("the message was not received: {why}"))));
         }
-        self.service.publish(Update::Status { session: self.id.clone(), running: false });
+        self.hub.publish(Update::Status { session: self.id.clone(), running: false });
         end.map(drop)
     }
 
     async fn resume(&self, session: &mut Session) -> Result<(), AppendError> {
         let agent = &mut session.agent;
         agent.cancel = self.running.start();
-        let (service, id) = (&self.service, &self.id);
+        let (service, id) = (&self.hub, &self.id);
         let resumed = session::resume(agent, &mut |event| match event {
             ResumeEvent::AlreadyInLog { id: continuation } => {
                 service.note(&format!("session {id}: continuation {continuation} is already in the log; not run again"))
@@ -201,7 +226,7 @@ impl Worker {
         .await;
         self.running.end();
         if matches!(resumed, Ok(Some(_)) | Err(_)) {
-            self.service.publish(Update::Status { session: self.id.clone(), running: false });
+            self.hub.publish(Update::Status { session: self.id.clone(), running: false });
         }
         resumed.map(drop)
     }
@@ -237,7 +262,7 @@ impl Worker {
     /// Opens the session's log — continued when one has this id, else created (a resume only
     /// opens) — with the service's profile, layers and route.
     async fn open(&self, open: Open) -> Result<Session, ServiceError> {
-        let inner = &self.service.0;
+        let inner = &self.hub;
         let existing = inner.store.session_by_id(&self.id).ok().filter(|log| log.id() == *self.id);
         if existing.is_none() && open == Open::Resume {
             return Err(ServiceError::NotFound(self.id.to_string()));
@@ -265,33 +290,30 @@ impl Worker {
                 cwd,
             },
         };
-        let view = Box::new(ServiceView {
-            service: self.service.clone(),
-            session: self.id.clone(),
-            receipt: self.receipt.clone(),
-        });
+        let view =
+            Box::new(ServiceView { hub: self.hub.clone(), session: self.id.clone(), receipt: self.receipt.clone() });
         let started = session::start(&setup.home, &profile, &composition, opening, view, setup.verbose).await;
         let started = started.map_err(|err| start_failed(&self.id, err))?;
         for note in started.repair.iter().flat_map(|repair| repair.notes()).chain(started.notes) {
-            self.service.note(&format!("session {}: {note}", self.id));
+            self.hub.note(&format!("session {}: {note}", self.id));
         }
         let mut agent = started.agent;
         let cwd = recorded_cwd(agent.log.header()).unwrap_or_else(|| setup.cwd.clone());
-        let (service, session) = (self.service.clone(), self.id.clone());
+        let (hub, session) = (self.hub.clone(), self.id.clone());
         agent.log.set_echo(Box::new(move |line| {
-            service.publish(Update::Event { session: session.clone(), line: line.to_owned() })
+            hub.publish(Update::Event { session: session.clone(), line: line.to_owned() })
         }));
         Ok(Session { agent, cwd, announce })
     }
 
     /// The profile composed with the service's layers, its agent row set to the route asked for.
     fn compose(&self) -> Result<(Profile, Composition), ServiceError> {
-        let setup = &self.service.0.setup;
+        let setup = &self.hub.setup;
         let failed = |err: anyhow::Error| ServiceError::Failed(format!("{err:#}"));
         let profile = Profile::open(&setup.home, &setup.profile).map_err(failed)?;
         let mut composition = profile.compose(&setup.home, &setup.patches, LayerScope::All).map_err(failed)?;
         for warning in &composition.warnings {
-            self.service.note(&warning.to_string());
+            self.hub.note(&warning.to_string());
         }
         apply_overrides(&mut composition, &setup.overrides, &setup.overrides);
         Ok((profile, composition))
@@ -334,7 +356,7 @@ fn recorded_cwd(header: &str) -> Option<PathBuf> {
 /// What a served turn shows: nothing of its own — its events reach the feed as they become
 /// durable — but the message's receipt and the session's `running` status.
 struct ServiceView {
-    service: SessionService,
+    hub: Hub,
     session: Arc<str>,
     receipt: Receipt,
 }
@@ -344,7 +366,7 @@ impl TurnView for ServiceView {
         if let Some(reply) = self.receipt.lock().expect("not poisoned").take() {
             let _ = reply.send(Ok(message_id.to_owned()));
         }
-        self.service.publish(Update::Status { session: self.session.clone(), running: true });
+        self.hub.publish(Update::Status { session: self.session.clone(), running: true });
     }
 
     fn text(&mut self, _: &str) {}

@@ -1,0 +1,78 @@
+//! What the service and its workers share: what sessions run with, what they report, how a
+//! request fails, and a running turn's cancellation.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::agent::Cancel;
+use crate::profile::Home;
+use dsh_session::meta::RunOverrides;
+
+/// What every session of a service runs with: the home, the profile and its extra layers, the
+/// provider and model the front end asked for, and the working directory new sessions start in.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub home: Home,
+    pub profile: String,
+    pub patches: Vec<PathBuf>,
+    pub overrides: RunOverrides,
+    pub cwd: PathBuf,
+    pub verbose: bool,
+}
+
+/// One thing a session did, in the order it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Update {
+    /// An event of `session`'s log, as written (one JSON object), once it is durable.
+    Event { session: Arc<str>, line: String },
+    /// `session` started a turn (`running`) or has none left to run (`idle`).
+    Status { session: Arc<str>, running: bool },
+}
+
+/// Why a request to the service failed; the messages are DeepSeek Harness 0.2's where it has one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ServiceError {
+    #[error("session \"{0}\" not found")]
+    NotFound(String),
+    #[error("SDK session is already open or opening: {0}")]
+    AlreadyOpen(String),
+    #[error("unknown SDK session: {0}")]
+    Unknown(String),
+    #[error("SDK server is shutting down")]
+    ShuttingDown,
+    /// The request itself is wrong (an empty id, a missing directory, a block dsh cannot take).
+    #[error("{0}")]
+    Invalid(String),
+    /// The session could not be opened or written (its log, its lock, its profile).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How a worker gets its session: a prompt creates it (or continues the log of that id), a
+/// resume only opens a log that exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    OrCreate,
+    Resume,
+}
+
+/// The per-turn cancellation of a served session: the running turn's, while one runs.
+#[derive(Clone, Default)]
+pub struct Running(Arc<Mutex<Option<Cancel>>>);
+
+impl Running {
+    pub fn start(&self) -> Cancel {
+        let cancel = Cancel::default();
+        *self.0.lock().expect("not poisoned") = Some(cancel.clone());
+        cancel
+    }
+
+    pub fn end(&self) {
+        *self.0.lock().expect("not poisoned") = None;
+    }
+
+    pub fn cancel(&self) -> bool {
+        let running = self.0.lock().expect("not poisoned");
+        running.as_ref().inspect(|cancel| cancel.cancel()).is_some()
+    }
+}
