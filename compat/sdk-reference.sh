@@ -16,12 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-if [ -z "${DSH:-}" ]; then
-    for candidate in target/release/dsh target/debug/dsh; do
-        if [ -x "$candidate" ]; then DSH=$repo/$candidate; break; fi
-    done
-fi
-[ -n "${DSH:-}" ] && [ -x "$DSH" ] || { echo "no dsh: build it (cargo build) or give DSH=path/to/dsh"; exit 1; }
+. compat/find-dsh.sh
 cache=${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}
 DSH_E2E_SDK_CACHE=$cache/v4-reference-sdk python=$(bash tests/fixtures/sdk/install-sdk.sh)
 runtime=$("$python" -c 'import deepseek_harness_runtime as r

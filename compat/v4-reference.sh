@@ -52,12 +52,7 @@ typing-inspection==0.4.5
 
 cd "$(dirname "$0")/.."
 repo=$PWD
-if [ -z "${DSH:-}" ]; then
-    for candidate in target/release/dsh target/debug/dsh; do
-        if [ -x "$candidate" ]; then DSH=$repo/$candidate; break; fi
-    done
-fi
-[ -n "${DSH:-}" ] && [ -x "$DSH" ] || { echo "no dsh: build it (cargo build) or give DSH=path/to/dsh"; exit 1; }
+. compat/find-dsh.sh
 command -v zstd >/dev/null || { echo "zstd is missing: apt-get install zstd"; exit 1; }
 
 cache=${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}/v4-reference

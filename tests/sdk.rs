@@ -22,10 +22,21 @@ fn sdk_home(script: &str, rows: &str) -> (TestHome, MockProcess, PathBuf) {
     (home, mock, patch)
 }
 
-fn runtime(home: &TestHome, patch: &Path) -> SdkRuntime {
+/// `dsh --profile sdk --patch PATCH` in `home`, as the SDK launches it.
+fn runtime_command(home: &TestHome, patch: &Path) -> std::process::Command {
     let mut command = home.dsh();
     command.env("DEEPSEEK_API_KEY", SECRET).args(["--profile", "sdk", "--patch"]).arg(patch);
-    let mut runtime = SdkRuntime::spawn(command);
+    command
+}
+
+/// The last `session.event` of `turn` whose event has type `kind`.
+fn last_event<'a>(turn: &'a [Value], kind: &str) -> &'a Value {
+    let found = turn.iter().rev().find(|n| n["params"]["event"]["type"] == kind);
+    &found.unwrap_or_else(|| panic!("no {kind} in {:?}", names(turn)))["params"]["event"]
+}
+
+fn runtime(home: &TestHome, patch: &Path) -> SdkRuntime {
+    let mut runtime = SdkRuntime::spawn(runtime_command(home, patch));
     runtime.initialize(home.path(), "deepseek-official");
     runtime
 }
@@ -52,10 +63,9 @@ fn a_prompt_is_answered_with_every_durable_event_once_in_log_order_between_runni
     assert_eq!(shown[..3], ["agent/inbox/spliced", "status:running", "turn/start"], "{shown:?}");
     assert_eq!(shown[shown.len() - 2..], ["turn/end", "status:idle"], "{shown:?}");
     assert_eq!(turn[0]["params"]["event"]["data"]["inserted"][0]["id"], message_id.as_str());
-    let answer = turn.iter().rev().find(|n| n["params"]["event"]["type"] == "assistant/message").unwrap();
-    assert_eq!(answer["params"]["event"]["data"]["message"]["content"][0]["text"], "Hello from the mock.");
-    let end = turn.iter().rev().find(|n| n["params"]["event"]["type"] == "turn/end").unwrap();
-    assert_eq!(end["params"]["event"]["data"]["reason"]["kind"], "completed");
+    let answer = last_event(&turn, "assistant/message");
+    assert_eq!(answer["data"]["message"]["content"][0]["text"], "Hello from the mock.");
+    assert_eq!(last_event(&turn, "turn/end")["data"]["reason"]["kind"], "completed");
     assert_eq!(sdk.shutdown(), 0, "{}", sdk.report());
     assert!(sdk.rest().is_empty(), "nothing after shutdown's answer\n{}", sdk.report());
     let log = log_of(&home, "session-one");
@@ -81,9 +91,7 @@ fn a_503_then_429_chain_recovers_inside_one_prompt() {
 #[test]
 fn requests_the_runtime_cannot_serve_get_the_references_errors_and_the_next_is_served() {
     let (home, _mock, patch) = sdk_home("- ok: fine\n", "");
-    let mut command = home.dsh();
-    command.env("DEEPSEEK_API_KEY", SECRET).args(["--profile", "sdk", "--patch"]).arg(&patch);
-    let mut sdk = SdkRuntime::spawn(command);
+    let mut sdk = SdkRuntime::spawn(runtime_command(&home, &patch));
     let refused = |sdk: &mut SdkRuntime, method: &str, params: Value| {
         let error = sdk.call(method, params).expect_err("refused");
         (error["code"].as_i64().unwrap(), error["message"].as_str().unwrap().to_owned())
@@ -176,8 +184,7 @@ fn kill_9_mid_turn_then_resume_in_a_new_runtime_repairs_and_continues_without_ru
     assert_eq!(again.ok("session/resume", json!({"sessionId": "session-k"})), json!({}));
     assert!(again.stderr().contains("closed the interrupted turn"), "{}", again.report());
     let (_, turn) = again.run("session-k", "continue");
-    let answer = turn.iter().rev().find(|n| n["params"]["event"]["type"] == "assistant/message").unwrap();
-    assert_eq!(answer["params"]["event"]["data"]["message"]["content"][0]["text"], "continued");
+    assert_eq!(last_event(&turn, "assistant/message")["data"]["message"]["content"][0]["text"], "continued");
     assert_eq!(again.shutdown(), 0);
     assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().collect::<Vec<_>>(), ["paid"], "the tool ran once");
     verify(&home, "session-k");
@@ -199,8 +206,7 @@ fn end_of_input_mid_turn_closes_the_turn_in_the_log_and_exits_0() {
 #[test]
 fn a_closed_stdout_mid_turn_ends_the_runtime_with_the_turn_closed() {
     let (home, mock, patch) = sdk_home("- hold: forever\n  ok: never\n", "");
-    let mut command = home.dsh();
-    command.env("DEEPSEEK_API_KEY", SECRET).args(["--profile", "sdk", "--patch"]).arg(&patch);
+    let mut command = runtime_command(&home, &patch);
     command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
     let mut child = command.stderr(std::process::Stdio::null()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -295,9 +301,9 @@ fn a_session_deepseek_harness_0_2_wrote_is_continued_once_imported() {
     let id = "session-1ce27685-1a71-4388-87f6-a941e7b80c03";
     let mut sdk = runtime(&home, &patch);
     let (_, turn) = sdk.run(id, "and now?");
-    let end = turn.iter().rev().find(|n| n["params"]["event"]["type"] == "turn/end").unwrap();
-    assert_eq!(end["params"]["event"]["data"]["turn"], 2, "the imported turn is the first");
-    assert_eq!(end["params"]["event"]["data"]["reason"]["kind"], "completed");
+    let end = last_event(&turn, "turn/end");
+    assert_eq!(end["data"]["turn"], 2, "the imported turn is the first");
+    assert_eq!(end["data"]["reason"]["kind"], "completed");
     assert_eq!(sdk.shutdown(), 0);
     verify(&home, id);
 }

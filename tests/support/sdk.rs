@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::TestHome;
-
 /// How long a test waits for a line the runtime owes it before failing with everything seen.
 const PATIENCE: Duration = Duration::from_secs(120);
 
@@ -29,13 +27,6 @@ pub struct SdkRuntime {
 }
 
 impl SdkRuntime {
-    /// `dsh --profile sdk --patch PATCH` in `home`.
-    pub fn start(home: &TestHome, patch: &Path) -> SdkRuntime {
-        let mut command = home.dsh();
-        command.args(["--profile", "sdk", "--patch"]).arg(patch);
-        SdkRuntime::spawn(command)
-    }
-
     pub fn spawn(mut command: Command) -> SdkRuntime {
         let shown = format!("{command:?}");
         let mut child = command
