@@ -1,5 +1,6 @@
 //! The agent: its row config ([`config`]), the assembly of a composed profile into running parts
-//! ([`assembly`]), sessions set up new, continued or resumed ([`session`]), the turn loop
+//! ([`assembly`]), sessions set up new, continued or resumed ([`session`]) with what they run
+//! with ([`target`]), the turn loop
 //! ([`turn`]) and, inside it, the retry step — where a retry record is written and where the
 //! wait happens ([`retry`]); and what is asked of an assembly without running it: who handles
 //! each failure ([`explain`]), settings that do nothing ([`lint`]), and recorded failures run
@@ -14,6 +15,7 @@ pub mod replay;
 pub mod retry;
 pub mod route;
 pub mod session;
+pub mod target;
 pub mod turn;
 pub mod view;
 

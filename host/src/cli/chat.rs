@@ -1,33 +1,30 @@
-//! `dsh chat`: an interactive multi-turn session on one log. Lines come from a line editor
-//! (history, editing) on a terminal, or one message per line from stdin when it is not one, so a
-//! chat can be scripted. Ctrl-C cancels the running turn, not the program.
+//! `dsh chat`: an interactive multi-turn session on one log, run by the session service
+//! ([`crate::service`]) as the SDK's runtime and the web server run theirs. Lines come from a
+//! line editor (history, editing) on a terminal, or one message per line from stdin when it is
+//! not one, so a chat can be scripted. Ctrl-C cancels the running turn, not the program.
 //!
-//! Live swap: before each turn the profile's layers and manifest are read again; when the
-//! composition changed, the agent's rows are rebuilt (libraries already open stay open), and one
-//! line says what changed — `profile web: relay-retry now handles request errors; llm-retry
-//! disabled`. The session's checkers stay the ones it opened with.
+//! Before each turn the service reads the profile again and swaps the rows when it changed,
+//! saying what changed — `profile web: relay-retry now handles request errors; llm-retry
+//! disabled`.
 
 use super::exit::{Exit, Outcome};
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::Args;
-use dsh_abi::{Hooks, SessionStartSource};
-use serde_json::{json, Value};
+use dsh_abi::Hooks;
 
 use super::globals::{runtime, Globals};
 use super::input;
 use super::shown::neutralised;
-use super::turns::{exit_code_now, start, terminated, turn_summary, turn_tokens, Ready, SessionTarget, StopSignals};
-use super::EXIT_FAILED;
-use crate::agent::assembly::Assembly;
-use crate::agent::config::apply_overrides;
-use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
-use crate::agent::Cancel;
-use crate::profile::patch::Composition;
-use crate::profile::{Home, LayerScope, Profile};
-use dsh_session::log::AppendError;
+use super::turns::{exit_code_now, say_home_created, terminated, turn_summary, turn_tokens, StopSignals};
+use super::turns::{Resolved, SessionTarget, TerminalView};
+use super::{EXIT_CONFIG, EXIT_FAILED};
+use crate::agent::turn::{Agent, TurnEnd};
+use crate::profile::{Home, Profile};
+use crate::service::{ServiceError, SessionService, Setup};
 use dsh_session::meta::RunOverrides;
 use dsh_session::summary;
 
@@ -42,18 +39,6 @@ const HELP: &str = "/waterfall  the request-error listeners, outermost first\n\
                     /tools      the tools the model is offered, by MCP server row\n\
                     /session    the session: its id, log, turns and tokens so far\n\
                     /exit       end the chat (so does Ctrl-D)";
-
-/// What a profile composed to, as far as running it is concerned: the rows and the installed
-/// packages (a reinstalled library changes the manifest, not the rows).
-#[derive(PartialEq)]
-struct Snapshot {
-    rows: Vec<Value>,
-    packages: Value,
-}
-
-fn snapshot(profile: &Profile, rows: &[Value]) -> Snapshot {
-    Snapshot { rows: rows.to_vec(), packages: serde_json::to_value(&profile.manifest.packages).unwrap_or(Value::Null) }
-}
 
 /// Where messages come from.
 enum Input {
@@ -109,71 +94,115 @@ impl Input {
 /// key, so this only happens when stdin is not a terminal). A termination signal (SIGTERM,
 /// SIGHUP, SIGQUIT) cancels the running turn and ends the chat after it, or ends it at once
 /// between turns.
-fn handle_chat_interrupts(current: Arc<Mutex<Option<Cancel>>>) -> anyhow::Result<()> {
+fn handle_chat_interrupts(chat: Chat) -> anyhow::Result<()> {
     let mut signals = StopSignals::new()?;
     tokio::spawn(async move {
         while signals.next().await.is_some() {
-            match current.lock().expect("not poisoned").as_ref() {
-                Some(cancel) => {
-                    cancel.cancel();
-                    say!("\ndsh: cancelling the turn");
-                }
-                None => std::process::exit(i32::from(exit_code_now())),
+            if !chat.in_turn.load(Ordering::SeqCst) {
+                std::process::exit(i32::from(exit_code_now()));
             }
+            let _ = chat.service.cancel(&chat.id);
+            say!("\ndsh: cancelling the turn");
         }
     });
     Ok(())
 }
 
+/// The chat's session, in its service, and whether a turn of it is running.
+#[derive(Clone)]
+struct Chat {
+    service: SessionService,
+    id: String,
+    in_turn: Arc<AtomicBool>,
+}
+
 pub fn run(globals: &Globals, args: ChatArgs) -> Outcome {
     let home = globals.home()?;
+    let new_home = !home.root().exists();
     let target = args.target.resolve(&home)?;
-    let (profile_name, patches) = (target.profile.clone(), target.patches.clone());
-    let overrides = (target.overrides.clone(), target.typed.clone());
+    let source = (target.profile.clone(), target.patches.clone(), (target.overrides.clone(), target.typed.clone()));
     let mut input = Input::open()?;
     runtime()?.block_on(async {
-        let Ready { mut agent, profile, composition } = start(globals, &home, &target, false).await?;
-        let mut current = snapshot(&profile, &composition.rows);
-        let running = Arc::new(Mutex::new(None));
-        handle_chat_interrupts(Arc::clone(&running))?;
-        agent.announce(if target.existing.is_some() { SessionStartSource::Continue } else { SessionStartSource::New });
-        say!("dsh: chat in session {} (profile {profile_name}); /exit or Ctrl-D ends it", agent.log.id());
-        let mut code: Outcome = Ok(());
-        while let Some(line) = tokio::task::block_in_place(|| input.next())? {
-            let text = line.trim();
-            match text {
-                "" => continue,
-                "/exit" | "/quit" => break,
-                "/help" => say!("{HELP}"),
-                "/waterfall" => show_waterfall(&agent),
-                "/tools" => show_tools(&agent),
-                "/session" => show_session(&agent),
-                "/profile" => show_profile(&home, (&profile_name, &patches, &overrides)),
-                command if command.starts_with('/') => say!("dsh: unknown command {command}; /help lists them"),
-                _ => {
-                    current =
-                        swap_if_changed(globals, &home, (&profile_name, &patches, &overrides), &mut agent, current)
-                            .await;
-                    match one_turn(&mut agent, &line, &running).await? {
-                        AfterTurn::Next => {}
-                        AfterTurn::Failed => code = Err(Exit::reported(EXIT_FAILED)),
-                        AfterTurn::Terminated => {
-                            code = Err(Exit::reported(exit_code_now()));
-                            break;
-                        }
-                        // Nobody reads the answers any more: no further turn is run (and paid for).
-                        AfterTurn::OutputGone => return Ok(()),
-                    }
-                }
-            }
+        let chat = open(globals, &home, target).await?;
+        if new_home {
+            say_home_created(&home);
         }
-        agent.assembly.tools.close().await;
-        say!("session {}", agent.log.id());
-        if input.refused_a_line() && !terminated() {
+        handle_chat_interrupts(chat.clone())?;
+        say!("dsh: chat in session {} (profile {}); /exit or Ctrl-D ends it", chat.id, source.0);
+        let mut code = converse(&chat, &home, &source, &mut input).await;
+        chat.service.shutdown().await;
+        say!("session {}", chat.id);
+        if input.refused_a_line() && !terminated() && code.is_ok() {
             code = Err(Exit::reported(EXIT_FAILED));
         }
         code
     })
+}
+
+/// A service of one session: the one `target` names, shown on the terminal.
+async fn open(globals: &Globals, home: &Home, target: Resolved) -> Result<Chat, Exit> {
+    let setup = Setup {
+        home: home.clone(),
+        profile: target.profile.clone(),
+        patches: target.patches.clone(),
+        overrides: target.overrides.clone(),
+        cwd: std::env::current_dir()?,
+        verbose: globals.verbose(),
+        v4_only: false,
+        view: Box::new(|| Box::new(TerminalView::new(false))),
+    };
+    let (service, _) = SessionService::new(setup, Box::new(|note| say!("dsh: {note}")))?;
+    match service.open(target).await {
+        Ok(id) => Ok(Chat { service, id, in_turn: Arc::default() }),
+        Err(ServiceError::Config { problems, .. }) => {
+            for problem in problems {
+                say!("{problem}");
+            }
+            Err(Exit::reported(EXIT_CONFIG))
+        }
+        Err(ServiceError::Failed(err)) => {
+            Err(Arc::try_unwrap(err).unwrap_or_else(|err| anyhow::anyhow!("{err:#}")).into())
+        }
+        Err(err) => Err(anyhow::Error::from(err).into()),
+    }
+}
+
+/// Reads lines until the end, the chat's commands answered and its messages run as turns.
+async fn converse(chat: &Chat, home: &Home, source: &Source, input: &mut Input) -> Outcome {
+    let mut code: Outcome = Ok(());
+    while let Some(line) = tokio::task::block_in_place(|| input.next())? {
+        let text = line.trim();
+        match text {
+            "" => continue,
+            "/exit" | "/quit" => break,
+            command if command.starts_with('/') => {
+                chat_command(chat, home, source, command).await.map_err(anyhow::Error::from)?;
+                continue;
+            }
+            _ => {}
+        }
+        match one_turn(chat, line).await? {
+            AfterTurn::Next => {}
+            AfterTurn::Failed => code = Err(Exit::reported(EXIT_FAILED)),
+            AfterTurn::Terminated => return Err(Exit::reported(exit_code_now())),
+            // Nobody reads the answers any more: no further turn is run (and paid for).
+            AfterTurn::OutputGone => return Ok(()),
+        }
+    }
+    code
+}
+
+/// Answers one of the chat's `/` commands.
+async fn chat_command(chat: &Chat, home: &Home, source: &Source, command: &str) -> Result<(), ServiceError> {
+    match command {
+        "/help" => say!("{HELP}"),
+        "/waterfall" => chat.service.inspect(&chat.id, show_waterfall).await?,
+        "/tools" => chat.service.inspect(&chat.id, show_tools).await?,
+        "/session" => chat.service.inspect(&chat.id, show_session).await?,
+        "/profile" => show_profile(home, source),
+        command => say!("dsh: unknown command {command}; /help lists them"),
+    }
+    Ok(())
 }
 
 /// What one chat message led to.
@@ -187,30 +216,32 @@ enum AfterTurn {
     OutputGone,
 }
 
-/// Runs the turn of one message, cancellable with Ctrl-C through `running`, and says how it ended.
-async fn one_turn(agent: &mut Agent, line: &str, running: &Mutex<Option<Cancel>>) -> Result<AfterTurn, Exit> {
-    let cancel = Cancel::default();
-    agent.cancel = cancel.clone();
-    *running.lock().expect("not poisoned") = Some(cancel);
-    let input = UserInput { id: agent.services.new_id(), text: line.to_owned(), source: json!({"kind": "user"}) };
-    let end = agent.run_turn(input, HeaderReason::Initial).await;
-    *running.lock().expect("not poisoned") = None;
+/// Runs the turn of one message, cancellable with Ctrl-C, and says how it ended.
+async fn one_turn(chat: &Chat, line: String) -> Result<AfterTurn, Exit> {
+    chat.in_turn.store(true, Ordering::SeqCst);
+    let end = chat.service.turn(&chat.id, line).await;
+    chat.in_turn.store(false, Ordering::SeqCst);
     let end = match end {
-        Err(refused @ AppendError::TooLong { .. }) => {
+        Err(ServiceError::Invalid(refused)) => {
             say!("dsh: {refused}; the message was skipped");
             return Ok(AfterTurn::Failed);
         }
-        end => end?,
+        end => end.map_err(anyhow::Error::from)?,
     };
     if let Some(summary) = turn_summary(&end) {
         say!("{summary}");
     }
-    if let Some(tokens) = turn_tokens(agent) {
+    let (tokens, output_gone) = chat
+        .service
+        .inspect(&chat.id, |agent| (turn_tokens(agent), agent.view.output_gone()))
+        .await
+        .map_err(anyhow::Error::from)?;
+    if let Some(tokens) = tokens {
         say!("{tokens}");
     }
     Ok(if terminated() {
         AfterTurn::Terminated
-    } else if agent.view.output_gone() {
+    } else if output_gone {
         AfterTurn::OutputGone
     } else if matches!(end, TurnEnd::Error(_)) {
         AfterTurn::Failed
@@ -221,60 +252,7 @@ async fn one_turn(agent: &mut Agent, line: &str, running: &Mutex<Option<Cancel>>
 
 /// What the chat's rows are composed from: the profile's name, the `--patch` layers, and the
 /// overrides in effect and those typed.
-type Source<'a> = (&'a str, &'a [PathBuf], &'a (RunOverrides, RunOverrides));
-
-/// The profile's manifest and composition, as they are on disk now.
-fn compose_now(home: &Home, (profile, patches, overrides): Source<'_>) -> anyhow::Result<(Profile, Composition)> {
-    let profile = Profile::open(home, profile)?;
-    let mut composition = profile.compose(home, patches, LayerScope::All)?;
-    apply_overrides(&mut composition, &overrides.0, &overrides.1);
-    Ok((profile, composition))
-}
-
-/// Re-reads the profile; when it changed, rebuilds the agent's rows and says what changed. A
-/// profile that no longer composes or builds keeps the rows the chat had, and says why.
-async fn swap_if_changed(
-    globals: &Globals,
-    home: &Home,
-    source: Source<'_>,
-    agent: &mut Agent,
-    current: Snapshot,
-) -> Snapshot {
-    let profile_name = source.0;
-    let (profile, composition) = match compose_now(home, source) {
-        Ok(composed) => composed,
-        Err(err) => {
-            say!("dsh: profile {profile_name} no longer composes ({err:#}); keeping its previous rows");
-            return current;
-        }
-    };
-    let next = snapshot(&profile, &composition.rows);
-    if next == current {
-        return current;
-    }
-    for warning in &composition.warnings {
-        say!("dsh: {warning}");
-    }
-    let counters = agent.assembly.counters.clone();
-    let starting = super::live::servers_starting(&composition.enabled_ids_of("mcp"));
-    let built = Assembly::build(home, &profile, &composition, globals.verbose(), &counters).await;
-    super::live::clear(starting);
-    match built {
-        Ok(assembly) => {
-            let change = assembly.change_since(&agent.assembly, &composition.rows);
-            say!("profile {profile_name}: {change}");
-            agent.assembly = assembly;
-            next
-        }
-        Err(problems) => {
-            for problem in problems {
-                say!("{problem}");
-            }
-            say!("dsh: profile {profile_name} changed but cannot run; keeping its previous rows");
-            current
-        }
-    }
-}
+type Source = (String, Vec<PathBuf>, (RunOverrides, RunOverrides));
 
 fn show_tools(agent: &Agent) {
     let offered = agent.assembly.tools.offered();
@@ -315,7 +293,7 @@ fn show_waterfall(agent: &Agent) {
     }
 }
 
-fn show_profile(home: &Home, (profile_name, patches, overrides): Source<'_>) {
+fn show_profile(home: &Home, (profile_name, patches, overrides): &Source) {
     match Profile::open(home, profile_name) {
         Ok(profile) => {
             say!("profile {profile_name} ({})", home.display(&profile.dir));

@@ -39,7 +39,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> Outcome {
     }
     UserInput { id: String::new(), text: prompt.clone(), source: json!({"kind": "user"}) }.message_data()?;
     runtime()?.block_on(async {
-        let mut agent = start(globals, &home, &target, args.json).await?.agent;
+        let mut agent = start(globals, &home, &target, args.json).await?;
         if args.json {
             out!(
                 "{}",

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::globals::{runtime, Globals};
 use super::shown::neutralised;
-use super::turns::{finish, handle_interrupts, print_repair, resolve_for, start};
+use super::turns::{finish, handle_interrupts, print_repair, resolve_for, resolved, start};
 use super::EXIT_DAMAGED;
 use crate::agent::assembly::bundled_checkers;
 use crate::agent::session::{self as agent_session, ResumeEvent};
@@ -148,9 +148,9 @@ fn resume(globals: &Globals, session: &str, profile: Option<&str>, patches: &[Pa
     let home = globals.home()?;
     let store = SessionStore::for_home(home.root())?;
     let log = store.session_log(session)?;
-    let target = resolve_for(store, Some(log), profile, patches, &RunOverrides::default())?;
+    let target = resolved(resolve_for(store, Some(log), profile, patches, &RunOverrides::default())?);
     runtime()?.block_on(async {
-        let mut agent = start(globals, &home, &target, json).await?.agent;
+        let mut agent = start(globals, &home, &target, json).await?;
         if json {
             out!(
                 "{}",

@@ -15,6 +15,7 @@ use super::shown::neutralised;
 use super::EXIT_CONFIG;
 use crate::agent::config::apply_overrides;
 use crate::agent::session::{self, Opening, StartError};
+pub(crate) use crate::agent::target::{resolve_for, Resolved, DEFAULT_PROFILE};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
 use crate::agent::Cancel;
@@ -24,7 +25,7 @@ use crate::profile::{Home, LayerScope, Profile};
 use crate::tools::ToolOutcome;
 use dsh_session::meta::RunOverrides;
 use dsh_session::repair::Repair;
-use dsh_session::store::{LogRef, SessionStore};
+use dsh_session::store::SessionStore;
 use dsh_session::usage::Tokens;
 
 /// Shows a turn on the terminal: text on stdout, retries on stderr. On a terminal the text
@@ -373,23 +374,6 @@ pub(crate) struct SessionTarget {
     pub system: Option<String>,
 }
 
-/// The session a command continues (when it names one), the profile that runs it and the extra
-/// layers it runs with.
-pub(crate) struct Resolved {
-    /// Where the home keeps its sessions.
-    pub store: SessionStore,
-    pub existing: Option<LogRef>,
-    pub profile: String,
-    pub patches: Vec<PathBuf>,
-    /// `--provider`, `--model` and `--system`: given, else the session's own.
-    pub overrides: RunOverrides,
-    /// Those given on this command line.
-    pub typed: RunOverrides,
-    /// None of `--profile`, `--patch`, `--provider`, `--model` was given: a continued session
-    /// keeps its recorded route.
-    pub as_recorded: bool,
-}
-
 impl SessionTarget {
     /// The log to continue (when `--session` names one), the profile and the layers that run it.
     pub fn resolve(&self, home: &Home) -> anyhow::Result<Resolved> {
@@ -397,72 +381,24 @@ impl SessionTarget {
         let existing = self.session.as_deref().map(|name| store.session_log(name)).transpose()?;
         let overrides =
             RunOverrides { provider: self.provider.clone(), model: self.model.clone(), system: self.system.clone() };
-        Ok(resolve_for(store, existing, self.profile.as_deref(), &self.patches, &overrides)?)
+        Ok(resolved(resolve_for(store, existing, self.profile.as_deref(), &self.patches, &overrides)?))
     }
 }
 
-/// What a session runs with: `--profile`, `--patch` and each override when given (said when
-/// the session was created with others), else what the session recorded, else profile `web`,
-/// no layers and no overrides.
-pub(crate) fn resolve_for(
-    store: SessionStore,
-    existing: Option<LogRef>,
-    explicit_profile: Option<&str>,
-    explicit_patches: &[PathBuf],
-    explicit_overrides: &RunOverrides,
-) -> Result<Resolved, dsh_session::store::StoreError> {
-    let meta = existing.as_ref().map(LogRef::meta).transpose()?.unwrap_or_default();
-    let profile = profile_for(explicit_profile, meta.profile.clone());
-    let patches = match &existing {
-        Some(log) => {
-            let (patches, notes) = log.patches_for(&meta, explicit_patches);
-            for note in notes {
-                say!("dsh: {note}");
-            }
-            patches
-        }
-        None => explicit_patches.to_vec(),
-    };
-    let (overrides, note) = meta.overrides_for(explicit_overrides);
-    if let Some(note) = note.filter(|_| existing.is_some()) {
+/// `resolved`, its notes said.
+pub(crate) fn resolved(resolved: Resolved) -> Resolved {
+    for note in &resolved.notes {
         say!("dsh: {note}");
     }
-    let as_recorded = explicit_profile.is_none()
-        && explicit_patches.is_empty()
-        && explicit_overrides.provider.is_none()
-        && explicit_overrides.model.is_none();
-    let typed = explicit_overrides.clone();
-    Ok(Resolved { store, existing, profile, patches, overrides, typed, as_recorded })
-}
-
-fn profile_for(explicit: Option<&str>, remembered: Option<String>) -> String {
-    match (explicit, remembered) {
-        (Some(explicit), Some(remembered)) if explicit != remembered => {
-            say!("dsh: the session was created with profile {remembered}; running it with profile {explicit} as asked");
-            explicit.to_owned()
-        }
-        (Some(explicit), _) => explicit.to_owned(),
-        (None, Some(remembered)) => remembered,
-        (None, None) => DEFAULT_PROFILE.to_owned(),
-    }
-}
-
-/// The profile commands use when none is named.
-pub(crate) const DEFAULT_PROFILE: &str = "web";
-
-/// An agent, and the profile and composition its rows were built from.
-pub(crate) struct Ready {
-    pub agent: Agent,
-    pub profile: Profile,
-    pub composition: Composition,
+    resolved
 }
 
 /// Composes `profile` and starts its agent over a new session or the log at `existing`; prints
 /// the composition warnings and what opening the log repaired. `Err(code)`: the profile cannot
 /// run (its problems are printed).
-pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Ready, Exit> {
+pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Agent, Exit> {
     let new_home = !home.root().exists();
-    let Resolved { store, existing, profile, patches, overrides, typed, as_recorded } = target;
+    let Resolved { store, existing, profile, patches, overrides, typed, as_recorded, .. } = target;
     let lock = existing.as_ref().map(|log| log.lock(store.local_folder())).transpose()?;
     let (profile, composition) = compose_with(home, profile, patches, (overrides, typed))?;
     let opening = match (existing, lock) {
@@ -482,11 +418,7 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
         Err(err) => return Err(err.into()),
     };
     if new_home {
-        say!(
-            "dsh: created the dsh home {} (sessions, profiles); {} or --home puts it elsewhere",
-            home.root().display(),
-            crate::profile::HOME_ENV
-        );
+        say_home_created(home);
     }
     if let Some(repair) = &started.repair {
         print_repair(repair);
@@ -502,7 +434,16 @@ pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, jso
             let _ = out.flush();
         }));
     }
-    Ok(Ready { agent, profile, composition })
+    Ok(agent)
+}
+
+/// Tells a user whose first command created the home where it is.
+pub(crate) fn say_home_created(home: &Home) {
+    say!(
+        "dsh: created the dsh home {} (sessions, profiles); {} or --home puts it elsewhere",
+        home.root().display(),
+        crate::profile::HOME_ENV
+    );
 }
 
 /// Composes `profile` with `patches`, then sets what the overrides give on its agent row (the

@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::agent::view::Silent;
 use crate::profile::Home;
 use crate::service::{ServiceError, SessionService, Setup, Update};
 use dsh_session::meta::RunOverrides;
@@ -139,6 +140,8 @@ impl Server {
             overrides,
             cwd: PathBuf::from(cwd),
             verbose: *verbose,
+            v4_only: true,
+            view: Box::new(|| Box::new(Silent)),
         };
         let notes = Arc::clone(notes);
         let (service, updates) =

@@ -9,7 +9,10 @@
 //!
 //! [`Agent::run_turn`]: crate::agent::turn::Agent::run_turn
 
+mod hub;
+mod swap;
 mod types;
+mod view;
 mod worker;
 
 use std::collections::HashMap;
@@ -18,10 +21,14 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::agent::target::Resolved;
+use crate::agent::turn::{Agent, TurnEnd};
+use crate::context::{Services, SystemServices};
 use dsh_session::store::SessionStore;
+use hub::Hub;
 use types::Open;
-pub use types::{ServiceError, Setup, Update};
-use worker::{Command, Hub, Served};
+pub use types::{ServiceError, Setup, Update, ViewFactory};
+use worker::{Command, Served};
 
 /// The service: a handle the front end's tasks share.
 #[derive(Clone)]
@@ -60,8 +67,44 @@ impl SessionService {
     /// — after the turns already asked for. Answers the message's id once it is durably received.
     pub async fn prompt(&self, id: &str, text: String) -> Result<String, ServiceError> {
         let (reply, answer) = oneshot::channel();
-        self.send(id, Open::OrCreate, None, Command::Prompt { text, reply })?;
+        self.send(id, Some(Open::OrCreate), None, Command::Prompt { text, reply, ended: None })?;
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// Opens the session `target` names — its log, else a new one — as the front end resolved
+    /// it, and answers its id once it is open.
+    pub async fn open(&self, target: Resolved) -> Result<String, ServiceError> {
+        let id = target.existing.as_ref().map_or_else(|| SystemServices.new_id(), |log| log.id().to_owned());
+        if self.0.sessions.lock().expect("not poisoned").contains_key(&id) {
+            return Err(ServiceError::AlreadyOpen(id));
+        }
+        let (opened, answer) = oneshot::channel();
+        let open = Some(Open::Resolved(Box::new(target)));
+        let nothing = Command::Inspect(Box::new(|_| {}));
+        self.send(&id, open, Some(opened), nothing)?;
+        answer.await.unwrap_or(Err(ServiceError::ShuttingDown))?;
+        Ok(id)
+    }
+
+    /// Runs `text` as a turn of the open session `id`, after the turns already asked for, and
+    /// answers how it ended.
+    pub async fn turn(&self, id: &str, text: String) -> Result<TurnEnd, ServiceError> {
+        let (reply, _receipt) = oneshot::channel();
+        let (ended, end) = oneshot::channel();
+        self.send(id, None, None, Command::Prompt { text, reply, ended: Some(ended) })?;
+        end.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// What `inspect` makes of the open session `id`'s agent, between its turns.
+    pub async fn inspect<T: Send + 'static>(
+        &self,
+        id: &str,
+        inspect: impl FnOnce(&Agent) -> T + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let (reply, answer) = oneshot::channel();
+        let inspection = Box::new(move |agent: &Agent| drop(reply.send(inspect(agent))));
+        self.send(id, None, None, Command::Inspect(inspection))?;
+        answer.await.map_err(|_| ServiceError::ShuttingDown)
     }
 
     /// Opens the persisted session `id` (repairing a turn a crash left open) and runs the
@@ -71,7 +114,7 @@ impl SessionService {
             return Err(ServiceError::AlreadyOpen(id.to_owned()));
         }
         let (reply, answer) = oneshot::channel();
-        self.send(id, Open::Resume, Some(reply), Command::Resume)?;
+        self.send(id, Some(Open::Resume), Some(reply), Command::Resume)?;
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
     }
 
@@ -91,7 +134,7 @@ impl SessionService {
     /// The working directory of session `id` (created as a prompt would).
     pub async fn working_directory(&self, id: &str) -> Result<PathBuf, ServiceError> {
         let (reply, answer) = oneshot::channel();
-        self.send(id, Open::OrCreate, None, Command::WorkingDirectory { path: None, reply })?;
+        self.send(id, Some(Open::OrCreate), None, Command::WorkingDirectory { path: None, reply })?;
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
     }
 
@@ -100,7 +143,7 @@ impl SessionService {
     pub async fn set_working_directory(&self, id: &str, path: &Path) -> Result<PathBuf, ServiceError> {
         let (reply, answer) = oneshot::channel();
         let path = Some(path.to_path_buf());
-        self.send(id, Open::OrCreate, None, Command::WorkingDirectory { path, reply })?;
+        self.send(id, Some(Open::OrCreate), None, Command::WorkingDirectory { path, reply })?;
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
     }
 
@@ -122,11 +165,12 @@ impl SessionService {
         sessions.get(id).map(with).ok_or_else(|| ServiceError::Unknown(id.to_owned()))
     }
 
-    /// Hands `command` to session `id`'s worker, starting one (with `open`) when none runs.
+    /// Hands `command` to session `id`'s worker, starting one (with `open`) when none runs (none
+    /// given: the session must be open).
     fn send(
         &self,
         id: &str,
-        open: Open,
+        open: Option<Open>,
         opened: Option<oneshot::Sender<Result<(), ServiceError>>>,
         command: Command,
     ) -> Result<(), ServiceError> {
@@ -135,9 +179,10 @@ impl SessionService {
         }
         check_id(id)?;
         let mut sessions = self.0.sessions.lock().expect("not poisoned");
-        let served = match sessions.get(id) {
-            Some(served) if !served.is_closed() => served,
-            _ => {
+        let served = match (sessions.get(id), open) {
+            (Some(served), _) if !served.is_closed() => served,
+            (_, None) => return Err(ServiceError::Unknown(id.to_owned())),
+            (_, Some(open)) => {
                 let started = worker::start(self.0.hub.clone(), id, open, opened);
                 sessions.insert(id.to_owned(), started);
                 &sessions[id]

@@ -4,13 +4,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use crate::agent::target::Resolved;
+use crate::agent::view::TurnView;
 use crate::agent::Cancel;
 use crate::profile::Home;
 use dsh_session::meta::RunOverrides;
 
 /// What every session of a service runs with: the home, the profile and its extra layers, the
-/// provider and model the front end asked for, and the working directory new sessions start in.
-#[derive(Debug, Clone)]
+/// provider and model the front end asked for, the working directory new sessions start in, and
+/// how the front end shows a turn.
 pub struct Setup {
     pub home: Home,
     pub profile: String,
@@ -18,7 +20,14 @@ pub struct Setup {
     pub overrides: RunOverrides,
     pub cwd: PathBuf,
     pub verbose: bool,
+    /// Sessions must be v4 logs: the front end follows a turn by its `agent/inbox/spliced`.
+    pub v4_only: bool,
+    /// The view each session's turns are shown in (besides the service's feed).
+    pub view: ViewFactory,
 }
+
+/// Makes the view of a session's turns.
+pub type ViewFactory = Box<dyn Fn() -> Box<dyn TurnView> + Send + Sync>;
 
 /// One thing a session did, in the order it happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +39,7 @@ pub enum Update {
 }
 
 /// Why a request to the service failed; the messages are DeepSeek Harness 0.2's where it has one.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ServiceError {
     #[error("session \"{0}\" not found")]
     NotFound(String),
@@ -43,17 +52,32 @@ pub enum ServiceError {
     /// The request itself is wrong (an empty id, a missing directory, a block dsh cannot take).
     #[error("{0}")]
     Invalid(String),
-    /// The session could not be opened or written (its log, its lock, its profile).
-    #[error("{0}")]
-    Failed(String),
+    /// The session's profile cannot run: its problems, one per line.
+    #[error("session {session}: the profile cannot run:\n{}", problems.join("\n"))]
+    Config { session: String, problems: Vec<String> },
+    /// The session could not be opened or written (its log, its lock, its store); the error
+    /// tells which.
+    #[error("{0:#}")]
+    Failed(Arc<anyhow::Error>),
+}
+
+impl ServiceError {
+    pub fn failed(error: impl Into<anyhow::Error>) -> ServiceError {
+        ServiceError::Failed(Arc::new(error.into()))
+    }
+
+    pub fn failed_with(message: String) -> ServiceError {
+        ServiceError::Failed(Arc::new(anyhow::Error::msg(message)))
+    }
 }
 
 /// How a worker gets its session: a prompt creates it (or continues the log of that id), a
-/// resume only opens a log that exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// resume only opens a log that exists, and a front end that resolved what a session runs with
+/// itself (`dsh chat`) opens exactly that.
 pub enum Open {
     OrCreate,
     Resume,
+    Resolved(Box<Resolved>),
 }
 
 /// The per-turn cancellation of a served session: the running turn's, while one runs.

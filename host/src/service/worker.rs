@@ -2,67 +2,56 @@
 //! order, and the view that tells the service what a turn does.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use dsh_abi::events::WorkingDirectoryChange;
 use dsh_abi::SessionStartSource;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
-use super::types::{Open, Running, ServiceError, Setup, Update};
-use crate::agent::config::apply_overrides;
+use super::hub::{Hub, Receipt, Reply};
+use super::swap::{self, Snapshot};
+use super::types::{Open, Running, ServiceError, Update};
+use super::view::ServiceView;
 use crate::agent::session::{self, Opening, ResumeEvent, StartError};
-use crate::agent::turn::{Agent, HeaderReason, UserInput};
-use crate::agent::view::{RetryNotice, TurnView};
-use crate::profile::patch::Composition;
-use crate::profile::{LayerScope, Profile};
+use crate::agent::target::{resolve_for, Resolved};
+use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use dsh_session::format::Format;
 use dsh_session::log::{AppendError, NewEvent};
-use dsh_session::store::{LogRef, SessionStore};
 
-/// What a worker reaches of its service: the set-up, the store, the feed, the operator's notes,
-/// and the way to be forgotten once it ends.
-#[derive(Clone)]
-pub(super) struct Hub {
-    pub setup: Arc<Setup>,
-    pub store: SessionStore,
-    pub updates: mpsc::UnboundedSender<Update>,
-    pub notes: Arc<dyn Fn(&str) + Send + Sync>,
-    pub forget: Arc<Forget>,
-}
-
-/// How a worker that ended is forgotten: its session id and its pending count, which tells it
-/// from a newer worker of that session.
-pub(super) type Forget = dyn Fn(&str, &watch::Sender<usize>) + Send + Sync;
-
-impl Hub {
-    fn publish(&self, update: Update) {
-        let _ = self.updates.send(update);
-    }
-
-    fn note(&self, note: &str) {
-        (self.notes)(note);
-    }
-}
-
-type Reply<T> = oneshot::Sender<Result<T, ServiceError>>;
+/// Something to do with a session's agent between its turns (it runs on the worker).
+pub(super) type Inspection = Box<dyn FnOnce(&Agent) + Send>;
 
 /// What a worker is asked to do.
 pub(super) enum Command {
-    /// Run a turn for this text; the reply is the message's id once it is durably received.
-    Prompt { text: String, reply: Reply<String> },
+    /// Run a turn for this text; `reply` hears the message's id once it is durably received,
+    /// `ended` how the turn ended.
+    Prompt {
+        text: String,
+        reply: Reply<String>,
+        ended: Option<Reply<TurnEnd>>,
+    },
     /// Run the continuations the session's rows ask for on a cold resume.
     Resume,
     /// Answer the working directory, after moving it to `path` when given.
-    WorkingDirectory { path: Option<PathBuf>, reply: Reply<PathBuf> },
+    WorkingDirectory {
+        path: Option<PathBuf>,
+        reply: Reply<PathBuf>,
+    },
+    Inspect(Inspection),
 }
 
 impl Command {
     fn fail(self, error: ServiceError) {
         match self {
-            Command::Prompt { reply, .. } => drop(reply.send(Err(error))),
+            Command::Prompt { reply, ended, .. } => {
+                if let Some(ended) = ended {
+                    let _ = ended.send(Err(error.clone()));
+                }
+                let _ = reply.send(Err(error));
+            }
             Command::WorkingDirectory { reply, .. } => drop(reply.send(Err(error))),
-            Command::Resume => {}
+            Command::Resume | Command::Inspect(_) => {}
         }
     }
 }
@@ -100,9 +89,6 @@ impl Served {
     }
 }
 
-/// The reply a prompt gets once its message is durably received.
-type Receipt = Arc<Mutex<Option<Reply<String>>>>;
-
 struct Worker {
     hub: Hub,
     id: Arc<str>,
@@ -111,11 +97,13 @@ struct Worker {
     receipt: Receipt,
 }
 
-/// A worker's open session: its agent, where it works, and how its first turn announces it.
+/// A worker's open session: its agent, where it works, what it runs with and what that
+/// composed to when its rows were last built.
 struct Session {
     agent: Agent,
     cwd: PathBuf,
-    announce: Option<SessionStartSource>,
+    target: Resolved,
+    composed: Snapshot,
 }
 
 /// Starts the worker of session `id`, which opens it (`opened` hears how that went) and then
@@ -150,7 +138,7 @@ impl Worker {
             if let Err(err) = served {
                 session.agent.assembly.tools.close().await;
                 drop(session);
-                let error = ServiceError::Failed(format!("session {} can no longer be written: {err}", self.id));
+                let error = ServiceError::failed_with(format!("session {} can no longer be written: {err}", self.id));
                 self.hub.note(&error.to_string());
                 return self.refuse_all(error, None, commands).await;
             }
@@ -179,24 +167,32 @@ impl Worker {
 
     async fn serve(&self, session: &mut Session, command: Command) -> Result<(), AppendError> {
         match command {
-            Command::Prompt { text, reply } => self.prompt(session, text, reply).await,
+            Command::Prompt { text, reply, ended } => self.prompt(session, text, reply, ended).await,
             Command::Resume => self.resume(session).await,
             Command::WorkingDirectory { path, reply } => {
                 let _ = reply.send(self.working_directory(session, path));
                 Ok(())
             }
+            Command::Inspect(inspect) => {
+                inspect(&session.agent);
+                Ok(())
+            }
         }
     }
 
-    async fn prompt(&self, session: &mut Session, text: String, reply: Reply<String>) -> Result<(), AppendError> {
+    async fn prompt(
+        &self,
+        session: &mut Session,
+        text: String,
+        reply: Reply<String>,
+        ended: Option<Reply<TurnEnd>>,
+    ) -> Result<(), AppendError> {
+        self.swap_if_changed(session).await;
         let agent = &mut session.agent;
         let input = UserInput { id: agent.services.new_id(), text, source: json!({"kind": "user"}) };
         if let Err(err) = input.message_data() {
-            let _ = reply.send(Err(ServiceError::Invalid(err.to_string())));
+            Command::Prompt { text: String::new(), reply, ended }.fail(ServiceError::Invalid(err.to_string()));
             return Ok(());
-        }
-        if let Some(source) = session.announce.take() {
-            agent.announce(source);
         }
         *self.receipt.lock().expect("not poisoned") = Some(reply);
         agent.cancel = self.running.start();
@@ -204,10 +200,24 @@ impl Worker {
         self.running.end();
         if let Some(reply) = self.receipt.lock().expect("not poisoned").take() {
             let why = end.as_ref().err().map_or_else(|| "the turn ended".to_owned(), ToString::to_string);
-            let _ = reply.send(Err(ServiceError::Failed(format!("the message was not received: {why}"))));
+            let _ = reply.send(Err(ServiceError::failed_with(format!("the message was not received: {why}"))));
         }
         self.hub.publish(Update::Status { session: self.id.clone(), running: false });
-        end.map(drop)
+        let (end, failed) = match end {
+            Ok(end) => (Ok(end), Ok(())),
+            Err(err) => (Err(ServiceError::failed_with(err.to_string())), Err(err)),
+        };
+        if let Some(ended) = ended {
+            let _ = ended.send(end);
+        }
+        failed
+    }
+
+    async fn swap_if_changed(&self, session: &mut Session) {
+        let setup = &self.hub.setup;
+        let note = |note: &str| self.hub.note(note);
+        let (home, target) = ((&setup.home, setup.verbose), &session.target);
+        swap::swap_if_changed(home, &note, target, &mut session.agent, &mut session.composed).await;
     }
 
     async fn resume(&self, session: &mut Session) -> Result<(), AppendError> {
@@ -251,7 +261,7 @@ impl Worker {
             let change = WorkingDirectoryChange { cwd: dir.display().to_string() };
             let now = agent.services.now_ms() as u64;
             let written = agent.log.append(NewEvent::typed(&change), now).and_then(|_| agent.log.commit());
-            written.map_err(|err| ServiceError::Failed(format!("cannot record the working directory: {err}")))?;
+            written.map_err(|err| ServiceError::failed_with(format!("cannot record the working directory: {err}")))?;
         }
         session.cwd = dir.clone();
         Ok(dir)
@@ -259,41 +269,36 @@ impl Worker {
 }
 
 impl Worker {
-    /// Opens the session's log — continued when one has this id, else created (a resume only
-    /// opens) — with the service's profile, layers and route.
+    /// Opens the session's log — what `open` resolved, else the log of this id continued, else a
+    /// new one (a resume only opens) — announces it (but for a resume) and echoes its events to
+    /// the feed.
     async fn open(&self, open: Open) -> Result<Session, ServiceError> {
-        let inner = &self.hub;
-        let existing = inner.store.session_by_id(&self.id).ok().filter(|log| log.id() == *self.id);
-        if existing.is_none() && open == Open::Resume {
-            return Err(ServiceError::NotFound(self.id.to_string()));
+        let resume = matches!(open, Open::Resume);
+        let target = self.target(open)?;
+        if self.hub.setup.v4_only {
+            require_v4(&self.id, &target)?;
         }
-        if let Some(log) = &existing {
-            refuse_other_formats(&self.id, log)?;
-        } else if inner.store.format() != Format::V4 {
-            return Err(format_refused(&self.id, inner.store.format(), "new sessions are written in"));
+        let setup = &self.hub.setup;
+        let (profile, composition) = swap::compose_now(&setup.home, &target).map_err(ServiceError::failed)?;
+        for warning in &composition.warnings {
+            self.hub.note(&warning.to_string());
         }
-        let (profile, composition) = self.compose()?;
-        let (cwd, announce) = match &existing {
-            Some(_) => (None, (open == Open::OrCreate).then_some(SessionStartSource::Continue)),
-            None => (Some(inner.setup.cwd.as_path()), Some(SessionStartSource::New)),
-        };
-        let lock = existing.as_ref().map(|log| log.lock(inner.store.local_folder())).transpose();
-        let lock = lock.map_err(|err| ServiceError::Failed(err.to_string()))?;
-        let setup = &inner.setup;
-        let opening = match (&existing, lock) {
-            (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: false },
+        let store = &target.store;
+        let lock = target.existing.as_ref().map(|log| log.lock(store.local_folder())).transpose();
+        let lock = lock.map_err(ServiceError::failed)?;
+        let opening = match (&target.existing, lock) {
+            (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: target.as_recorded },
             _ => Opening::New {
-                store: &inner.store,
-                patches: &setup.patches,
-                overrides: &setup.overrides,
+                store,
+                patches: &target.patches,
+                overrides: &target.overrides,
                 id: Some(&self.id),
-                cwd,
+                cwd: Some(setup.cwd.as_path()),
             },
         };
-        let view =
-            Box::new(ServiceView { hub: self.hub.clone(), session: self.id.clone(), receipt: self.receipt.clone() });
-        let started = session::start(&setup.home, &profile, &composition, opening, view, setup.verbose).await;
-        let started = started.map_err(|err| start_failed(&self.id, err))?;
+        let view = ServiceView::new(self.hub.clone(), self.id.clone(), self.receipt.clone());
+        let started = session::start(&setup.home, &profile, &composition, opening, Box::new(view), setup.verbose);
+        let started = started.await.map_err(|err| start_failed(&self.id, err))?;
         for note in started.repair.iter().flat_map(|repair| repair.notes()).chain(started.notes) {
             self.hub.note(&format!("session {}: {note}", self.id));
         }
@@ -303,27 +308,51 @@ impl Worker {
         agent.log.set_echo(Box::new(move |line| {
             hub.publish(Update::Event { session: session.clone(), line: line.to_owned() })
         }));
-        Ok(Session { agent, cwd, announce })
+        if !resume {
+            agent.announce(if target.existing.is_some() {
+                SessionStartSource::Continue
+            } else {
+                SessionStartSource::New
+            });
+        }
+        let composed = Snapshot::of(&profile, &composition);
+        Ok(Session { agent, cwd, target, composed })
     }
 
-    /// The profile composed with the service's layers, its agent row set to the route asked for.
-    fn compose(&self) -> Result<(Profile, Composition), ServiceError> {
-        let setup = &self.hub.setup;
-        let failed = |err: anyhow::Error| ServiceError::Failed(format!("{err:#}"));
-        let profile = Profile::open(&setup.home, &setup.profile).map_err(failed)?;
-        let mut composition = profile.compose(&setup.home, &setup.patches, LayerScope::All).map_err(failed)?;
-        for warning in &composition.warnings {
-            self.hub.note(&warning.to_string());
+    /// What the session runs with: what the front end resolved, else the service's profile,
+    /// layers and route over the log of this id (when there is one).
+    fn target(&self, open: Open) -> Result<Resolved, ServiceError> {
+        let hub = &self.hub;
+        let existing = match open {
+            Open::Resolved(target) => return Ok(*target),
+            open => {
+                let existing = hub.store.session_by_id(&self.id).ok().filter(|log| log.id() == *self.id);
+                if existing.is_none() && matches!(open, Open::Resume) {
+                    return Err(ServiceError::NotFound(self.id.to_string()));
+                }
+                existing
+            }
+        };
+        let setup = &hub.setup;
+        let target = resolve_for(hub.store.clone(), existing, Some(&setup.profile), &setup.patches, &setup.overrides);
+        let target = target.map_err(ServiceError::failed)?;
+        for note in &target.notes {
+            hub.note(&format!("session {}: {note}", self.id));
         }
-        apply_overrides(&mut composition, &setup.overrides, &setup.overrides);
-        Ok((profile, composition))
+        Ok(target)
     }
 }
 
 /// A session whose log is not v4 cannot be followed by the SDK: it waits for the message's
 /// `agent/inbox/spliced`, which only v4 records.
-fn refuse_other_formats(id: &str, log: &LogRef) -> Result<(), ServiceError> {
-    let reader = log.reader().map_err(|err| ServiceError::Failed(err.to_string()))?;
+fn require_v4(id: &str, target: &Resolved) -> Result<(), ServiceError> {
+    let Some(log) = &target.existing else {
+        return match target.store.format() {
+            Format::V4 => Ok(()),
+            other => Err(format_refused(id, other, "new sessions are written in")),
+        };
+    };
+    let reader = log.reader().map_err(ServiceError::failed)?;
     match reader.format() {
         Format::V4 => Ok(()),
         other => Err(format_refused(id, other, "its log is in")),
@@ -339,11 +368,12 @@ fn format_refused(id: &str, format: Format, whose: &str) -> ServiceError {
 
 fn start_failed(id: &str, err: StartError) -> ServiceError {
     match err {
-        StartError::Config(problems) => {
-            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            ServiceError::Failed(format!("session {id}: the profile cannot run:\n{}", problems.join("\n")))
-        }
-        err => ServiceError::Failed(format!("{:#}", anyhow::Error::from(err))),
+        StartError::Config(problems) => ServiceError::Config {
+            session: id.to_owned(),
+            problems: problems.iter().map(ToString::to_string).collect(),
+        },
+        StartError::Open(err) => ServiceError::failed(err),
+        err => ServiceError::failed(err),
     }
 }
 
@@ -351,26 +381,4 @@ fn start_failed(id: &str, err: StartError) -> ServiceError {
 fn recorded_cwd(header: &str) -> Option<PathBuf> {
     let header: Value = serde_json::from_str(header).ok()?;
     header["cwd"].as_str().filter(|cwd| !cwd.is_empty()).map(PathBuf::from)
-}
-
-/// What a served turn shows: nothing of its own — its events reach the feed as they become
-/// durable — but the message's receipt and the session's `running` status.
-struct ServiceView {
-    hub: Hub,
-    session: Arc<str>,
-    receipt: Receipt,
-}
-
-impl TurnView for ServiceView {
-    fn input_received(&mut self, message_id: &str) {
-        if let Some(reply) = self.receipt.lock().expect("not poisoned").take() {
-            let _ = reply.send(Ok(message_id.to_owned()));
-        }
-        self.hub.publish(Update::Status { session: self.session.clone(), running: true });
-    }
-
-    fn text(&mut self, _: &str) {}
-    fn retry_scheduled(&mut self, _: &RetryNotice) {}
-    fn retry_tick(&mut self, _: &RetryNotice, _: std::time::Duration) {}
-    fn retry_done(&mut self) {}
 }

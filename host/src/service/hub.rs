@@ -1,0 +1,38 @@
+//! What a worker reaches of its service, and how answers get back to who asked.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::types::{ServiceError, Setup, Update};
+use dsh_session::store::SessionStore;
+
+/// What a worker reaches of its service: the set-up, the store, the feed, the operator's notes,
+/// and the way to be forgotten once it ends.
+#[derive(Clone)]
+pub(super) struct Hub {
+    pub setup: Arc<Setup>,
+    pub store: SessionStore,
+    pub updates: mpsc::UnboundedSender<Update>,
+    pub notes: Arc<dyn Fn(&str) + Send + Sync>,
+    pub forget: Arc<Forget>,
+}
+
+/// How a worker that ended is forgotten: its session id and its pending count, which tells it
+/// from a newer worker of that session.
+pub(super) type Forget = dyn Fn(&str, &watch::Sender<usize>) + Send + Sync;
+
+impl Hub {
+    pub(super) fn publish(&self, update: Update) {
+        let _ = self.updates.send(update);
+    }
+
+    pub(super) fn note(&self, note: &str) {
+        (self.notes)(note);
+    }
+}
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T, ServiceError>>;
+
+/// The reply a prompt gets once its message is durably received.
+pub(super) type Receipt = Arc<Mutex<Option<Reply<String>>>>;
