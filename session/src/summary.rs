@@ -31,6 +31,30 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The summary as `session list --json` prints it (and the web API answers it).
+    pub fn json(&self) -> serde_json::Value {
+        let damage = self.damage.as_ref().map(|damage| {
+            let (kind, at) = match damage {
+                Damage::Torn { at, .. } => ("torn", at),
+                Damage::Corrupt { at, .. } => ("corrupt", at),
+            };
+            serde_json::json!({"kind": kind, "line": at.line, "byte": at.offset})
+        });
+        serde_json::json!({
+            "id": self.id,
+            "createdAt": self.created_at,
+            "turns": self.turns,
+            "lastEnd": self.last_end,
+            "damage": damage,
+            "writer": self.writer,
+            "profile": self.profile,
+            "firstPrompt": self.first_prompt,
+            "tokens": self.tokens.json(),
+        })
+    }
+}
+
+impl Summary {
     /// When the session was created, in epoch milliseconds (0 when the header does not say).
     pub fn created_ms(&self) -> f64 {
         self.created_at.as_f64().unwrap_or(0.0)

@@ -148,6 +148,7 @@ async fn open(globals: &Globals, home: &Home, target: Resolved) -> Result<Chat, 
         overrides: target.overrides.clone(),
         cwd: std::env::current_dir()?,
         verbose: globals.verbose(),
+        continued_as_recorded: false,
         v4_only: false,
         view: Box::new(|| Box::new(TerminalView::new(false))),
     };

@@ -187,14 +187,6 @@ fn damage_note(damage: &Damage) -> String {
     }
 }
 
-fn damage_json(damage: &Damage) -> serde_json::Value {
-    let (kind, at) = match damage {
-        Damage::Torn { at, .. } => ("torn", at),
-        Damage::Corrupt { at, .. } => ("corrupt", at),
-    };
-    json!({"kind": kind, "line": at.line, "byte": at.offset})
-}
-
 fn list(globals: &Globals, json: bool) -> Outcome {
     let store = SessionStore::for_home(globals.home()?.root())?;
     let summaries: Vec<summary::Summary> =
@@ -203,22 +195,7 @@ fn list(globals: &Globals, json: bool) -> Outcome {
             .map(|(s, _)| s)
             .collect();
     if json {
-        let value: Vec<_> = summaries
-            .iter()
-            .map(|s| {
-                json!({
-                    "id": s.id,
-                    "createdAt": s.created_at,
-                    "turns": s.turns,
-                    "lastEnd": s.last_end,
-                    "damage": s.damage.as_ref().map(damage_json),
-                    "writer": s.writer,
-                    "profile": s.profile,
-                    "firstPrompt": s.first_prompt,
-                    "tokens": s.tokens.json(),
-                })
-            })
-            .collect();
+        let value: Vec<_> = summaries.iter().map(summary::Summary::json).collect();
         out_raw!("{}", dsh_abi::js::to_string_pretty(&value))?;
         return Ok(());
     }

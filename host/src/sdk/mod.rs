@@ -140,6 +140,7 @@ impl Server {
             overrides,
             cwd: PathBuf::from(cwd),
             verbose: *verbose,
+            continued_as_recorded: false,
             v4_only: true,
             view: Box::new(|| Box::new(Silent)),
         };

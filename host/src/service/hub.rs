@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::types::{ServiceError, Setup, Update};
 use dsh_session::store::SessionStore;
@@ -14,6 +14,8 @@ pub(super) struct Hub {
     pub setup: Arc<Setup>,
     pub store: SessionStore,
     pub updates: mpsc::UnboundedSender<Update>,
+    /// The same updates, for followers of one session ([`super::Subscription`]).
+    pub followers: broadcast::Sender<Update>,
     pub notes: Arc<dyn Fn(&str) + Send + Sync>,
     pub forget: Arc<Forget>,
 }
@@ -24,6 +26,9 @@ pub(super) type Forget = dyn Fn(&str, &watch::Sender<usize>) + Send + Sync;
 
 impl Hub {
     pub(super) fn publish(&self, update: Update) {
+        if self.followers.receiver_count() > 0 {
+            let _ = self.followers.send(update.clone());
+        }
         let _ = self.updates.send(update);
     }
 

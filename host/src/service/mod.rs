@@ -10,6 +10,7 @@
 //! [`Agent::run_turn`]: crate::agent::turn::Agent::run_turn
 
 mod hub;
+mod subscription;
 mod swap;
 mod types;
 mod view;
@@ -27,6 +28,7 @@ use crate::context::{Services, SystemServices};
 use dsh_session::store::SessionStore;
 use hub::Hub;
 use types::Open;
+pub use subscription::{Seen, Subscription};
 pub use types::{ServiceError, Setup, Update, ViewFactory};
 use worker::{Command, Served};
 
@@ -57,7 +59,8 @@ impl SessionService {
                 }
             };
             let (setup, notes) = (Arc::new(setup), Arc::from(notes));
-            let hub = Hub { setup, store, updates, notes, forget: Arc::new(forget) };
+            let followers = tokio::sync::broadcast::Sender::new(FOLLOWER_BACKLOG);
+            let hub = Hub { setup, store, updates, followers, notes, forget: Arc::new(forget) };
             Inner { hub, sessions: Mutex::default(), shutting_down: Default::default() }
         });
         Ok((SessionService(inner), receiver))
@@ -116,6 +119,18 @@ impl SessionService {
         let (reply, answer) = oneshot::channel();
         self.send(id, Some(Open::Resume), Some(reply), Command::Resume)?;
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
+    }
+
+    /// Follows session `id` from the event after `after` (from its first when `None`): what its
+    /// log holds, then each event as it becomes durable, each once, and its status changes.
+    pub async fn subscribe(&self, id: &str, after: Option<u64>) -> Result<Subscription, ServiceError> {
+        check_id(id)?;
+        let live = self.0.hub.followers.subscribe();
+        let served = self.0.sessions.lock().expect("not poisoned").contains_key(id);
+        if !served && self.0.hub.store.session_by_id(id).ok().is_none_or(|log| log.id() != id) {
+            return Err(ServiceError::NotFound(id.to_owned()));
+        }
+        Subscription::start(id, self.0.hub.store.clone(), live, after).await
     }
 
     /// Waits until session `id` has no turn running or asked for.
@@ -201,6 +216,9 @@ impl SessionService {
         }
     }
 }
+
+/// How many updates a follower may fall behind the live feed before it reads them from the log.
+const FOLLOWER_BACKLOG: usize = 4096;
 
 /// A session id the service can hold: what [`dsh_session::locate::is_session_id`] allows.
 fn check_id(id: &str) -> Result<(), ServiceError> {

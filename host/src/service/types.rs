@@ -20,6 +20,9 @@ pub struct Setup {
     pub overrides: RunOverrides,
     pub cwd: PathBuf,
     pub verbose: bool,
+    /// A continued session runs with the profile, layers and route it recorded (the web server),
+    /// not the service's (the SDK's runtime, whose launch line names them).
+    pub continued_as_recorded: bool,
     /// Sessions must be v4 logs: the front end follows a turn by its `agent/inbox/spliced`.
     pub v4_only: bool,
     /// The view each session's turns are shown in (besides the service's feed).

@@ -18,6 +18,7 @@ use crate::agent::target::{resolve_for, Resolved};
 use crate::agent::turn::{Agent, HeaderReason, TurnEnd, UserInput};
 use dsh_session::format::Format;
 use dsh_session::log::{AppendError, NewEvent};
+use dsh_session::meta::RunOverrides;
 
 /// Something to do with a session's agent between its turns (it runs on the worker).
 pub(super) type Inspection = Box<dyn FnOnce(&Agent) + Send>;
@@ -334,7 +335,11 @@ impl Worker {
             }
         };
         let setup = &hub.setup;
-        let target = resolve_for(hub.store.clone(), existing, Some(&setup.profile), &setup.patches, &setup.overrides);
+        let target = if existing.is_some() && setup.continued_as_recorded {
+            resolve_for(hub.store.clone(), existing, None, &[], &RunOverrides::default())
+        } else {
+            resolve_for(hub.store.clone(), existing, Some(&setup.profile), &setup.patches, &setup.overrides)
+        };
         let target = target.map_err(ServiceError::failed)?;
         for note in &target.notes {
             hub.note(&format!("session {}: {note}", self.id));
