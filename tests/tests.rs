@@ -34,3 +34,4 @@ mod tools;
 mod torture;
 mod verify;
 mod waterfall;
+mod web;

@@ -16,6 +16,7 @@
 //! | [`agent`] | the agent row and its turns |
 //! | [`service`] | the sessions a long-running front end serves: workers, prompts, the durable-event feed |
 //! | [`sdk`] | the DeepSeek Harness SDK's JSON-RPC runtime protocol on stdio, over the service |
+//! | [`web`] | `dsh web`: the browser front end and its HTTP API, over the service |
 //! | [`cli`] | the `dsh` command line |
 
 pub mod agent;
@@ -33,6 +34,7 @@ pub mod sdk;
 pub mod service;
 pub mod tools;
 pub mod waterfall;
+pub mod web;
 
 pub use dsh_session::{one_line, NotFound};
 

@@ -8,6 +8,7 @@ pub mod process;
 pub mod sdk;
 pub mod terminal;
 pub mod turns;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

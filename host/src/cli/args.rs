@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::{chat, config, mock, plugin, profile, run, session};
+use super::{chat, config, mock, plugin, profile, run, session, web};
 
 /// `dsh --version`: the release and the plugin ABI version it loads.
 pub(crate) const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (plugin ABI ", env!("DSH_ABI_VERSION"), ")");
@@ -45,6 +45,9 @@ pub(crate) enum Command {
     /// An interactive session: one message per line, many turns on one log; plugin and layer
     /// changes take effect at the next turn.
     Chat(chat::ChatArgs),
+    /// The browser front end: chat, sessions and an HTTP API on 127.0.0.1:3080, the address
+    /// (with its token) printed.
+    Web(web::WebArgs),
     /// Install, remove, list and inspect plugin packages.
     Plugin(plugin::PluginArgs),
     /// List, create, copy and remove profiles.

@@ -33,14 +33,9 @@ pub fn hint(kind: ErrorKind, suggested: bool, words: &[String], grammar: &Gramma
     match task.as_slice() {
         [] if options.is_empty() => None,
         [] => Some(format!("dsh talks with the agent through a command: `{}`", shell_line("dsh chat", &options, ""))),
-        [web] if web.as_str() == "web" => Some(WEB.to_owned()),
         _ => Some(format!("dsh runs a task through a command: `{}`", shell_line("dsh run", &rest, ""))),
     }
 }
-
-/// What `dsh web` is told.
-const WEB: &str = "DeepSeek Harness's `web` browser front end is not in dsh yet; `dsh chat` talks with the \
-                   agent in the terminal";
 
 /// The options (with their values) and the words of the task.
 fn split_task<'w>(words: &[&'w String], grammar: &Grammar) -> (Vec<&'w String>, Vec<&'w String>) {
@@ -133,6 +128,5 @@ mod tests {
             hint_for(&["--profile", "headless", "job"]),
             "dsh runs a task through a command: `dsh run --profile headless job`"
         );
-        assert_eq!(hint_of(ErrorKind::InvalidSubcommand, &["web"]).unwrap(), WEB);
     }
 }

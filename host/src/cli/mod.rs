@@ -61,6 +61,7 @@ mod session;
 pub(crate) mod shown;
 mod tools;
 mod turns;
+mod web;
 
 use std::process::ExitCode;
 
@@ -100,6 +101,7 @@ pub fn main() -> ExitCode {
     let result = match command {
         Command::Run(args) => run::run(&globals, args),
         Command::Chat(args) => chat::run(&globals, args),
+        Command::Web(args) => web::run(&globals, args),
         Command::Plugin(args) => plugin::run(&globals, args),
         Command::Profile(args) => profile::run(&globals, args),
         Command::Config(args) => config::run(&globals, args),

@@ -27,8 +27,8 @@ use crate::agent::turn::{Agent, TurnEnd};
 use crate::context::{Services, SystemServices};
 use dsh_session::store::SessionStore;
 use hub::Hub;
-use types::Open;
 pub use subscription::{Seen, Subscription};
+use types::Open;
 pub use types::{ServiceError, Setup, Update, ViewFactory};
 use worker::{Command, Served};
 

@@ -1,0 +1,217 @@
+//! `dsh web` through the real binary and plain HTTP: the token and its cookie, another origin or
+//! a rebinding host name refused, a turn's events streamed once in log order to any number of
+//! watchers and resumed after `Last-Event-ID`, stop mid-wait, a session another process writes,
+//! and `kill -9` of the server mid-turn, then resume from a new one.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use dsh_e2e::turns::{route_patch, SECRET, TINY};
+use dsh_e2e::web::{event_type, Sent, WebServer};
+use dsh_e2e::{log_events, MockProcess, TestHome};
+use serde_json::Value;
+
+/// A v4 home whose `deepseek-official` route is a mock serving `script` with `policy`.
+fn web_home(script: &str, policy: &str) -> (TestHome, MockProcess, PathBuf) {
+    let home = TestHome::v4();
+    let mock = MockProcess::start(&home, script);
+    let patch = route_patch(&home, &mock, policy, "");
+    (home, mock, patch)
+}
+
+fn serve(home: &TestHome, patch: &Path, extra: &[&str]) -> WebServer {
+    let mut command = home.dsh();
+    command.env("DEEPSEEK_API_KEY", SECRET).args(["web", "--port", "0", "--no-open", "--patch"]).arg(patch);
+    command.args(extra);
+    WebServer::spawn(command)
+}
+
+fn new_session(web: &WebServer) -> String {
+    let created = web.api("POST", "/api/sessions", Some("{}"));
+    assert_eq!(created.status, 200, "{created:?}");
+    created.json()["id"].as_str().unwrap().to_owned()
+}
+
+fn prompt(web: &WebServer, session: &str, text: &str) -> Value {
+    let body = serde_json::json!({"text": text}).to_string();
+    let sent = web.api("POST", &format!("/api/sessions/{session}/prompt"), Some(&body));
+    assert_eq!(sent.status, 200, "{sent:?}");
+    sent.json()
+}
+
+fn log_of(home: &TestHome, session: &str) -> PathBuf {
+    home.path().join("sessions").join(session).join("session.v4.jsonl")
+}
+
+fn events_only(sent: &[Sent]) -> Vec<Value> {
+    sent.iter().filter(|s| s.event == "event").map(|s| serde_json::from_str(&s.data).unwrap()).collect()
+}
+
+#[test]
+fn the_printed_address_trades_its_token_for_a_strict_http_only_cookie_that_the_api_requires() {
+    let (home, _mock, patch) = web_home("- ok: hi\n", "");
+    let web = serve(&home, &patch, &[]);
+    let host = vec![("Host".to_owned(), web.address.clone())];
+    assert_eq!(web.request("GET", "/api/sessions", &host, None).status, 401);
+    assert_eq!(web.request("GET", "/", &host, None).status, 401);
+    assert_eq!(web.request("GET", "/?token=not-the-token", &host, None).status, 401);
+    let traded = web.request("GET", &format!("/?token={}", web.token), &host, None);
+    assert_eq!(traded.status, 303, "{traded:?}");
+    assert_eq!(traded.header("location"), Some("/"));
+    let cookie = traded.header("set-cookie").unwrap();
+    assert!(cookie.starts_with(&web.cookie()) && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let page = web.api("GET", "/", None);
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<script src=\"/app.js\""), "{page:?}");
+    assert!(page.header("content-security-policy").unwrap().contains("default-src 'none'"));
+    assert_eq!(web.api("GET", "/app.js", None).status, 200);
+    let listed = web.api("GET", "/api/sessions", None);
+    assert_eq!(listed.json()["sessions"], serde_json::json!([]));
+    let bearer =
+        vec![("Host".to_owned(), web.address.clone()), ("Authorization".to_owned(), format!("Bearer {}", web.token))];
+    assert_eq!(web.request("POST", "/api/sessions", &bearer, Some("{}")).status, 200, "a script needs no origin");
+    assert_eq!(web.stop(), Some(0));
+}
+
+#[test]
+fn a_page_on_another_origin_or_a_rebinding_host_can_neither_read_nor_start_anything() {
+    let (home, mock, patch) = web_home("- ok: hi\n", "");
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let with = |replace: &str, value: &str| {
+        let mut headers = web.page_headers();
+        headers.retain(|(name, _)| name != replace);
+        if !value.is_empty() {
+            headers.push((replace.to_owned(), value.to_owned()));
+        }
+        headers
+    };
+    let rebound = with("Host", &format!("attacker.example:{}", web.port()));
+    assert_eq!(web.request("GET", "/api/sessions", &rebound, None).status, 403, "DNS rebinding");
+    assert_eq!(web.request("GET", &format!("/api/sessions/{session}/events"), &rebound, None).status, 403);
+    let body = Some(r#"{"text":"run the tools"}"#);
+    let path = format!("/api/sessions/{session}/prompt");
+    for origin in ["http://attacker.example", "null", ""] {
+        let refused = web.request("POST", &path, &with("Origin", origin), body);
+        assert_eq!(refused.status, 403, "origin {origin:?}: {refused:?}");
+    }
+    let form = web.request("POST", "/api/sessions", &with("Origin", "http://attacker.example"), Some("text=x"));
+    assert_eq!(form.status, 403);
+    let no_cookie = with("Cookie", "");
+    assert_eq!(web.request("GET", "/api/sessions", &no_cookie, None).status, 401, "a cross-site page has no cookie");
+    let mut upgrade = with("Origin", "http://attacker.example");
+    upgrade.extend(
+        [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13")]
+            .map(|(name, value)| (name.to_owned(), value.to_owned())),
+    );
+    upgrade.push(("Sec-WebSocket-Key".into(), "dGhlIHNhbXBsZSBub25jZQ==".into()));
+    assert_eq!(web.status_only("GET", &format!("/api/sessions/{session}/events"), &upgrade), 403, "no WebSocket");
+    let read = web.request("GET", "/api/sessions", &with("Origin", "http://attacker.example"), None);
+    assert_eq!(read.status, 403, "a cross-origin read is refused");
+    assert_eq!(read.header("access-control-allow-origin"), None, "no CORS");
+    assert!(mock.request_bodies().is_empty(), "nothing reached the model");
+    assert!(!std::fs::read_to_string(log_of(&home, &session)).unwrap().contains("run the tools"));
+}
+
+#[test]
+fn a_turn_with_two_retries_reaches_two_watchers_once_each_in_log_order_and_a_reconnect_gets_the_rest() {
+    let (home, _mock, patch) = web_home("- status: 503\n- status: 429\n- ok: recovered\n", TINY);
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let (mut first, mut second) = (web.events(&session, None), web.events(&session, None));
+    let message = prompt(&web, &session, "hello");
+    let seen = first.until("turn/end");
+    assert_eq!(second.until("turn/end"), seen, "two tabs see the same stream");
+    let events = events_only(&seen);
+    assert_eq!(events, log_events(&log_of(&home, &session)), "the log's events, as written, each once");
+    let ids: Vec<u64> = seen.iter().filter_map(|sent| sent.id).collect();
+    assert!(ids.windows(2).all(|pair| pair[1] == pair[0] + 1) && ids[0] == 0, "ids are the seqs: {ids:?}");
+    assert_eq!(seen.iter().filter(|sent| event_type(sent) == "llm/retry").count(), 2);
+    assert_eq!(events[0]["data"]["inserted"][0]["id"], message["messageId"]);
+    let statuses: Vec<&str> = seen.iter().filter(|s| s.event == "status").map(|s| s.data.as_str()).collect();
+    assert_eq!(statuses, [r#"{"running":true}"#], "idle follows the turn's end");
+    assert_eq!(first.next_sent().unwrap().data, r#"{"running":false}"#);
+    let middle = ids[ids.len() / 2];
+    let rest = web.events(&session, Some(middle)).until("turn/end");
+    let rest_ids: Vec<u64> = rest.iter().filter_map(|sent| sent.id).collect();
+    assert_eq!(rest_ids, ids[ids.len() / 2 + 1..], "every event after the last one seen, once");
+    assert!(!seen.iter().any(|sent| sent.data.contains(SECRET)), "no secret reaches the page");
+}
+
+#[test]
+fn stop_during_a_retry_wait_ends_the_turn_aborted() {
+    let policy = "{mode: normal, backoff: {initialDelayMs: 30000, maxDelayMs: 30000, jitterRatio: 0}}";
+    let (home, _mock, patch) = web_home("- status: 503\n- ok: never\n", policy);
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let mut events = web.events(&session, None);
+    prompt(&web, &session, "hello");
+    events.until("llm/retry");
+    let cancelled = web.api("POST", &format!("/api/sessions/{session}/cancel"), Some("{}"));
+    assert_eq!(cancelled.json()["cancelled"], true);
+    let end = events_only(&events.until("turn/end")).pop().unwrap();
+    assert_eq!(end["data"]["reason"]["kind"], "aborted", "{end}");
+    home.run(&["session", "verify", &session]).expect_code(0);
+}
+
+#[test]
+fn a_session_another_process_writes_is_refused_busy_with_409() {
+    let (home, mock, patch) = web_home("- ok: hi\n", "");
+    home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("first").output().unwrap();
+    let session = home.run(&["session", "list", "--json"]).stdout;
+    let session: Value = serde_json::from_str(&session).unwrap();
+    let session = session[0]["id"].as_str().unwrap().to_owned();
+    let mut chat = home.dsh();
+    chat.env("DEEPSEEK_API_KEY", SECRET).args(["chat", "--session", &session]);
+    let mut chat = chat.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut said = std::io::BufReader::new(chat.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("chat in session") {
+        line.clear();
+        assert_ne!(std::io::BufRead::read_line(&mut said, &mut line).unwrap(), 0, "the chat never opened");
+    }
+    let web = serve(&home, &patch, &[]);
+    let body = Some(r#"{"text":"second"}"#);
+    let busy = web.api("POST", &format!("/api/sessions/{session}/prompt"), body);
+    assert_eq!(busy.status, 409, "{busy:?}");
+    assert!(busy.json()["error"].as_str().unwrap().contains("busy") || busy.body.contains("writ"), "{busy:?}");
+    drop(chat.stdin.take());
+    chat.wait().unwrap();
+    assert_eq!(web.api("POST", &format!("/api/sessions/{session}/prompt"), body).status, 200);
+    assert_eq!(mock.request_bodies().len(), 1, "only the first turn has run so far");
+}
+
+#[test]
+fn a_server_killed_mid_turn_leaves_a_session_a_new_server_resumes_and_continues() {
+    let (home, mock, patch) = web_home("- ok: held\n  hold: first\n- ok: second answer\n", "");
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let mut events = web.events(&session, None);
+    prompt(&web, &session, "hello");
+    events.until("request/header");
+    mock.wait_for_requests(1);
+    web.kill();
+    let web = serve(&home, &patch, &[]);
+    let resumed = web.api("POST", &format!("/api/sessions/{session}/resume"), Some("{}"));
+    assert_eq!(resumed.status, 200, "{resumed:?}");
+    let mut events = web.events(&session, None);
+    let before = events.until("turn/end");
+    let interrupted = events_only(&before).pop().unwrap();
+    assert_eq!(interrupted["data"]["reason"]["kind"], "interrupted", "{interrupted}");
+    mock.release("first");
+    prompt(&web, &session, "again");
+    let after = events_only(&events.until("turn/end"));
+    assert_eq!(after.last().unwrap()["data"]["reason"]["kind"], "completed");
+    home.run(&["session", "verify", &session]).expect_code(0);
+}
+
+#[test]
+fn beyond_loopback_a_token_must_be_given_and_a_weak_one_is_refused() {
+    let home = TestHome::v4();
+    home.run(&["web", "--listen", "0.0.0.0", "--port", "0", "--no-open"])
+        .expect_code(2)
+        .expect_stderr("give the token other machines will need with --token or --token-file");
+    home.run(&["web", "--token", "short", "--port", "0", "--no-open"])
+        .expect_code(2)
+        .expect_stderr("a token has at least 16 characters");
+}
