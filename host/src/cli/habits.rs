@@ -13,7 +13,7 @@ pub struct Grammar<'a> {
 
 /// The hint for a top-level usage error, when the words look like a DeepSeek Harness invocation:
 /// options and a task without a command (`dsh --profile X "task"`), options alone (its
-/// interactive session), `web`, or `--dump-config`. A word clap took for a mistyped command
+/// interactive session), or `--dump-config`. A word clap took for a mistyped command
 /// (`suggested`) gets none: clap's own tip names the command meant.
 pub fn hint(kind: ErrorKind, suggested: bool, words: &[String], grammar: &Grammar) -> Option<String> {
     if suggested
@@ -21,7 +21,8 @@ pub fn hint(kind: ErrorKind, suggested: bool, words: &[String], grammar: &Gramma
     {
         return None;
     }
-    if words.iter().any(|word| (grammar.is_command)(word)) {
+    let all: Vec<&String> = words.iter().collect();
+    if split_task(&all, grammar).1.iter().any(|word| (grammar.is_command)(word)) {
         return None;
     }
     let rest: Vec<&String> = words.iter().filter(|word| *word != "--dump-config").collect();
@@ -81,7 +82,8 @@ mod tests {
         list.iter().map(|word| (*word).to_owned()).collect()
     }
 
-    const GRAMMAR: Grammar = Grammar { is_command: &|word| word == "run", takes_value: &|word| word == "--profile" };
+    const GRAMMAR: Grammar =
+        Grammar { is_command: &|word| ["run", "web"].contains(&word), takes_value: &|word| word == "--profile" };
 
     fn hint_of(kind: ErrorKind, list: &[&str]) -> Option<String> {
         hint(kind, false, &words(list), &GRAMMAR)
@@ -119,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn options_alone_are_the_interactive_session_and_web_is_named() {
+    fn options_alone_are_the_interactive_session_even_with_a_profile_named_as_a_command() {
         assert_eq!(
             hint_for(&["--profile", "web"]),
             "dsh talks with the agent through a command: `dsh chat --profile web`"
@@ -128,5 +130,6 @@ mod tests {
             hint_for(&["--profile", "headless", "job"]),
             "dsh runs a task through a command: `dsh run --profile headless job`"
         );
+        assert_eq!(hint_of(ErrorKind::InvalidSubcommand, &["run", "--profile", "web"]), None);
     }
 }
