@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use super::config::apply_overrides;
+use crate::profile::patch::Composition;
+use crate::profile::{Home, LayerScope, Profile};
 use dsh_session::meta::RunOverrides;
 use dsh_session::store::{LogRef, SessionStore, StoreError};
 
@@ -11,7 +14,6 @@ pub const DEFAULT_PROFILE: &str = "web";
 
 /// The session to continue (when there is one), the profile that runs it and the extra layers it
 /// runs with.
-#[derive(Clone)]
 pub struct Resolved {
     /// Where the home keeps its sessions.
     pub store: SessionStore,
@@ -27,6 +29,17 @@ pub struct Resolved {
     pub as_recorded: bool,
     /// What differs from what the session recorded, for the user.
     pub notes: Vec<String>,
+}
+
+impl Resolved {
+    /// The profile composed with the layers as they are on disk now, its agent row set to the
+    /// overrides in effect and those asked for.
+    pub fn compose(&self, home: &Home) -> anyhow::Result<(Profile, Composition)> {
+        let profile = Profile::open(home, &self.profile)?;
+        let mut composition = profile.compose(home, &self.patches, LayerScope::All)?;
+        apply_overrides(&mut composition, &self.overrides, &self.typed);
+        Ok((profile, composition))
+    }
 }
 
 /// What a session runs with: the profile, layers and each override when asked for (noted when

@@ -161,10 +161,15 @@ async fn open(globals: &Globals, home: &Home, target: Resolved) -> Result<Chat, 
             }
             Err(Exit::reported(EXIT_CONFIG))
         }
-        Err(ServiceError::Failed(err)) => {
-            Err(Arc::try_unwrap(err).unwrap_or_else(|err| anyhow::anyhow!("{err:#}")).into())
-        }
-        Err(err) => Err(anyhow::Error::from(err).into()),
+        Err(err) => Err(service_exit(err)),
+    }
+}
+
+/// The exit a request the service refused ends the chat with: the code of the error's kind.
+fn service_exit(error: ServiceError) -> Exit {
+    match error {
+        ServiceError::Failed(err) => Exit::shared(&err),
+        err => anyhow::Error::from(err).into(),
     }
 }
 
@@ -177,7 +182,7 @@ async fn converse(chat: &Chat, home: &Home, source: &Source, input: &mut Input) 
             "" => continue,
             "/exit" | "/quit" => break,
             command if command.starts_with('/') => {
-                chat_command(chat, home, source, command).await.map_err(anyhow::Error::from)?;
+                chat_command(chat, home, source, command).await.map_err(service_exit)?;
                 continue;
             }
             _ => {}
@@ -227,7 +232,7 @@ async fn one_turn(chat: &Chat, line: String) -> Result<AfterTurn, Exit> {
             say!("dsh: {refused}; the message was skipped");
             return Ok(AfterTurn::Failed);
         }
-        end => end.map_err(anyhow::Error::from)?,
+        end => end.map_err(service_exit)?,
     };
     if let Some(summary) = turn_summary(&end) {
         say!("{summary}");
@@ -236,7 +241,7 @@ async fn one_turn(chat: &Chat, line: String) -> Result<AfterTurn, Exit> {
         .service
         .inspect(&chat.id, |agent| (turn_tokens(agent), agent.view.output_gone()))
         .await
-        .map_err(anyhow::Error::from)?;
+        .map_err(service_exit)?;
     if let Some(tokens) = tokens {
         say!("{tokens}");
     }

@@ -71,6 +71,11 @@ impl Exit {
         Exit { code, error: None }
     }
 
+    /// An error others hold too: its code is its kind's, its text is printed.
+    pub fn shared(error: &anyhow::Error) -> Exit {
+        Exit { code: exit_code_of(error), error: Some(anyhow::anyhow!("{error:#}")) }
+    }
+
     /// `Ok(())` when `success`, else the already reported `code`.
     pub fn unless(success: bool, code: u8) -> Outcome {
         if success {

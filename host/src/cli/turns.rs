@@ -8,20 +8,17 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::globals::compose;
 use super::globals::Globals;
 use super::live;
 use super::shown::neutralised;
 use super::EXIT_CONFIG;
-use crate::agent::config::apply_overrides;
 use crate::agent::session::{self, Opening, StartError};
 pub(crate) use crate::agent::target::{resolve_for, Resolved, DEFAULT_PROFILE};
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::agent::view::{RetryNotice, TurnView};
 use crate::agent::Cancel;
 use crate::llm::openai::ToolCall;
-use crate::profile::patch::Composition;
-use crate::profile::{Home, LayerScope, Profile};
+use crate::profile::Home;
 use crate::tools::ToolOutcome;
 use dsh_session::meta::RunOverrides;
 use dsh_session::repair::Repair;
@@ -398,9 +395,12 @@ pub(crate) fn resolved(resolved: Resolved) -> Resolved {
 /// run (its problems are printed).
 pub(crate) async fn start(globals: &Globals, home: &Home, target: &Resolved, json: bool) -> Result<Agent, Exit> {
     let new_home = !home.root().exists();
-    let Resolved { store, existing, profile, patches, overrides, typed, as_recorded, .. } = target;
+    let Resolved { store, existing, patches, overrides, as_recorded, .. } = target;
     let lock = existing.as_ref().map(|log| log.lock(store.local_folder())).transpose()?;
-    let (profile, composition) = compose_with(home, profile, patches, (overrides, typed))?;
+    let (profile, composition) = target.compose(home)?;
+    for warning in &composition.warnings {
+        say!("dsh: {warning}");
+    }
     let opening = match (existing, lock) {
         (Some(log), Some(lock)) => Opening::Existing { log, lock, keep_route: *as_recorded },
         _ => Opening::New { store, patches, overrides, id: None, cwd: None },
@@ -444,19 +444,6 @@ pub(crate) fn say_home_created(home: &Home) {
         home.root().display(),
         crate::profile::HOME_ENV
     );
-}
-
-/// Composes `profile` with `patches`, then sets what the overrides give on its agent row (the
-/// ones in effect, and those typed now).
-pub(crate) fn compose_with(
-    home: &Home,
-    profile: &str,
-    patches: &[PathBuf],
-    (overrides, typed): (&RunOverrides, &RunOverrides),
-) -> Result<(Profile, Composition), Exit> {
-    let (profile, mut composition) = compose(home, profile, patches, LayerScope::All)?;
-    apply_overrides(&mut composition, overrides, typed);
-    Ok((profile, composition))
 }
 
 /// The tokens of the turn that just ended, where its provider reported them.

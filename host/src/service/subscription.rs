@@ -57,7 +57,12 @@ impl Subscription {
             match self.live.recv().await {
                 Ok(Update::Event { session, line }) if session == self.session => {
                     let Some(seq) = seq_of(&line) else { continue };
-                    if self.is_new(seq) {
+                    if self.follows_a_gap(seq) {
+                        if let Err(err) = self.read_log().await {
+                            return Some(Err(err));
+                        }
+                        self.backlog.push_back((seq, line));
+                    } else if self.is_new(seq) {
                         return Some(Ok(self.hand_out(seq, line)));
                     }
                 }
@@ -72,6 +77,15 @@ impl Subscription {
                 }
                 Err(RecvError::Closed) => return None,
             }
+        }
+    }
+
+    /// Whether events before `seq` were written without reaching the live feed (while the
+    /// session was being opened, or before this follower had its log): they are in the log.
+    fn follows_a_gap(&self, seq: u64) -> bool {
+        match self.last {
+            Some(last) => seq > last + 1,
+            None => seq > 0,
         }
     }
 

@@ -6,11 +6,10 @@
 use serde_json::Value;
 
 use crate::agent::assembly::Assembly;
-use crate::agent::config::apply_overrides;
 use crate::agent::target::Resolved;
 use crate::agent::turn::Agent;
 use crate::profile::patch::Composition;
-use crate::profile::{Home, LayerScope, Profile};
+use crate::profile::{Home, Profile};
 
 /// What a profile composed to, as far as running it is concerned: the rows and the installed
 /// packages (a reinstalled library changes the manifest, not the rows).
@@ -27,15 +26,6 @@ impl Snapshot {
     }
 }
 
-/// `target`'s profile composed with its layers as they are on disk now, its agent row set to the
-/// overrides in effect and those asked for.
-pub(super) fn compose_now(home: &Home, target: &Resolved) -> anyhow::Result<(Profile, Composition)> {
-    let profile = Profile::open(home, &target.profile)?;
-    let mut composition = profile.compose(home, &target.patches, LayerScope::All)?;
-    apply_overrides(&mut composition, &target.overrides, &target.typed);
-    Ok((profile, composition))
-}
-
 /// Re-reads `target`'s profile; when it changed, rebuilds the agent's rows and notes what
 /// changed. A profile that no longer composes or builds keeps the rows the session had, and
 /// says why.
@@ -47,7 +37,7 @@ pub(super) async fn swap_if_changed(
     current: &mut Snapshot,
 ) {
     let profile_name = &target.profile;
-    let (profile, composition) = match compose_now(home, target) {
+    let (profile, composition) = match target.compose(home) {
         Ok(composed) => composed,
         Err(err) => {
             return note(&format!("profile {profile_name} no longer composes ({err:#}); keeping its previous rows"));

@@ -166,10 +166,10 @@ impl Worker {
         }
     }
 
-    async fn serve(&self, session: &mut Session, command: Command) -> Result<(), AppendError> {
+    async fn serve(&self, session: &mut Session, command: Command) -> Result<(), ServiceError> {
         match command {
             Command::Prompt { text, reply, ended } => self.prompt(session, text, reply, ended).await,
-            Command::Resume => self.resume(session).await,
+            Command::Resume => self.resume(session).await.map_err(ServiceError::failed),
             Command::WorkingDirectory { path, reply } => {
                 let _ = reply.send(self.working_directory(session, path));
                 Ok(())
@@ -187,7 +187,7 @@ impl Worker {
         text: String,
         reply: Reply<String>,
         ended: Option<Reply<TurnEnd>>,
-    ) -> Result<(), AppendError> {
+    ) -> Result<(), ServiceError> {
         self.swap_if_changed(session).await;
         let agent = &mut session.agent;
         let input = UserInput { id: agent.services.new_id(), text, source: json!({"kind": "user"}) };
@@ -206,7 +206,10 @@ impl Worker {
         self.hub.publish(Update::Status { session: self.id.clone(), running: false });
         let (end, failed) = match end {
             Ok(end) => (Ok(end), Ok(())),
-            Err(err) => (Err(ServiceError::failed_with(err.to_string())), Err(err)),
+            Err(err) => {
+                let failed = ServiceError::failed(err);
+                (Err(failed.clone()), Err(failed))
+            }
         };
         if let Some(ended) = ended {
             let _ = ended.send(end);
@@ -280,7 +283,7 @@ impl Worker {
             require_v4(&self.id, &target)?;
         }
         let setup = &self.hub.setup;
-        let (profile, composition) = swap::compose_now(&setup.home, &target).map_err(ServiceError::failed)?;
+        let (profile, composition) = target.compose(&setup.home).map_err(ServiceError::failed)?;
         for warning in &composition.warnings {
             self.hub.note(&warning.to_string());
         }
