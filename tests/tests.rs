@@ -3,6 +3,7 @@
 
 mod abi_growth;
 mod architecture;
+mod browser;
 mod budget;
 mod concurrency;
 mod config_matrix;

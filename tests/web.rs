@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use dsh_e2e::turns::{route_patch, SECRET, TINY};
 use dsh_e2e::web::{event_type, Sent, WebServer};
-use dsh_e2e::{log_events, MockProcess, TestHome};
+use dsh_e2e::{log_events, wait_until, MockProcess, PostgresServer, TestHome};
 use serde_json::Value;
 
 /// A v4 home whose `deepseek-official` route is a mock serving `script` with `policy`.
@@ -129,7 +129,13 @@ fn a_turn_with_two_retries_reaches_two_watchers_once_each_in_log_order_and_a_rec
     assert_eq!(seen.iter().filter(|sent| event_type(sent) == "llm/retry").count(), 2);
     assert_eq!(events[0]["data"]["inserted"][0]["id"], message["messageId"]);
     let statuses: Vec<&str> = seen.iter().filter(|s| s.event == "status").map(|s| s.data.as_str()).collect();
-    assert_eq!(statuses, [r#"{"running":true}"#], "idle follows the turn's end");
+    assert_eq!(statuses, [r#"{"running":false}"#, r#"{"running":true}"#], "idle when the stream opened, then running");
+    let streamed: String = seen
+        .iter()
+        .filter(|sent| sent.event == "text")
+        .map(|sent| serde_json::from_str::<Value>(&sent.data).unwrap()["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(streamed, "recovered", "the answer streamed before it was logged");
     assert_eq!(first.next_sent().unwrap().data, r#"{"running":false}"#);
     let middle = ids[ids.len() / 2];
     let rest = web.events(&session, Some(middle)).until("turn/end");
@@ -214,4 +220,58 @@ fn beyond_loopback_a_token_must_be_given_and_a_weak_one_is_refused() {
     home.run(&["web", "--token", "short", "--port", "0", "--no-open"])
         .expect_code(2)
         .expect_stderr("a token has at least 16 characters");
+}
+
+/// Waits until no process writes session `session` (its writer lock is free), as `web` sees it.
+fn until_released(web: &WebServer, session: &str) {
+    let released = wait_until(std::time::Duration::from_secs(60), || {
+        web.api("GET", &format!("/api/sessions/{session}"), None).json()["writer"].is_null()
+    });
+    assert!(released, "session {session} was never released");
+}
+
+#[test]
+fn two_servers_on_one_postgres_store_share_a_session_live_one_writer_at_a_time() {
+    let postgres = PostgresServer::start();
+    let url = postgres.url("postgres");
+    let script = "- ok: first\n- ok: second\n  hold: second\n- ok: third\n- ok: fourth\n  hold: fourth\n- ok: fifth\n";
+    let (home_a, mock, patch) = web_home(script, TINY);
+    let home_b = TestHome::v4();
+    postgres.use_in(&home_a, &url);
+    postgres.use_in(&home_b, &url);
+    let a = serve(&home_a, &patch, &["--keep-open", "0"]);
+    let b = serve(&home_b, &patch, &["--keep-open", "0"]);
+    let session = new_session(&a);
+    prompt(&a, &session, "one");
+    let listed = b.api("GET", "/api/sessions", None).json();
+    assert_eq!(listed["sessions"][0]["id"], session.as_str(), "{listed}");
+    let mut watched = b.events(&session, None);
+    watched.until("turn/end");
+    prompt(&a, &session, "two");
+    let live = watched.until("user/message");
+    assert!(live.iter().any(|sent| sent.data.contains("\"two\"")), "B watches A's turn live: {live:?}");
+    let busy = b.api("POST", &format!("/api/sessions/{session}/prompt"), Some(r#"{"text":"three"}"#));
+    assert_eq!(busy.status, 409, "one writer at a time: {busy:?}");
+    mock.release("second");
+    watched.until("turn/end");
+    until_released(&b, &session);
+    prompt(&b, &session, "three");
+    watched.until("turn/end");
+    until_released(&a, &session);
+    prompt(&b, &session, "four");
+    mock.wait_for_requests(4);
+    b.kill();
+    until_released(&a, &session);
+    let resumed = a.api("POST", &format!("/api/sessions/{session}/resume"), Some("{}"));
+    assert_eq!(resumed.status, 200, "{resumed:?}");
+    prompt(&a, &session, "five");
+    let mut events = a.events(&session, None);
+    let ends: Vec<String> = std::iter::from_fn(|| events.next_sent())
+        .filter(|sent| event_type(sent) == "turn/end")
+        .map(|sent| serde_json::from_str::<Value>(&sent.data).unwrap()["data"]["reason"]["kind"].to_string())
+        .take(5)
+        .collect();
+    assert_eq!(ends, ["\"completed\"", "\"completed\"", "\"completed\"", "\"interrupted\"", "\"completed\""]);
+    mock.release("fourth");
+    home_a.run(&["session", "verify", &session]).expect_code(0);
 }

@@ -52,6 +52,7 @@ pub mod store;
 pub mod structure;
 pub mod summary;
 pub mod timeline;
+pub mod trajectory;
 pub mod usage;
 pub mod verify;
 pub mod vocabulary;

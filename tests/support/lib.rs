@@ -2,6 +2,7 @@
 //! locates the `dsh` binary and the plugin libraries, builds the layout-mismatch fixture, and
 //! gives each test a throw-away `$DSH_HOME`.
 
+pub mod browser;
 pub mod fuzz;
 pub mod logs;
 pub mod process;

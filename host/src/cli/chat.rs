@@ -150,6 +150,7 @@ async fn open(globals: &Globals, home: &Home, target: Resolved) -> Result<Chat, 
         verbose: globals.verbose(),
         continued_as_recorded: false,
         v4_only: false,
+        keep_open: None,
         view: Box::new(|| Box::new(TerminalView::new(false))),
     };
     let (service, _) = SessionService::new(setup, Box::new(|note| say!("dsh: {note}")))?;

@@ -17,7 +17,7 @@ use crate::migration;
 use crate::plugin::inspect::{self, InspectError, ManifestInfo};
 use crate::plugin::{install, listing};
 use crate::problem::Problem;
-use crate::profile::{Home, LayerScope, Profile};
+use crate::profile::{toggle, Home, LayerScope, Profile};
 use crate::NotFound;
 
 #[derive(Debug, Args)]
@@ -59,6 +59,26 @@ enum PluginCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Turn a row of the profile back on: a marked `disabled: false` entry at the end of the
+    /// profile's cordis.patch.yml (replacing an earlier enable or disable of that row).
+    Enable {
+        /// The row id, as `config dump` shows it.
+        #[arg(value_name = "ROW")]
+        row: String,
+        /// Print `{profile, row, disabled, layer}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Turn a row of the profile off: a marked `disabled: true` entry at the end of the
+    /// profile's cordis.patch.yml (replacing an earlier enable or disable of that row).
+    Disable {
+        /// The row id, as `config dump` shows it.
+        #[arg(value_name = "ROW")]
+        row: String,
+        /// Print `{profile, row, disabled, layer}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a new plugin crate: a working executor with unit tests, a bundle layer that places
     /// its row before llm-retry, and this dsh's interface vendored, so it builds anywhere.
     New {
@@ -96,7 +116,33 @@ pub fn run(globals: &Globals, args: PluginArgs) -> Outcome {
         PluginCommand::Remove { names, json } => remove(globals, &args.profile, &names, json),
         PluginCommand::List { json } => list(globals, &args.profile, json),
         PluginCommand::New { name, dir, json } => new_crate(&name, dir, json),
+        PluginCommand::Enable { row, json } => toggle(globals, &args.profile, &row, false, json),
+        PluginCommand::Disable { row, json } => toggle(globals, &args.profile, &row, true, json),
     }
+}
+
+/// Sets row `row` of the profile disabled (or enabled) in its own patch layer.
+fn toggle(globals: &Globals, profile_name: &str, row: &str, disabled: bool, json: bool) -> Outcome {
+    let home = globals.home()?;
+    let _lock = lock_profile(&home, profile_name)?;
+    let profile = Profile::existing(&home, profile_name)?;
+    let composition = profile.compose(&home, &[], LayerScope::All)?;
+    let ids: Vec<&str> = composition.rows.iter().filter_map(|row| row.get("id")?.as_str()).collect();
+    if !ids.contains(&row) {
+        say!("dsh: profile {} has no row {row:?}; its rows: {}", profile.name, ids.join(", "));
+        return Err(Exit::reported(EXIT_NOT_FOUND));
+    }
+    let layer = profile.dir.join("cordis.patch.yml");
+    toggle::set_disabled(&layer, row, disabled)?;
+    if json {
+        let layer = home.display(&layer);
+        out!("{}", json!({"profile": profile.name, "row": row, "disabled": disabled, "layer": layer}))?;
+        return Ok(());
+    }
+    let done = if disabled { "disabled" } else { "enabled" };
+    out!("{done} row {row} of profile {} ({})", profile.name, home.display(&layer))?;
+    out!("{}", applies_when(&profile.name))?;
+    Ok(())
 }
 
 fn new_crate(name: &str, dir: Option<PathBuf>, json: bool) -> Outcome {
@@ -120,7 +166,7 @@ fn dsh_executable() -> anyhow::Result<PathBuf> {
 /// What the profile's long-running hosts do with a change: `dsh chat` picks it up at its next turn.
 fn applies_when(profile: &str) -> String {
     format!(
-        "dsh chat sessions of profile {profile} pick this up at their next turn; dsh run uses it from the next run."
+        "dsh chat and dsh web sessions of profile {profile} pick this up at their next turn; dsh run uses it from the next run."
     )
 }
 

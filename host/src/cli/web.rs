@@ -1,4 +1,4 @@
-//! `dsh web [--profile P] [--listen ADDR] [--port N] [--no-open]`: the browser front end
+//! `dsh web [--profile P] [--listen ADDR] [--port N] [--no-open] [--keep-open SECONDS]`: the browser front end
 //! ([`crate::web`]) on the session service. It prints the page's address, token included, on
 //! stdout; SIGTERM, SIGHUP or Ctrl-C stop it: the running turns are cancelled and closed in their
 //! logs, and dsh exits 0.
@@ -10,12 +10,14 @@ use std::path::PathBuf;
 use clap::Args;
 use tokio::sync::watch;
 
-use super::exit::{Exit, Outcome, EXIT_USAGE};
+use super::exit::{Exit, Outcome, EXIT_BUSY, EXIT_CONFIG, EXIT_DAMAGED, EXIT_NOT_FOUND, EXIT_STORE, EXIT_USAGE};
 use super::globals::{runtime, Globals};
-use super::turns::StopSignals;
+use super::turns::{exit_code_now, StopSignals};
 use crate::agent::view::Silent;
 use crate::service::{SessionService, Setup};
+use crate::web::runner::Commands;
 use crate::web::{self, Guard, Web, TOKEN_PARAMETER};
+use axum::http::StatusCode;
 use dsh_session::meta::RunOverrides;
 use dsh_session::store::SessionStore;
 
@@ -45,7 +47,14 @@ pub struct WebArgs {
     /// A host name the server may be reached as, besides its address (repeatable).
     #[arg(long = "allow-host", value_name = "NAME")]
     allow_hosts: Vec<String>,
+    /// How long a session stays open here after its last request (its MCP servers running, its
+    /// writer lock held), so another dsh web or dsh chat can continue it after that.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_KEEP_OPEN_SECONDS)]
+    keep_open: u64,
 }
+
+/// [`WebArgs::keep_open`]'s default.
+const DEFAULT_KEEP_OPEN_SECONDS: u64 = 300;
 
 /// The shortest token `--token` and `--token-file` may give.
 const MIN_TOKEN_CHARS: usize = 16;
@@ -54,6 +63,7 @@ pub fn run(globals: &Globals, args: WebArgs) -> Outcome {
     let home = globals.home()?;
     let token = token(&args)?;
     let store = SessionStore::for_home(home.root())?;
+    let home_root = home.root().to_path_buf();
     let setup = Setup {
         home,
         profile: args.profile.clone(),
@@ -63,6 +73,7 @@ pub fn run(globals: &Globals, args: WebArgs) -> Outcome {
         verbose: globals.verbose(),
         continued_as_recorded: true,
         v4_only: false,
+        keep_open: Some(std::time::Duration::from_secs(args.keep_open)),
         view: Box::new(|| Box::new(Silent)),
     };
     runtime()?.block_on(async {
@@ -74,19 +85,45 @@ pub fn run(globals: &Globals, args: WebArgs) -> Outcome {
         let (service, _) = SessionService::new(setup, Box::new(|note| say!("dsh: {note}")))?;
         let (stop, stopping) = watch::channel(false);
         let (profile, patches) = (args.profile.clone(), args.patches.clone());
-        let web = Web { service: service.clone(), store, profile, patches, stopping };
+        let commands = Commands { dsh: std::env::current_exe()?, home: home_root, status_of: http_status };
+        let trajectories = Default::default();
+        let web = Web { service: service.clone(), store, profile, patches, stopping, trajectories, commands };
         let guard = Guard::new(token.clone(), port, &host_names(args.listen, &args.allow_hosts));
         let url = format!("http://{}/?{TOKEN_PARAMETER}={token}", SocketAddr::new(shown_ip(args.listen), port));
         announce(&url, !args.no_open)?;
-        let mut signals = StopSignals::new()?;
-        let stopped = async move {
-            signals.next().await;
-            let _ = stop.send(true);
-        };
+        let stopped = stop_on_signals(StopSignals::new()?, stop, service.clone());
         web::serve(listener, web::router(web, guard), stopped).await?;
         service.shutdown().await;
         Ok(())
     })
+}
+
+/// Resolves at the first stop signal, once the event streams are told to end and the service
+/// to stop (running turns cancelled and closed in their logs, queued prompts refused), so the
+/// requests still open get their answers; a second signal exits at once.
+async fn stop_on_signals(mut signals: StopSignals, stop: watch::Sender<bool>, service: SessionService) {
+    if signals.next().await.is_none() {
+        return std::future::pending().await;
+    }
+    let _ = stop.send(true);
+    tokio::spawn(async move { service.shutdown().await });
+    tokio::spawn(async move {
+        if signals.next().await.is_some() {
+            std::process::exit(i32::from(exit_code_now()));
+        }
+    });
+}
+
+/// The HTTP status of a `dsh` command the page ran that exited with `code`.
+fn http_status(code: i32) -> StatusCode {
+    match u8::try_from(code) {
+        Ok(EXIT_USAGE) => StatusCode::BAD_REQUEST,
+        Ok(EXIT_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Ok(EXIT_CONFIG | EXIT_DAMAGED) => StatusCode::UNPROCESSABLE_ENTITY,
+        Ok(EXIT_BUSY) => StatusCode::CONFLICT,
+        Ok(EXIT_STORE) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 /// The token: given, read from its file, or a new random one.

@@ -5,6 +5,7 @@
 
 pub mod manage;
 pub mod patch;
+pub mod toggle;
 pub mod yaml;
 
 use std::collections::BTreeMap;

@@ -142,6 +142,7 @@ impl Server {
             verbose: *verbose,
             continued_as_recorded: false,
             v4_only: true,
+            keep_open: None,
             view: Box::new(|| Box::new(Silent)),
         };
         let notes = Arc::clone(notes);
@@ -246,6 +247,7 @@ async fn forward(mut updates: mpsc::UnboundedReceiver<Update>, lines: mpsc::Unbo
         let line = match update {
             Update::Event { session, line } => wire::session_event(&session, &line),
             Update::Status { session, running } => Some(wire::session_status(&session, running)),
+            Update::Text { .. } | Update::AttemptEnded { .. } => None,
         };
         if line.is_some_and(|line| lines.send(line).is_err()) {
             return;

@@ -10,6 +10,7 @@
 //! [`Agent::run_turn`]: crate::agent::turn::Agent::run_turn
 
 mod hub;
+mod live;
 mod subscription;
 mod swap;
 mod types;
@@ -39,7 +40,8 @@ pub struct SessionService(Arc<Inner>);
 struct Inner {
     hub: Hub,
     sessions: Mutex<HashMap<String, Served>>,
-    shutting_down: std::sync::atomic::AtomicBool,
+    /// Becomes `true` once a shutdown has seen every worker end.
+    stopped: watch::Sender<bool>,
 }
 
 impl SessionService {
@@ -59,9 +61,10 @@ impl SessionService {
                 }
             };
             let (setup, notes) = (Arc::new(setup), Arc::from(notes));
-            let followers = tokio::sync::broadcast::Sender::new(FOLLOWER_BACKLOG);
-            let hub = Hub { setup, store, updates, followers, notes, forget: Arc::new(forget) };
-            Inner { hub, sessions: Mutex::default(), shutting_down: Default::default() }
+            let live = Arc::default();
+            let (forget, shutting_down) = (Arc::new(forget), Arc::default());
+            let hub = Hub { setup, store, updates, live, notes, forget, shutting_down };
+            Inner { hub, sessions: Mutex::default(), stopped: watch::Sender::new(false) }
         });
         Ok((SessionService(inner), receiver))
     }
@@ -125,12 +128,15 @@ impl SessionService {
     /// log holds, then each event as it becomes durable, each once, and its status changes.
     pub async fn subscribe(&self, id: &str, after: Option<u64>) -> Result<Subscription, ServiceError> {
         check_id(id)?;
-        let live = self.0.hub.followers.subscribe();
         let served = self.0.sessions.lock().expect("not poisoned").contains_key(id);
         if !served && self.0.hub.store.session_by_id(id).ok().is_none_or(|log| log.id() != id) {
             return Err(ServiceError::NotFound(id.to_owned()));
         }
-        Subscription::start(id, self.0.hub.store.clone(), live, after).await
+        let (inner, session) = (Arc::downgrade(&self.0), id.to_owned());
+        let served = Box::new(move || {
+            inner.upgrade().is_some_and(|inner| inner.sessions.lock().expect("not poisoned").contains_key(&session))
+        });
+        Subscription::start(id, self.0.hub.store.clone(), (self.0.hub.live.clone(), served), after).await
     }
 
     /// Waits until session `id` has no turn running or asked for.
@@ -162,10 +168,13 @@ impl SessionService {
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
     }
 
-    /// Refuses every new request, cancels the running turns (each is closed in its log) and waits
-    /// for every worker to end.
+    /// Refuses every new request and those still queued, cancels the running turns (each is
+    /// closed in its log) and waits for every worker to end (a second call waits for the first).
     pub async fn shutdown(&self) {
-        self.0.shutting_down.store(true, std::sync::atomic::Ordering::SeqCst);
+        if self.0.hub.shutting_down.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let _ = self.0.stopped.subscribe().wait_for(|stopped| *stopped).await;
+            return;
+        }
         let served: Vec<Served> = self.0.sessions.lock().expect("not poisoned").drain().map(|(_, s)| s).collect();
         for session in &served {
             session.cancel_running();
@@ -173,6 +182,7 @@ impl SessionService {
         for session in served {
             session.finished().await;
         }
+        self.0.stopped.send_replace(true);
     }
 
     fn served<T>(&self, id: &str, with: impl FnOnce(&Served) -> T) -> Result<T, ServiceError> {
@@ -189,7 +199,7 @@ impl SessionService {
         opened: Option<oneshot::Sender<Result<(), ServiceError>>>,
         command: Command,
     ) -> Result<(), ServiceError> {
-        if self.0.shutting_down.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.0.hub.is_shutting_down() {
             return Err(ServiceError::ShuttingDown);
         }
         check_id(id)?;
@@ -213,12 +223,10 @@ impl SessionService {
         let mut sessions = self.0.sessions.lock().expect("not poisoned");
         if sessions.get(id).is_some_and(|served| served.pending.same_channel(worker)) {
             sessions.remove(id);
+            self.0.hub.live.forget(id);
         }
     }
 }
-
-/// How many updates a follower may fall behind the live feed before it reads them from the log.
-const FOLLOWER_BACKLOG: usize = 4096;
 
 /// A session id the service can hold: what [`dsh_session::locate::is_session_id`] allows.
 fn check_id(id: &str) -> Result<(), ServiceError> {

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::watch;
+
 use crate::agent::target::Resolved;
 use crate::agent::view::TurnView;
 use crate::agent::Cancel;
@@ -25,6 +27,10 @@ pub struct Setup {
     pub continued_as_recorded: bool,
     /// Sessions must be v4 logs: the front end follows a turn by its `agent/inbox/spliced`.
     pub v4_only: bool,
+    /// How long a session stays open after its last request (its MCP servers running, its
+    /// writer lock held) before it is closed, so another process can continue it; `None`: until
+    /// the service stops.
+    pub keep_open: Option<std::time::Duration>,
     /// The view each session's turns are shown in (besides the service's feed).
     pub view: ViewFactory,
 }
@@ -39,6 +45,19 @@ pub enum Update {
     Event { session: Arc<str>, line: String },
     /// `session` started a turn (`running`) or has none left to run (`idle`).
     Status { session: Arc<str>, running: bool },
+    /// Text the running attempt of `session` streamed (not durable: an attempt that fails
+    /// takes it back).
+    Text { session: Arc<str>, delta: String },
+    /// The running attempt of `session` ended: its text is the answer (`completed`), or is not.
+    AttemptEnded { session: Arc<str>, completed: bool },
+}
+
+impl Update {
+    /// Whether the update is part of the log's story (an event or a status), which every front
+    /// end hears; the others only followers of a session do.
+    pub fn is_durable_story(&self) -> bool {
+        matches!(self, Update::Event { .. } | Update::Status { .. })
+    }
 }
 
 /// Why a request to the service failed; the messages are DeepSeek Harness 0.2's where it has one.
@@ -83,23 +102,51 @@ pub enum Open {
     Resolved(Box<Resolved>),
 }
 
-/// The per-turn cancellation of a served session: the running turn's, while one runs.
+/// The per-turn cancellation of a served session: the running turn's, while one runs, and a
+/// stop asked for while a turn was handed over but not yet started (it starts cancelled).
 #[derive(Clone, Default)]
-pub struct Running(Arc<Mutex<Option<Cancel>>>);
+pub struct Running(Arc<Mutex<Turn>>);
+
+#[derive(Default)]
+struct Turn {
+    cancel: Option<Cancel>,
+    stop_asked: bool,
+}
 
 impl Running {
+    /// The cancellation of a turn that starts now (already cancelled when a stop was asked).
     pub fn start(&self) -> Cancel {
         let cancel = Cancel::default();
-        *self.0.lock().expect("not poisoned") = Some(cancel.clone());
+        let mut turn = self.0.lock().expect("not poisoned");
+        if std::mem::take(&mut turn.stop_asked) {
+            cancel.cancel();
+        }
+        turn.cancel = Some(cancel.clone());
         cancel
     }
 
     pub fn end(&self) {
-        *self.0.lock().expect("not poisoned") = None;
+        self.0.lock().expect("not poisoned").cancel = None;
     }
 
-    pub fn cancel(&self) -> bool {
-        let running = self.0.lock().expect("not poisoned");
-        running.as_ref().inspect(|cancel| cancel.cancel()).is_some()
+    /// Cancels the running turn; with none running but commands `pending`, the next turn to
+    /// start. `false`: nothing was running or asked for.
+    pub fn cancel(&self, pending: &watch::Sender<usize>) -> bool {
+        let mut turn = self.0.lock().expect("not poisoned");
+        if let Some(cancel) = &turn.cancel {
+            cancel.cancel();
+            return true;
+        }
+        turn.stop_asked = *pending.borrow() > 0;
+        turn.stop_asked
+    }
+
+    /// Counts a command done; a stop asked for lapses once nothing is pending.
+    pub fn command_done(&self, pending: &watch::Sender<usize>) {
+        let mut turn = self.0.lock().expect("not poisoned");
+        pending.send_modify(|count| *count -= 1);
+        if *pending.borrow() == 0 {
+            turn.stop_asked = false;
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! What a served turn shows: the front end's own view of it, and the service's part — the
-//! message's receipt and the session's `running` status. Its events reach the feed as they
-//! become durable, through the log's echo.
+//! message's receipt, the session's `running` status and the text an attempt streams. Its events
+//! reach the feed as they become durable, through the log's echo.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,10 +45,12 @@ impl TurnView for ServiceView {
     }
 
     fn text(&mut self, delta: &str) {
+        self.hub.publish(Update::Text { session: self.session.clone(), delta: delta.to_owned() });
         self.shown.text(delta);
     }
 
     fn attempt_ended(&mut self, completed: bool) {
+        self.hub.publish(Update::AttemptEnded { session: self.session.clone(), completed });
         self.shown.attempt_ended(completed);
     }
 

@@ -80,7 +80,7 @@ impl Served {
     }
 
     pub(super) fn cancel_running(&self) -> bool {
-        self.running.cancel()
+        self.running.cancel(&self.pending)
     }
 
     /// Lets the worker end after what it was asked, and waits for it.
@@ -133,9 +133,14 @@ impl Worker {
         if let Some(opened) = opened {
             let _ = opened.send(Ok(()));
         }
-        while let Some(command) = commands.recv().await {
-            let served = self.serve(&mut session, command).await;
-            self.pending.send_modify(|count| *count -= 1);
+        while let Some(command) = self.next_command(&mut commands).await {
+            let served = if self.hub.is_shutting_down() {
+                command.fail(ServiceError::ShuttingDown);
+                Ok(())
+            } else {
+                self.serve(&mut session, command).await
+            };
+            self.running.command_done(&self.pending);
             if let Err(err) = served {
                 session.agent.assembly.tools.close().await;
                 drop(session);
@@ -145,6 +150,23 @@ impl Worker {
             }
         }
         session.agent.assembly.tools.close().await;
+    }
+
+    /// The next command; with [`Setup::keep_open`] set, none once the session was idle that
+    /// long: the worker is forgotten first (no request reaches it after), so only what was
+    /// already queued is still served before the session is closed and its lock released.
+    ///
+    /// [`Setup::keep_open`]: super::Setup::keep_open
+    async fn next_command(&self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Option<Command> {
+        let Some(keep_open) = self.hub.setup.keep_open else { return commands.recv().await };
+        match tokio::time::timeout(keep_open, commands.recv()).await {
+            Ok(command) => command,
+            Err(_) => {
+                (self.hub.forget)(&self.id, &self.pending);
+                commands.close();
+                commands.recv().await
+            }
+        }
     }
 
     /// Ends a worker that cannot serve its session: it is forgotten, and what was asked of it is
@@ -162,7 +184,7 @@ impl Worker {
         commands.close();
         while let Some(command) = commands.recv().await {
             command.fail(error.clone());
-            self.pending.send_modify(|count| *count -= 1);
+            self.running.command_done(&self.pending);
         }
     }
 
@@ -188,15 +210,17 @@ impl Worker {
         reply: Reply<String>,
         ended: Option<Reply<TurnEnd>>,
     ) -> Result<(), ServiceError> {
+        let cancel = self.running.start();
         self.swap_if_changed(session).await;
         let agent = &mut session.agent;
         let input = UserInput { id: agent.services.new_id(), text, source: json!({"kind": "user"}) };
         if let Err(err) = input.message_data() {
+            self.running.end();
             Command::Prompt { text: String::new(), reply, ended }.fail(ServiceError::Invalid(err.to_string()));
             return Ok(());
         }
         *self.receipt.lock().expect("not poisoned") = Some(reply);
-        agent.cancel = self.running.start();
+        agent.cancel = cancel;
         let end = agent.run_turn(input, HeaderReason::Initial).await;
         self.running.end();
         if let Some(reply) = self.receipt.lock().expect("not poisoned").take() {

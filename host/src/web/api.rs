@@ -6,67 +6,20 @@
 use std::convert::Infallible;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::error::{internal, ApiError};
+use super::state::Web;
 use crate::agent::target::resolve_for;
-use crate::service::{Seen, ServiceError, SessionService, Subscription};
-use dsh_session::lock::{Busy, LockError};
+use crate::service::{Seen, Subscription};
 use dsh_session::meta::RunOverrides;
-use dsh_session::store::SessionStore;
 use dsh_session::summary;
-
-/// What the handlers share.
-#[derive(Clone)]
-pub struct Web {
-    pub service: SessionService,
-    pub store: SessionStore,
-    /// The profile and extra layers new sessions run with.
-    pub profile: String,
-    pub patches: Vec<std::path::PathBuf>,
-    /// Becomes `true` when the server stops: the event streams end.
-    pub stopping: watch::Receiver<bool>,
-}
-
-/// A failed request: its status and what it says.
-pub struct ApiError(StatusCode, String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({"error": self.1}))).into_response()
-    }
-}
-
-impl From<ServiceError> for ApiError {
-    fn from(error: ServiceError) -> ApiError {
-        let status = match &error {
-            ServiceError::NotFound(_) | ServiceError::Unknown(_) => StatusCode::NOT_FOUND,
-            ServiceError::AlreadyOpen(_) => StatusCode::CONFLICT,
-            ServiceError::Invalid(_) => StatusCode::BAD_REQUEST,
-            ServiceError::Config { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ServiceError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-            ServiceError::Failed(err) if is_busy(err) => StatusCode::CONFLICT,
-            ServiceError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError(status, error.to_string())
-    }
-}
-
-fn is_busy(error: &anyhow::Error) -> bool {
-    error
-        .chain()
-        .any(|cause| cause.is::<Busy>() || matches!(cause.downcast_ref::<LockError>(), Some(LockError::Busy(_))))
-}
-
-fn internal(error: impl std::fmt::Display) -> ApiError {
-    ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
-}
 
 /// `GET /api/sessions`: every session, the newest first, as `session list --json` shows them.
 pub async fn list(State(web): State<Web>) -> Result<Json<Value>, ApiError> {
@@ -78,23 +31,28 @@ pub async fn list(State(web): State<Web>) -> Result<Json<Value>, ApiError> {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct NewSession {
     profile: Option<String>,
+    /// The route (provider row) and model the session runs on, as `--provider`/`--model` set them.
+    provider: Option<String>,
+    model: Option<String>,
 }
 
-/// `POST /api/sessions {"profile"?}`: a new session, open on this server.
+/// `POST /api/sessions {"profile"?, "provider"?, "model"?}`: a new session, open on this server.
 pub async fn create(State(web): State<Web>, body: Option<Json<NewSession>>) -> Result<Json<Value>, ApiError> {
     let asked = body.map(|Json(body)| body).unwrap_or_default();
-    let profile = asked.profile.unwrap_or(web.profile);
-    let target =
-        resolve_for(web.store, None, Some(&profile), &web.patches, &RunOverrides::default()).map_err(internal)?;
+    let profile = asked.profile.filter(|profile| !profile.is_empty()).unwrap_or(web.profile);
+    let nonempty = |value: Option<String>| value.filter(|value| !value.trim().is_empty());
+    let overrides = RunOverrides { provider: nonempty(asked.provider), model: nonempty(asked.model), system: None };
+    let target = resolve_for(web.store, None, Some(&profile), &web.patches, &overrides).map_err(internal)?;
     let id = web.service.open(target).await?;
-    Ok(Json(json!({"id": id, "profile": profile})))
+    Ok(Json(json!({"id": id, "profile": profile, "provider": overrides.provider, "model": overrides.model})))
 }
 
 /// `GET /api/sessions/{id}`: the session's summary.
 pub async fn show(State(web): State<Web>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let log = web.store.session_by_id(&id).map_err(|err| ApiError(StatusCode::NOT_FOUND, err.to_string()))?;
+    let log = web.log_of(&id)?;
     let summarized = tokio::task::spawn_blocking(move || summary::summarize(&log)).await;
     let summary = summarized.map_err(internal)?.map_err(|err| internal(format!("{err:#}")))?;
     Ok(Json(summary.json()))
@@ -158,6 +116,12 @@ async fn next_event((mut subscription, mut stopping): Following) -> Option<(Resu
     let event = match seen {
         Ok(Seen::Event { seq, line }) => Event::default().id(seq.to_string()).event("event").data(line),
         Ok(Seen::Status { running }) => Event::default().event("status").data(json!({"running": running}).to_string()),
+        Ok(Seen::Text { text, whole }) => {
+            Event::default().event("text").data(json!({"text": text, "whole": whole}).to_string())
+        }
+        Ok(Seen::AttemptEnded { completed }) => {
+            Event::default().event("attempt-end").data(json!({"completed": completed}).to_string())
+        }
         Err(err) => Event::default().event("problem").data(json!({"error": err.to_string()}).to_string()),
     };
     Some((Ok(event), (subscription, stopping)))

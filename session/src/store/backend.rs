@@ -95,6 +95,13 @@ pub trait Log: Send + Sync + Debug {
     fn reader(&self) -> Result<LogReader, ReadError>;
     /// The log's lines exactly as stored (a compressed file decompressed).
     fn lines(&self) -> Result<Box<dyn BufRead + Send>, ReadError>;
+    /// The complete lines after `position`, and the position after them, so a follower of a
+    /// log another process appends to reads only what is new. A position is what an earlier
+    /// call answered, or 0 (the start: the header line first, where the store keeps it in the
+    /// log). This one counts lines; a store that can go straight to a position does.
+    fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
+        lines_counted_after(self.lines()?, position)
+    }
     /// The process writing the log now, if one is (stored logs: on any machine).
     fn writer(&self) -> Option<u32>;
     /// How a reader names a torn last line.
@@ -115,6 +122,22 @@ pub trait Log: Send + Sync + Debug {
     fn keep_file(&self, name: &str, bytes: &[u8]) -> io::Result<()>;
     /// Takes the log's one-writer lock; a log outside `local` leaves no lock file behind.
     fn lock(&self, local: &Path) -> Result<SessionLock, LockError>;
+}
+
+/// The lines of `lines` after the first `position`, and how many it holds in all.
+pub(crate) fn lines_counted_after(
+    lines: Box<dyn BufRead + Send>,
+    position: u64,
+) -> Result<(Vec<String>, u64), ReadError> {
+    let mut after = Vec::new();
+    let mut count = 0;
+    for line in lines.lines() {
+        count += 1;
+        if count > position {
+            after.push(line?);
+        }
+    }
+    Ok((after, count.max(position)))
 }
 
 /// A held writer lock: opening the log for appending reads it to its end and hands the lock to
@@ -193,6 +216,11 @@ impl LogRef {
     }
 
     /// The log's lines exactly as stored: what `session export` writes.
+    /// See [`Log::lines_after`].
+    pub fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
+        self.0.lines_after(position)
+    }
+
     pub fn lines(&self) -> Result<Box<dyn BufRead + Send>, ReadError> {
         self.0.lines()
     }

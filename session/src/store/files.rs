@@ -3,10 +3,12 @@
 //! through an OS lock beside it (`session.jsonl.lock`), every line fsynced when committed.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use super::backend::{created_at, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError};
+use super::backend::{
+    created_at, lines_counted_after, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError,
+};
 use crate::format::Format;
 use crate::fsutil;
 use crate::import::ImportError;
@@ -158,6 +160,28 @@ impl Log for FileLog {
         Ok(crate::reader::open_lines(&self.0)?)
     }
 
+    /// A plain file's position is a byte offset: only what was appended since is read (a
+    /// compressed one counts lines).
+    fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
+        let mut file = fsutil::open_regular(&self.0)?;
+        let mut magic = [0u8; 4];
+        let start = file.read(&mut magic)?;
+        if crate::reader::is_compressed(&magic[..start]) {
+            return lines_counted_after(self.lines()?, position);
+        }
+        let length = file.metadata()?.len();
+        if length <= position {
+            return Ok((Vec::new(), position));
+        }
+        file.seek(SeekFrom::Start(position))?;
+        let mut bytes = Vec::new();
+        file.take(length - position).read_to_end(&mut bytes)?;
+        let complete = bytes.iter().rposition(|byte| *byte == b'\n').map_or(0, |end| end + 1);
+        let lines = bytes[..complete].split(|byte| *byte == b'\n').filter(|line| !line.is_empty());
+        let lines = lines.map(|line| String::from_utf8_lossy(line).into_owned()).collect();
+        Ok((lines, position + complete as u64))
+    }
+
     fn writer(&self) -> Option<u32> {
         live_holder(&locate::lock_path(&self.0))
     }
@@ -283,5 +307,35 @@ impl Sink for FileSink {
 
     fn file(&mut self) -> Option<&mut File> {
         Some(&mut self.file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follower_reads_only_what_was_appended_and_never_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        std::fs::write(&path, "header\none\n").unwrap();
+        let log = FileLog(path.clone());
+        let (lines, position) = log.lines_after(0).unwrap();
+        assert_eq!((lines, position), (vec!["header".to_owned(), "one".to_owned()], 11));
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"two\nthr").unwrap();
+        assert_eq!(log.lines_after(position).unwrap(), (vec!["two".to_owned()], 15));
+        file.write_all(b"ee\n").unwrap();
+        assert_eq!(log.lines_after(15).unwrap(), (vec!["three".to_owned()], 21));
+        assert_eq!(log.lines_after(21).unwrap(), (Vec::new(), 21));
+    }
+
+    #[test]
+    fn a_compressed_log_is_followed_by_its_line_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl.zstd");
+        std::fs::write(&path, zstd::encode_all(&b"header\none\ntwo\n"[..], 3).unwrap()).unwrap();
+        let log = FileLog(path);
+        assert_eq!(log.lines_after(2).unwrap(), (vec!["two".to_owned()], 3));
     }
 }

@@ -39,8 +39,9 @@ struct Parts {
     reads: Connection,
     /// The home's `sessions/` folder: where kept `--patch` copies of stored sessions are put.
     local: PathBuf,
-    /// Whether the database holds a dsh schema (a read of a store nothing wrote yet finds none).
-    has_schema: bool,
+    /// Set once the database was seen to hold a dsh schema (a read of a store nothing wrote yet
+    /// finds none, until another process writes to it).
+    has_schema: OnceLock<()>,
     /// Set once this process brought the schema up to date (the first write does).
     migrated: OnceLock<()>,
 }
@@ -51,8 +52,11 @@ impl Postgres {
     pub fn open(database: Database, local: PathBuf) -> Result<Postgres, StoreError> {
         let reads = database.connect()?;
         let found = schema::check_not_newer(&reads, database.shown())?;
-        let migrated = OnceLock::new();
-        Ok(Postgres(Arc::new(Parts { database, reads, local, has_schema: found.is_some(), migrated })))
+        let (migrated, has_schema) = (OnceLock::new(), OnceLock::new());
+        if found.is_some() {
+            let _ = has_schema.set(());
+        }
+        Ok(Postgres(Arc::new(Parts { database, reads, local, has_schema, migrated })))
     }
 
     pub fn shown(&self) -> &str {
@@ -68,9 +72,17 @@ impl Postgres {
         Ok(())
     }
 
-    /// Whether anything can be read: a store nothing wrote to has no tables yet.
+    /// Whether anything can be read: a store nothing wrote to has no tables yet (a long-running
+    /// process looks again, for another one may have written since).
     fn readable(&self) -> bool {
-        self.0.has_schema || self.0.migrated.get().is_some()
+        if self.0.has_schema.get().is_some() || self.0.migrated.get().is_some() {
+            return true;
+        }
+        let found = matches!(schema::version(&self.0.reads), Ok(Some(_)));
+        if found {
+            let _ = self.0.has_schema.set(());
+        }
+        found
     }
 
     pub fn log(&self, id: &str) -> LogRef {
@@ -218,6 +230,13 @@ impl Log for StoredLog {
         let reads = &self.store.0.reads;
         let header = self.store.header(reads, &self.id)?.ok_or_else(|| self.store.missing(&self.id))?;
         Ok(Box::new(StoredLines::new(reads.clone(), &self.id, &header)))
+    }
+
+    /// A stored log's position is its last line number (the header is kept apart).
+    fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
+        let after = i64::try_from(position).unwrap_or(i64::MAX);
+        let (lines, last) = self.store.0.reads.lines_after(&self.id, after)?;
+        Ok((lines, last.max(0) as u64))
     }
 
     fn writer(&self) -> Option<u32> {

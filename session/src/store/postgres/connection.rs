@@ -302,6 +302,22 @@ impl BufRead for StoredLines {
 }
 
 impl Connection {
+    /// The session's lines after line number `after` (at most a read batch of them), with
+    /// the number of the last.
+    pub fn lines_after(&self, session: &str, after: i64) -> Result<(Vec<String>, i64), StoreError> {
+        let session = session.to_owned();
+        self.call("read new lines", async move |client| {
+            let rows = client
+                .query(
+                    "SELECT line, body FROM dsh_events WHERE session = $1 AND line > $2 ORDER BY line LIMIT $3",
+                    &[&session, &after, &READ_BATCH],
+                )
+                .await?;
+            let last = rows.last().map_or(after, |row| row.get(0));
+            Ok((rows.iter().map(|row| row.get(1)).collect(), last))
+        })
+    }
+
     /// Runs statements that return nothing (`BEGIN`, `COMMIT`).
     pub fn execute(&self, what: &'static str, sql: &'static str) -> Result<(), StoreError> {
         self.call(what, async move |client| client.batch_execute(sql).await)

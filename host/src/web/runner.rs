@@ -1,0 +1,73 @@
+//! How `dsh web` runs a `dsh` command for a page (see [`super::commands`]): a child process of
+//! this server with the server's home, under a deadline, its stdout read as JSON (bounded), its
+//! exit code made the answer's status and its stderr the error.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::error::{internal, ApiError};
+
+/// The most a command's stdout may say (a replay of a long session is the largest).
+pub const MAX_COMMAND_OUTPUT: u64 = 64 * 1024 * 1024;
+/// The most of its stderr an error quotes.
+const MAX_ERROR_BYTES: u64 = 64 * 1024;
+
+/// How the server runs `dsh`: the executable, the home, and the HTTP status an exit code means.
+#[derive(Clone)]
+pub struct Commands {
+    pub dsh: PathBuf,
+    pub home: PathBuf,
+    pub status_of: fn(i32) -> StatusCode,
+}
+
+impl Commands {
+    /// Runs `dsh ARGS…`; its stdout read as JSON (one document, or one per line for `lines`).
+    pub async fn json(&self, args: &[&str], deadline: Duration, lines: bool) -> Result<Value, ApiError> {
+        let mut child = tokio::process::Command::new(&self.dsh)
+            .args(args)
+            .env("DSH_HOME", &self.home)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| internal(format!("cannot run {}: {err}", self.dsh.display())))?;
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut out = child.stdout.take().expect("piped").take(MAX_COMMAND_OUTPUT + 1);
+        let mut err = child.stderr.take().expect("piped").take(MAX_ERROR_BYTES);
+        let ran = tokio::time::timeout(deadline, async {
+            let (read_out, read_err) = tokio::join!(out.read_to_end(&mut stdout), err.read_to_end(&mut stderr));
+            read_out.and(read_err)?;
+            child.wait().await
+        });
+        let status = match ran.await {
+            Ok(status) => status.map_err(internal)?,
+            Err(_) => return Err(internal(format!("dsh {} took longer than {deadline:?}", args.join(" ")))),
+        };
+        if stdout.len() as u64 > MAX_COMMAND_OUTPUT {
+            return Err(internal(format!("dsh {} said more than {MAX_COMMAND_OUTPUT} bytes", args.join(" "))));
+        }
+        if !status.success() {
+            let code = status.code().unwrap_or(1);
+            let said = String::from_utf8_lossy(&stderr).trim().to_owned();
+            return Err(ApiError::new((self.status_of)(code), said));
+        }
+        parse(&stdout, lines)
+    }
+}
+
+fn parse(stdout: &[u8], lines: bool) -> Result<Value, ApiError> {
+    let text = String::from_utf8_lossy(stdout);
+    if lines {
+        let parsed: Result<Vec<Value>, _> =
+            text.lines().filter(|line| !line.trim().is_empty()).map(serde_json::from_str).collect();
+        return parsed.map(Value::Array).map_err(internal);
+    }
+    serde_json::from_str(&text).map_err(internal)
+}
