@@ -14,7 +14,7 @@
 use dsh_abi::events;
 use serde_json::{json, Map, Value};
 
-use super::new_event::NewEvent;
+use super::new_event::{NewEvent, Replacement};
 use super::rules_v4::V4Rules;
 use super::structure::StructureRules;
 use super::vocabulary;
@@ -64,7 +64,7 @@ fn system_message(
         "role": "system", "content": content, "source": {"kind": "system-prompt"}, "id": format!("system-prompt-{seq}"),
     });
     let data = json!({"turn": turn, "step": step, "message": message});
-    NewEvent { replaces, ..NewEvent::new(events::SYSTEM_MESSAGE, &data) }
+    NewEvent { replaces: replaces.map(Replacement::head), ..NewEvent::new(events::SYSTEM_MESSAGE, &data) }
 }
 
 /// The header without `system`, after a `system/message` when the prompt differs from the head's.

@@ -52,6 +52,7 @@ pub mod store;
 pub mod structure;
 pub mod summary;
 pub mod timeline;
+pub mod upgrade;
 pub mod usage;
 pub mod verify;
 pub mod vocabulary;

@@ -60,7 +60,7 @@ pub fn run_turn_in(home: &TestHome, profile: &str, patch: &Path, prompt: &str) -
             .arg(prompt),
     );
     let id = session_id(&run);
-    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let log = home.session_log(&id);
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
     assert_eq!(verify.code, Some(0), "the log fails verify:\n{}{}", verify.stdout, verify.stderr);
     let events = log_events(&log);
