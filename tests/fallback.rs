@@ -126,10 +126,7 @@ fn after_kill_9_during_its_wait_resume_runs_exactly_one_continuation() {
     second.expect_code(0);
     assert!(second.stdout.contains("nothing to resume"), "{}", second.stdout);
     let events = log_events(&log);
-    let continuations: Vec<&Value> = events
-        .iter()
-        .filter(|event| event["type"] == "user/message" && event["data"]["source"]["kind"] == "plugin")
-        .collect();
+    let continuations: Vec<&Value> = events.iter().filter(|event| dsh_e2e::turns::from_plugin(event)).collect();
     assert_eq!(continuations.len(), 1);
     let retry_id = own_retries(&events)[0]["data"]["retryId"].as_str().unwrap().to_owned();
     assert_eq!(continuations[0]["data"]["id"], format!("dsh-retry:resume:{id}:retry:{retry_id}:1"));

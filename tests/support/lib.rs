@@ -244,9 +244,9 @@ impl TestHome {
     }
 
     /// The log file of session `id` in this home, in the format its new sessions are written in.
-    pub fn session_log(&self, id: &str) -> PathBuf {
+    pub fn session_log(&self, id: impl AsRef<str>) -> PathBuf {
         let file = if self.format() == "v0" { "session.jsonl" } else { "session.v4.jsonl" };
-        self.path().join("sessions").join(id).join(file)
+        self.path().join("sessions").join(id.as_ref()).join(file)
     }
 
     pub fn path(&self) -> &Path {

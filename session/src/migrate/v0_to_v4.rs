@@ -172,15 +172,14 @@ impl Migration {
         let v2_seq = self.v2_seq;
         self.v2_seq += 1;
         let event_type = event.event_type.replace("tool/code-dispatch", "tool/ptc-dispatch");
-        let mut source_seqs = self.cited(envelope)?;
+        // Before v2 an assistant message cites its chunks, which its stream takes in.
+        let folds_chunks = event.event_type == events::ASSISTANT_MESSAGE && self.from <= 1;
+        let mut source_seqs = if folds_chunks { Vec::new() } else { self.cited(envelope)? };
         let replaces = self.replaced(envelope)?;
         self.follow_turns(event.event_type, &data);
         let data = match event.event_type {
             events::REQUEST_HEADER if self.from <= 2 => self.request_header(data, v2_seq, time, out)?,
-            events::ASSISTANT_MESSAGE if self.from <= 1 => {
-                source_seqs.clear();
-                with_stream(data, std::mem::take(&mut self.stream))
-            }
+            events::ASSISTANT_MESSAGE if folds_chunks => with_stream(data, std::mem::take(&mut self.stream)),
             events::ASSISTANT_ATTEMPT if self.from <= 1 => encode_v4::attempt(&data, time),
             events::TOOL_RESULT => lift_tool_result(data),
             _ => data,
@@ -188,7 +187,7 @@ impl Migration {
         if event.event_type == events::TOOL_RESULT && source_seqs.is_empty() {
             source_seqs.extend(events::answered_call(&data).and_then(|call| self.calls.get(call)));
         }
-        let data = with_producer_sources(event.event_type, data);
+        let data = encode_v4::with_producer_sources(event.event_type, data);
         let dsh_only = crate::vocabulary::DSH_ONLY_V4_TYPES.contains(&event.event_type);
         let ignorable = (event.ignorable || dsh_only) && !crate::vocabulary::is_known(Format::V4, &event_type);
         Ok(Shaped { source_seqs, replaces, ignorable, ..Shaped::new(&event_type, data, time) })
@@ -403,83 +402,4 @@ fn lift_tool_result(mut data: Value) -> Value {
     lifted.insert("id".into(), message["id"].clone());
     data["message"] = Value::Object(lifted);
     data
-}
-
-/// v3→v4's message sources: a plugin's (`{kind: "plugin", plugin}`) names its producer's kind.
-fn with_producer_sources(event_type: &str, mut data: Value) -> Value {
-    let messages: Vec<&mut Value> = match event_type {
-        events::USER_MESSAGE => vec![&mut data],
-        events::DEVELOPER_MESSAGE | events::SYSTEM_MESSAGE | events::ASSISTANT_MESSAGE | events::TOOL_RESULT => {
-            data.get_mut("message").into_iter().collect()
-        }
-        events::AGENT_INBOX_SPLICED => {
-            data.get_mut("inserted").and_then(Value::as_array_mut).into_iter().flatten().collect()
-        }
-        "session/title-llm-request" => {
-            data.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten().collect()
-        }
-        _ => Vec::new(),
-    };
-    for message in messages {
-        let role = message["role"].as_str().unwrap_or_default().to_owned();
-        if let Some(source) = message.get_mut("source").filter(|source| source["kind"] == "plugin") {
-            *source = producer_source(source, &role);
-        }
-    }
-    data
-}
-
-/// 0.2's producer kinds of the plugins whose kind is not their name.
-const RENAMED_PRODUCERS: [(&str, &str); 5] = [
-    ("compact", "compact-checkpoint"),
-    ("tools-code-mode", "ptc-mode"),
-    ("tools-ptc", "ptc-mode"),
-    ("dsh-compaction-basic", "compact-basic"),
-    ("@deepseek-ai/dsh-system-prompt", "runtime-context"),
-];
-
-/// 0.2's first-party plugins whose producer kind is their name; any other is `plugin:<name>`.
-const SAME_NAME_PRODUCERS: [&str; 25] = [
-    "agent-instructions",
-    "session-reference",
-    "team-message",
-    "goal",
-    "skill-invocation",
-    "skill-catalog",
-    "coordinator",
-    "subagent-report",
-    "subagent-settled",
-    "webhook",
-    "agent-message",
-    "model-selection",
-    "plan-mode",
-    "time-context",
-    "tmux-context",
-    "user-approval",
-    "repeat-tool-reminder",
-    "tool-cordis",
-    "cordis-host-runner",
-    "tool-goal",
-    "tool-jobs",
-    "hooks-codex",
-    "hooks-claude-code",
-    "schedule",
-    "dsh-session-title-llm",
-];
-
-/// The source `{kind: "plugin", plugin, …}` as its producer's `{kind, …}`.
-fn producer_source(source: &Value, role: &str) -> Value {
-    let plugin = source["plugin"].as_str().unwrap_or_default();
-    let kind = match RENAMED_PRODUCERS.iter().find(|(name, _)| *name == plugin) {
-        _ if plugin == "@deepseek-ai/dsh-system-prompt" && role == "system" => "system-prompt".to_owned(),
-        Some((_, kind)) => (*kind).to_owned(),
-        None if SAME_NAME_PRODUCERS.contains(&plugin) => plugin.to_owned(),
-        None => format!("plugin:{plugin}"),
-    };
-    let fields = source.as_object().into_iter().flatten().filter(|(key, _)| *key != "plugin");
-    Value::Object(
-        fields
-            .map(|(key, value)| (key.clone(), if key == "kind" { kind.clone().into() } else { value.clone() }))
-            .collect(),
-    )
 }
