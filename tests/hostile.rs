@@ -15,7 +15,7 @@ fn hostile_turn(script: &str, policy: &str) -> (Turn, i64) {
     let patch = route_patch(&home, &mock, policy, "");
     let (run, peak) =
         Run::measured(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
-    let log = home.session_log(&session_id(&run));
+    let log = home.session_log(session_id(&run));
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
     verify.expect_code(0);
     let events = log_events(&log);
@@ -174,7 +174,7 @@ fn a_closed_stdout_ends_quietly_and_the_turn_is_recorded_to_its_end() {
         stdout: String::new(),
         stderr: stderr.into_owned(),
     };
-    let log = home.session_log(&session_id(&run));
+    let log = home.session_log(session_id(&run));
     let events = log_events(&log);
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "completed");
     for args in [["session", "list"], ["config", "dump"]] {
