@@ -7,7 +7,11 @@ Part 1: dsh writes a log for each scenario; the reference continues it (`--profi
 --session-id ID "continue"`), then dsh verifies what the reference appended. Part 2: the reference
 writes a log for each scenario; dsh verifies it, replays it and continues it (import, then `run
 --session`); the logs are copied to --out. Part 3: one rule broken at a time in a reference log,
-both readers' verdicts side by side. One PASS/FAIL line per case; exit 1 on any FAIL.
+both readers' verdicts side by side. Part 4: the v0–v3 logs of tests/fixtures/v4/generations; the
+reference continues each (migrating it; its migration worker is copied out of the executable for
+the run, see place_worker), and the v4 log it publishes must be the suite's `<name>-v4.jsonl` and
+the one dsh publishes when it continues the same log, byte for byte. One PASS/FAIL line per case;
+exit 1 on any FAIL.
 """
 
 import argparse
@@ -903,6 +907,15 @@ def part4(ctx):
                     ctx.stop_mocks()
                     continue
                 ctx.record(f"{case}: the reference migrates and continues it", True)
+                kept = os.path.join(ctx.out, "generations", f"{name}-v4.jsonl")
+                os.makedirs(os.path.dirname(kept), exist_ok=True)
+                with open(kept, "w") as f:
+                    f.write("".join(line + "\n" for line in ref))
+                with open(os.path.join(GENERATIONS_DIR, f"{name}-v4.jsonl")) as f:
+                    fixture = f.read()
+                ctx.record(f"{case}: it is the suite's {name}-v4.jsonl, byte for byte",
+                           fixture == "".join(line + "\n" for line in ref),
+                           f"the reference's is kept in {kept}; the suite's differs")
                 ours, why = dsh_migrates(ctx, case.replace(" ", "-"), source, generation)
                 ctx.stop_mocks()
                 if ours is None:
@@ -943,7 +956,7 @@ def main():
                 part3(ctx, base)
             else:
                 ctx.record("3 mutants", False, f"no base log {base}: the reference did not record tool-retry")
-        if ctx.wanted("4"):
+        if any(ctx.wanted(f"4 {name}-v{g}") for name, generations in GENERATIONS for g in generations):
             part4(ctx)
     finally:
         ctx.stop_mocks()
