@@ -49,6 +49,7 @@ pub mod repair;
 pub mod rules_v4;
 pub mod state;
 pub mod store;
+pub mod store_error;
 pub mod structure;
 pub mod summary;
 pub mod timeline;

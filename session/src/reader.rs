@@ -107,7 +107,7 @@ pub enum ReadError {
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error(transparent)]
-    Store(#[from] super::store::StoreError),
+    Store(#[from] crate::store_error::StoreError),
     #[error("line 1 (byte 0): {0}")]
     BadHeader(String),
     #[error("the log is empty (no header line)")]
