@@ -132,3 +132,55 @@ pub fn read(source: LogReader) -> Result<LogReader, ReadError> {
 pub fn open(path: &Path) -> Result<LogReader, ReadError> {
     read(LogReader::source(crate::reader::open_lines(path)?)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn migrated(log: &str) -> Result<Vec<Value>, MigrateError> {
+        let mut source = LogReader::source(Box::new(io::Cursor::new(log.to_owned().into_bytes()))).unwrap();
+        let mut out = Vec::new();
+        write_v4(&mut source, &mut out)?;
+        let text = String::from_utf8(out).unwrap();
+        Ok(text.lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect())
+    }
+
+    const V1_HEADER: &str = r#"{"type":"session","version":1,"id":"s","createdAt":1,"delegationDepth":0}"#;
+
+    #[test]
+    fn a_turn_a_new_one_started_while_it_was_open_ends_interrupted_as_0_2_ends_it() {
+        let rows = [
+            r#"{"type":"turn/start","seq":0,"time":2,"data":{"turn":1}}"#,
+            r#"{"type":"agent/inbox/spliced","seq":1,"time":3,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m","role":"user","content":[],"source":{"kind":"user"}}]}}"#,
+            r#"{"type":"turn/start","seq":2,"time":4,"data":{"turn":2}}"#,
+        ];
+        let events = migrated(&format!("{V1_HEADER}\n{}\n", rows.join("\n"))).unwrap();
+        let types: Vec<&str> = events.iter().map(|event| event["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["turn/start", "agent/inbox/spliced", "turn/end", "turn/start"]);
+        assert_eq!(events[2]["data"], serde_json::json!({"turn": 1, "reason": {"kind": "interrupted"}}));
+        assert_eq!((events[2]["time"].as_u64(), events[3]["seq"].as_u64()), (Some(4), Some(3)));
+    }
+
+    #[test]
+    fn a_forked_session_and_a_citation_of_nothing_are_refused_naming_why() {
+        let seeded = r#"{"type":"session","version":1,"id":"s","createdAt":1,"seedLength":0,"delegationDepth":0}"#;
+        let refused = migrated(&format!("{seeded}\n")).unwrap_err().to_string();
+        assert!(refused.contains("a forked (seeded) session is not migrated by dsh"), "{refused}");
+        let dangling = r#"{"type":"session/title","seq":0,"time":2,"data":{"title":"t","messageSeqs":[7],"source":{"kind":"fallback"}}}"#;
+        let refused = migrated(&format!("{V1_HEADER}\n{dangling}\n")).unwrap_err().to_string();
+        assert!(
+            refused.starts_with("line 2 (byte 74): session/title cannot be migrated to v4: it cites seq 7"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_plugin_s_message_names_its_producer_kind_keeping_its_other_fields() {
+        let source = serde_json::json!({"kind": "plugin", "plugin": "compact", "compactionId": "c"});
+        let user = crate::encode_v4::with_producer_sources("user/message", serde_json::json!({"source": source}));
+        assert_eq!(user["source"], serde_json::json!({"kind": "compact-checkpoint", "compactionId": "c"}));
+        let own = serde_json::json!({"role": "user", "source": {"kind": "plugin", "plugin": "dsh-retry", "form": "f"}});
+        let own = crate::encode_v4::with_producer_sources("user/message", own);
+        assert_eq!(own["source"], serde_json::json!({"kind": "plugin:dsh-retry", "form": "f"}));
+    }
+}
