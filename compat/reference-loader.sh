@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Do the logs dsh writes load in DeepSeek Harness? Runs the end-to-end suite keeping every session
-# log it writes, then loads each one that `dsh session verify` accepts with the reference's own
+# Do the logs dsh writes load in DeepSeek Harness 0.1? Runs the end-to-end suite with its homes
+# writing format v0 (DSH_E2E_SESSION_FORMAT=v0; the tests pinned to v4 keep it) keeping every v0
+# session log it writes, then loads each one that `dsh session verify` accepts with the reference's own
 # JSONL loader (@deepseek-ai/dsh-session-persistence-jsonl 0.1.0-rc.8 on Node 24, both fetched
 # from the npm registry into a scratch folder). Not part of the test suite: it needs a registry.
 #
@@ -29,7 +30,7 @@ fi
 logs="$scratch/logs"
 rm -rf "$logs"
 mkdir -p "$logs"
-DSH_E2E_KEEP_LOGS="$logs" cargo test -p dsh-e2e --test tests >"$scratch/suite.txt" 2>&1 \
+DSH_E2E_KEEP_LOGS="$logs" DSH_E2E_SESSION_FORMAT=v0 cargo test -p dsh-e2e --test tests >"$scratch/suite.txt" 2>&1 \
     || { tail -30 "$scratch/suite.txt"; echo "the end-to-end suite failed (full output: $scratch/suite.txt)"; exit 1; }
 
 dsh=target/debug/dsh

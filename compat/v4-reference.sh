@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Do dsh and DeepSeek Harness 0.2.1-rc.2 read and continue each other's session logs (format v4)?
 # Runs the real reference, `deepseek-harness-runtime-bin` 0.2.1rc2 (one self-contained executable,
-# with `deepseek-harness-sdk` 0.2.1rc2, both pinned below), with `--profile headless` against
+# with `deepseek-harness-sdk` 0.2.1rc2, both pinned in tests/fixtures/sdk/requirements.txt, the
+# pins the suite's SDK tests install too), with `--profile headless` against
 # `dsh mock-server` as its OpenAI-compatible provider (through its pi-ai provider row: a
-# `--patch` layer, see compat/v4_reference.py), in three parts:
+# `--patch` layer, see compat/v4_reference.py), in four parts:
 #
 #   1  dsh writes a log per scenario — plain, a 503 then success, a 429 chain, a cut stream,
 #      retries exhausted, a tool step (MCP) with a retry, an unknown tool, two turns, a failover
@@ -23,32 +24,28 @@
 #      message advertised, an llm/retry skipping a number, a step/end with an unanswered call, an
 #      unknown event type, header version 5, …): `dsh session verify`'s verdict beside the
 #      reference's (continuing it), and the disagreements counted.
+#   4  the older generations of tests/fixtures/v4/generations (v0–v3 logs: a tool step and a
+#      changed system prompt, the same with a compaction, the rc.8 reference's packed retries):
+#      the reference continues each (its write-open migrates it and publishes session.v4.jsonl
+#      beside it), dsh continues each, and the two v4 logs' migrated heads must be equal byte
+#      for byte.
 #
-# Not part of the test suite: it needs the PyPI registry once, to install the reference into a
-# cache venv; later runs use the cache only. Needs python3 (3.11) and zstd.
+# Not part of the test suite: it needs the PyPI registry once, to install the reference into the
+# SDK tests' cache venv (tests/fixtures/sdk/install-sdk.sh); later runs use the cache only. Needs
+# python3 (3.11) and zstd. Part 4 copies the reference's migration worker to /snapshot while it
+# runs (see compat/v4_reference.py, place_worker), so it runs as root.
 #
 #   compat/v4-reference.sh                       # every case
 #   compat/v4-reference.sh '1 tool' '2 plain'    # only the cases whose names start so ('3': mutants)
 #   DSH=path/to/dsh DSH_COMPAT_CACHE=DIR DSH_V4_REFERENCE_OUT=DIR compat/v4-reference.sh
 #
 # DSH defaults to target/release/dsh, else target/debug/dsh (its plugin libraries beside it, as
-# built or installed). The cache is ${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}/v4-reference; every
+# built or installed). The work folder is ${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}/v4-reference; every
 # command's output is kept in its runs/ folder, the reference-recorded logs (and the mutants) in
 # DSH_V4_REFERENCE_OUT (default runs/reference-logs). Takes about four minutes (real retry waits).
 # Prints PASS or FAIL per case, with the refusing side's message for a FAIL, the mutants' table and
 # a closing count; exits 1 on any FAIL.
 set -euo pipefail
-
-RUNTIME_VERSION=0.2.1rc2 # deepseek-harness-runtime-bin and deepseek-harness-sdk, exact
-requirements="
-deepseek-harness-runtime-bin==$RUNTIME_VERSION
-deepseek-harness-sdk==$RUNTIME_VERSION
-annotated-types==0.8.0
-pydantic==2.14.4
-pydantic-core==2.50.5
-typing-extensions==4.16.0
-typing-inspection==0.4.5
-"
 
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -56,18 +53,11 @@ repo=$PWD
 command -v zstd >/dev/null || { echo "zstd is missing: apt-get install zstd"; exit 1; }
 
 cache=${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}/v4-reference
-venv=$cache/venv
 mkdir -p "$cache"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/compat-requirements.txt" 2>/dev/null)" != "$requirements" ]; then
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    printf '%s\n' "$requirements" >"$cache/requirements.txt"
-    "$venv/bin/pip" install --quiet -r "$cache/requirements.txt" >"$cache/pip.txt" 2>&1 \
-        || { tail -20 "$cache/pip.txt"; echo "pip install failed (full output: $cache/pip.txt)"; exit 1; }
-    printf '%s' "$requirements" >"$venv/compat-requirements.txt"
-fi
+# The SDK's installer: the pinned runtime in a cached venv (the suite's SDK tests use the same one).
+python=$(bash tests/fixtures/sdk/install-sdk.sh)
 # The executable's command line, as the package resolves it (one path, no extra arguments).
-runtime=$("$venv/bin/python" -c 'import deepseek_harness_runtime as r
+runtime=$("$python" -c 'import deepseek_harness_runtime as r
 args = r.resolve_bundled_launch_args()
 assert len(args) == 1, args
 print(args[0])')
@@ -80,5 +70,5 @@ out=${DSH_V4_REFERENCE_OUT:-$runs/reference-logs}
 rm -rf "$out"
 echo "dsh: $DSH ($("$DSH" --version))"
 echo "reference: DeepSeek Harness $("$runtime" --version 2>/dev/null || echo "?") ($runtime)"
-exec "$venv/bin/python" "$repo/compat/v4_reference.py" --dsh "$DSH" --runtime "$runtime" --work "$runs" \
+exec "$python" "$repo/compat/v4_reference.py" --dsh "$DSH" --runtime "$runtime" --work "$runs" \
     --out "$out" "$@"

@@ -7,7 +7,11 @@ Part 1: dsh writes a log for each scenario; the reference continues it (`--profi
 --session-id ID "continue"`), then dsh verifies what the reference appended. Part 2: the reference
 writes a log for each scenario; dsh verifies it, replays it and continues it (import, then `run
 --session`); the logs are copied to --out. Part 3: one rule broken at a time in a reference log,
-both readers' verdicts side by side. One PASS/FAIL line per case; exit 1 on any FAIL.
+both readers' verdicts side by side. Part 4: the v0–v3 logs of tests/fixtures/v4/generations; the
+reference continues each (migrating it; its migration worker is copied out of the executable for
+the run, see place_worker), and the v4 log it publishes must be the suite's `<name>-v4.jsonl` and
+the one dsh publishes when it continues the same log, byte for byte. One PASS/FAIL line per case;
+exit 1 on any FAIL.
 """
 
 import argparse
@@ -779,6 +783,156 @@ def part3(ctx, base_log):
     print(f"mutants: {len(rows)}, disagreements: {disagreements}", flush=True)
 
 
+# --- part 4: older generations ------------------------------------------------------------------------
+
+# The v0–v3 logs of tests/fixtures/v4/generations (made by its make.py), by name and generation.
+GENERATIONS = [("generations", [0, 1, 2, 3]), ("compaction", [0, 1, 2, 3]), ("rate-limit", [1, 2, 3])]
+GENERATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "tests", "fixtures", "v4", "generations")
+
+# 0.2.1-rc.2 checks a migration in a worker thread it loads from this path on the real disk, where
+# its executable does not put it (FORMAT.md §8): without it the reference migrates nothing.
+WORKER_PACKAGE = "/snapshot/node/node_modules/@deepseek-ai/dsh-session-persistence-jsonl"
+
+
+def place_worker(ctx):
+    """Copies the migration worker out of the executable's own files to WORKER_PACKAGE (a patch's
+    `!!js` value reads it there); returns the folder to remove afterwards, or None if it was there."""
+    if os.path.exists(os.path.join(WORKER_PACKAGE, "lib", "worker.cjs")):
+        return None
+    out = os.path.join(ctx.work, "worker")
+    os.makedirs(out, exist_ok=True)
+    copy = ("(() => { const fs = process.getBuiltinModule('fs'); "
+            f"const d = {json.dumps(WORKER_PACKAGE)}, o = {json.dumps(out)}; "
+            "fs.writeFileSync(o + '/worker.cjs', fs.readFileSync(d + '/lib/worker.cjs')); "
+            "fs.writeFileSync(o + '/package.json', fs.readFileSync(d + '/package.json')); "
+            "return dshHomePath('sessions'); })()")
+    patch = os.path.join(ctx.work, "ref-patch-worker.yml")
+    with open(patch, "w") as f:
+        f.write("- id: session-persistence-jsonl\n  config:\n"
+                f"    root: !!js {json.dumps(copy)}\n    compression: none\n")
+    ctx.ref_cmd(os.path.join(ctx.work, "worker-home"), ctx.work, patch, ["--session-id", "session-nope", "x"],
+                "p4-worker")
+    if not os.path.exists(os.path.join(out, "worker.cjs")):
+        raise SystemExit(f"could not copy the migration worker out of {ctx.rt} (see {ctx.work}/p4-worker.err)")
+    created = "/snapshot" if not os.path.exists("/snapshot") else None
+    os.makedirs(os.path.join(WORKER_PACKAGE, "lib"), exist_ok=True)
+    shutil.copyfile(os.path.join(out, "worker.cjs"), os.path.join(WORKER_PACKAGE, "lib", "worker.cjs"))
+    shutil.copyfile(os.path.join(out, "package.json"), os.path.join(WORKER_PACKAGE, "package.json"))
+    return created or WORKER_PACKAGE
+
+
+def generation_file(generation):
+    return "session.jsonl" if generation == 0 else f"session.v{generation}.jsonl"
+
+
+def ref_migrates(ctx, case, source, generation):
+    """The reference continues SOURCE placed as its generation's file; returns (lines of the v4 log it
+    published before its session/end-seed, None) or (None, why not)."""
+    with open(source) as f:
+        original = f.read()
+    header = json.loads(original.split("\n", 1)[0])
+    cwd = header.get("cwd") or "/tmp/dshref-cwd"
+    home = os.path.join(ctx.work, f"p4-{case}-ref")
+    shutil.rmtree(home, ignore_errors=True)
+    folder = os.path.join(home, "sessions", project_key(cwd), header["id"])
+    os.makedirs(folder)
+    placed = os.path.join(folder, generation_file(generation))
+    with open(placed, "w") as f:
+        f.write(original)
+    url = ctx.mock(f"p4-{case}", '- ok: "The reference continued this log."\n')
+    rc, out, err = ctx.ref_cmd(home, cwd, ctx.ref_patch(f"p4-{case}", url, "none"),
+                               ["--session-id", header["id"], "continue"], f"p4-{case}-ref")
+    if rc != 0:
+        return None, f"the reference refused (exit {rc}): {message_of(err)}"
+    with open(placed) as f:
+        if f.read() != original:
+            return None, "the reference changed the original log"
+    v4 = os.path.join(folder, "session.v4.jsonl")
+    if not os.path.exists(v4):
+        return None, "the reference published no session.v4.jsonl"
+    lines = read_lines(v4)
+    seeds = [i for i, line in enumerate(lines) if json.loads(line).get("type") == "session/end-seed"]
+    return lines[:seeds[-1]] if seeds else lines, None
+
+
+def dsh_migrates(ctx, case, source, generation):
+    """dsh continues SOURCE (v0: `session migrate` first, as dsh keeps writing v0 otherwise); returns
+    (the lines of the v4 log it published, None) or (None, why not)."""
+    with open(source) as f:
+        original = f.read()
+    header = json.loads(original.split("\n", 1)[0])
+    home = os.path.join(ctx.work, f"p4-{case}-dsh")
+    shutil.rmtree(home, ignore_errors=True)
+    folder = os.path.join(home, "sessions", header["id"])
+    os.makedirs(folder)
+    placed = os.path.join(folder, generation_file(generation))
+    with open(placed, "w") as f:
+        f.write(original)
+    if generation == 0:
+        rc, out, err = ctx.dsh_cmd(home, ctx.work, ["session", "migrate", header["id"]], f"p4-{case}-dsh-migrate")
+        if rc != 0:
+            return None, f"dsh session migrate exited {rc}: {message_of(err)}"
+    v4 = os.path.join(folder, "session.v4.jsonl")
+    url = ctx.mock(f"p4-{case}-dsh", '- ok: "dsh continued this log."\n')
+    rc, out, err = ctx.dsh_cmd(home, ctx.work, ["run", "--session", header["id"], "--patch",
+                                                ctx.dsh_patch(f"p4-{case}", url), "continue"], f"p4-{case}-dsh")
+    if rc != 0:
+        return None, f"dsh run --session exited {rc}: {message_of(err)}"
+    with open(placed) as f:
+        if f.read() != original:
+            return None, "dsh changed the original log"
+    lines = read_lines(v4)
+    rc, out, err = ctx.dsh_cmd(home, ctx.work, ["session", "verify", v4], f"p4-{case}-dsh-verify")
+    if rc != 0:
+        return None, f"dsh session verify of the continued log exited {rc}: {dsh_violations(out, err)}"
+    seeds = [i for i, line in enumerate(lines) if json.loads(line).get("type") == "session/end-seed"]
+    return (lines[:seeds[-1]] if seeds else lines), None
+
+
+def part4(ctx):
+    print("== 4. Older generations (v0–v3): 0.2.1-rc.2 migrates and continues them, and dsh's v4 is its",
+          flush=True)
+    placed = place_worker(ctx)
+    try:
+        for name, generations in GENERATIONS:
+            for generation in generations:
+                case = f"4 {name}-v{generation}"
+                if not ctx.wanted(case):
+                    continue
+                source = os.path.join(GENERATIONS_DIR, f"{name}-v{generation}.jsonl")
+                ref, why = ref_migrates(ctx, case.replace(" ", "-"), source, generation)
+                if ref is None:
+                    ctx.record(f"{case}: the reference migrates and continues it", False, why)
+                    ctx.stop_mocks()
+                    continue
+                ctx.record(f"{case}: the reference migrates and continues it", True)
+                kept = os.path.join(ctx.out, "generations", f"{name}-v4.jsonl")
+                os.makedirs(os.path.dirname(kept), exist_ok=True)
+                with open(kept, "w") as f:
+                    f.write("".join(line + "\n" for line in ref))
+                with open(os.path.join(GENERATIONS_DIR, f"{name}-v4.jsonl")) as f:
+                    fixture = f.read()
+                ctx.record(f"{case}: it is the suite's {name}-v4.jsonl, byte for byte",
+                           fixture == "".join(line + "\n" for line in ref),
+                           f"the reference's is kept in {kept}; the suite's differs")
+                ours, why = dsh_migrates(ctx, case.replace(" ", "-"), source, generation)
+                ctx.stop_mocks()
+                if ours is None:
+                    ctx.record(f"{case}: dsh migrates and continues it", False, why)
+                    continue
+                differs = next((i for i, (a, b) in enumerate(zip(ref, ours)) if a != b), None)
+                if differs is None and len(ours) != len(ref):
+                    differs = min(len(ours), len(ref))
+                detail = "" if differs is None else (f"line {differs + 1} differs:\n  reference: "
+                                                     f"{(ref + [''])[differs][:300]}\n  dsh:       "
+                                                     f"{(ours + [''])[differs][:300]}")
+                ctx.record(f"{case}: dsh's v4 log is the reference's, byte for byte", differs is None, detail)
+    finally:
+        if placed:
+            shutil.rmtree(placed, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsh", required=True)
@@ -802,6 +956,8 @@ def main():
                 part3(ctx, base)
             else:
                 ctx.record("3 mutants", False, f"no base log {base}: the reference did not record tool-retry")
+        if any(ctx.wanted(f"4 {name}-v{g}") for name, generations in GENERATIONS for g in generations):
+            part4(ctx)
     finally:
         ctx.stop_mocks()
     passed = sum(1 for _, ok, _ in ctx.results if ok)

@@ -112,7 +112,7 @@ fn a_closed_row_refuses_when_its_store_is_unreachable_and_the_log_says_why() {
     run.expect_code(1);
     assert_eq!(mock.request_bodies().len(), 1);
     let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
-    let events = log_events(&home.path().join("sessions").join(id).join("session.jsonl"));
+    let events = log_events(&home.session_log(id));
     let refused = events.iter().find(|event| event["type"] == "llm/retry-refused").expect("the refusal is logged");
     assert_eq!(refused["ignorable"], true);
     assert_eq!(refused["data"]["row"], "retry-budget");

@@ -20,7 +20,7 @@ fn session_with_one_turn(home: &TestHome) -> String {
 }
 
 fn log_of(home: &TestHome, id: &str) -> PathBuf {
-    home.path().join("sessions").join(id).join("session.jsonl")
+    home.session_log(id)
 }
 
 /// Waits until the log holds `needle` (the writer got that far).
@@ -77,7 +77,7 @@ fn repair_during_a_run_is_refused_and_no_acknowledged_event_is_lost() {
     );
     let (run, acknowledged) = start(&home, &["run", "--json", "--patch", patch.to_str().unwrap(), "hi"]);
     let sessions = home.path().join("sessions");
-    let new_log = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|dir| dir.path().join("session.jsonl"));
+    let new_log = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|dir| dsh_e2e::log_in(&dir.path()));
     assert!(wait_until(Duration::from_secs(20), || new_log().is_some_and(|log| log.exists())));
     let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
     // While the run retries and while its answer is held, every repair is refused.
@@ -169,7 +169,7 @@ fn two_resumes_at_once_send_one_continuation() {
     let sessions = home.path().join("sessions");
     let scheduled = wait_until(Duration::from_secs(20), || {
         std::fs::read_dir(&sessions).ok().and_then(|mut dir| dir.next()).is_some_and(|entry| {
-            std::fs::read_to_string(entry.unwrap().path().join("session.jsonl"))
+            std::fs::read_to_string(dsh_e2e::log_in(&entry.unwrap().path()))
                 .unwrap_or_default()
                 .contains("dsh-retry/v1")
         })
@@ -193,10 +193,8 @@ fn two_resumes_at_once_send_one_continuation() {
     assert!(winner.contains("Continuing pending retry 1 after a restart."), "{winner}");
     assert_busy(&loser, &format!("session {id}"), first_pid);
     assert_eq!(answering.request_bodies().len(), 1, "the continuation was sent once");
-    let continuations = log_events(&log_of(&home, &id))
-        .iter()
-        .filter(|event| event["type"] == "user/message" && event["data"]["source"]["kind"] == "plugin")
-        .count();
+    let continuations =
+        log_events(&log_of(&home, &id)).iter().filter(|event| dsh_e2e::turns::from_plugin(event)).count();
     assert_eq!(continuations, 1);
 }
 

@@ -125,7 +125,7 @@ fn a_scripted_chat_runs_three_turns_and_a_plugin_added_between_turns_handles_the
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("profile web: relay-retry now handles request errors; llm-retry disabled"), "{stderr}");
     let id = stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
-    let events = log_events(&home.path().join("sessions").join(id).join("session.jsonl"));
+    let events = log_events(&home.session_log(id));
     let keys: Vec<(u64, &str)> = events
         .iter()
         .filter(|event| event["type"] == "llm/retry")

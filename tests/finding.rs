@@ -12,9 +12,11 @@ fn home_with_sessions(ids: &[&str]) -> TestHome {
     first.expect_code(0);
     let made = session_id(&first);
     let sessions = home.path().join("sessions");
+    let log = home.session_log(&made);
+    let log = log.file_name().unwrap().to_str().unwrap();
     for id in ids {
         std::fs::create_dir_all(sessions.join(id)).unwrap();
-        for file in ["session.jsonl", "dsh.json"] {
+        for file in [log, "dsh.json"] {
             let text = std::fs::read_to_string(sessions.join(&made).join(file)).unwrap();
             std::fs::write(sessions.join(id).join(file), text.replace(&made, id)).unwrap();
         }

@@ -199,7 +199,7 @@ fn a_log_of_a_newer_format_is_refused_naming_its_version_and_nothing_is_imported
     let newer = home.write("newer.jsonl", &text.replacen("\"version\":4", "\"version\":5", 1));
     let verify = home.run(&["session", "verify", newer.to_str().unwrap()]);
     assert_ne!(verify.code, Some(0), "{verify}");
-    verify.expect_stderr("it uses session format v5, newer than dsh knows (it reads v0 and v4)");
+    verify.expect_stderr("it uses session format v5, newer than dsh knows (it reads v0 to v4)");
     let import = home.run(&["session", "import", newer.to_str().unwrap()]);
     assert_ne!(import.code, Some(0), "{import}");
     import.expect_stderr("session format v5, newer than dsh knows");
@@ -332,7 +332,7 @@ fn migrating_a_v0_log_writes_the_reference_s_bytes_beside_it_and_keeps_the_origi
         assert_eq!(std::fs::read(&v0).unwrap(), original, "the v0 log is left as it was");
         assert_eq!(of_type(&events_of(&v4), "turn/end").len(), 2, "the session continues in v4");
         let again = home.run(&["session", "migrate", &id]);
-        again.expect_code(1).expect_stderr("it is format v4; only v0 logs are migrated");
+        again.expect_code(1).expect_stderr("it is format v4 already; only older logs are migrated");
     }
 }
 
@@ -348,7 +348,8 @@ fn migrating_dsh_s_own_v0_attempts_and_tool_steps_gives_a_sound_v4_log() {
     assert!(attempt.get("ignorable").is_none() && attempt["data"]["stream"].is_array(), "{attempt}");
     attempts.run(&["session", "verify", &id]).expect_code(0).expect_stderr("0 violations");
 
-    let tools = crate::tools::tool_home("- tool_calls: [{name: append, arguments: {line: one}}]\n- ok: done\n", "");
+    let script = "- tool_calls: [{name: append, arguments: {line: one}}]\n- ok: done\n";
+    let tools = crate::tools::tool_home_in(TestHome::v0(), script, "");
     tools.turn().run.expect_code(0);
     let id = dsh_e2e::only_session_log(&tools.home).unwrap().parent().unwrap().file_name().unwrap().to_owned();
     let id = id.to_str().unwrap();
@@ -376,4 +377,76 @@ fn a_damaged_v0_log_is_not_migrated_and_nothing_is_left_behind() {
     assert_eq!(sessions, [std::ffi::OsString::from(&id)], "no staging folder is left");
     assert!(!log.with_file_name("session.v4.jsonl").exists());
     assert_eq!(std::fs::read_to_string(&log).unwrap(), torn, "the log is untouched");
+}
+
+/// The older-generation logs of `tests/fixtures/v4/generations` (RECORDING.md, "Older
+/// generations"), by name, with the generations each comes in and the v4 log DeepSeek Harness
+/// 0.2.1-rc.2 migrated them to (`<name>-v4.jsonl`, its lines before its `session/end-seed`).
+const GENERATIONS: [(&str, &[u32]); 3] =
+    [("generations", &[0, 1, 2, 3]), ("compaction", &[0, 1, 2, 3]), ("rate-limit", &[1, 2, 3])];
+
+fn generation(name: &str) -> PathBuf {
+    fixture(&format!("generations/{name}"))
+}
+
+/// The lines of `log` before its last `session/end-seed` (the history a restore migrated).
+fn before_restore(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let seed = lines.iter().rposition(|line| line.contains("\"type\":\"session/end-seed\"")).unwrap_or(lines.len());
+    lines[..seed].iter().map(|line| format!("{line}\n")).collect()
+}
+
+/// A home holding the log `file` as session `id`'s log of `generation`, as 0.2 names it.
+fn home_with_generation(file: &Path, generation: u32) -> (TestHome, String, PathBuf) {
+    let home = TestHome::new();
+    let text = std::fs::read_to_string(file).unwrap();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let id = header["id"].as_str().unwrap().to_owned();
+    let name = if generation == 0 { "session.jsonl".to_owned() } else { format!("session.v{generation}.jsonl") };
+    let log = home.write(&format!("sessions/{id}/{name}"), &text);
+    (home, id, log)
+}
+
+#[test]
+fn logs_of_generations_one_to_three_are_read_everywhere_as_the_v4_log_0_2_migrates_them_to() {
+    for (name, generations) in GENERATIONS {
+        let expected = std::fs::read_to_string(generation(&format!("{name}-v4.jsonl"))).unwrap();
+        let events = expected.lines().count() - 1;
+        for &number in generations.iter().filter(|number| **number > 0) {
+            let (home, id, log) = home_with_generation(&generation(&format!("{name}-v{number}.jsonl")), number);
+            let verified = home.run(&["session", "verify", &id]);
+            verified.expect_code(0).expect_stderr(&format!("({events} events): 0 violations"));
+            home.run(&["session", "show", &id]).expect_code(0).expect_stdout("turn 1");
+            home.run(&["session", "list"]).expect_code(0).expect_stdout(&id[..8]);
+            let exported = home.run(&["session", "export", &id]);
+            assert_eq!(exported.stdout, std::fs::read_to_string(&log).unwrap(), "export writes the log as stored");
+            let imported = TestHome::new();
+            imported.run(&["session", "import", log.to_str().unwrap()]).expect_code(0);
+            let kept = imported.path().join("sessions").join(&id).join("session.v4.jsonl");
+            assert_eq!(std::fs::read_to_string(kept).unwrap(), expected, "{name} v{number} imported as v4");
+        }
+    }
+}
+
+#[test]
+fn continuing_an_older_generation_publishes_0_2_s_v4_log_beside_it_and_keeps_the_original() {
+    for (name, generations) in GENERATIONS {
+        let expected = std::fs::read_to_string(generation(&format!("{name}-v4.jsonl"))).unwrap();
+        for &number in generations {
+            let (home, id, log) = home_with_generation(&generation(&format!("{name}-v{number}.jsonl")), number);
+            let original = std::fs::read(&log).unwrap();
+            if number == 0 {
+                home.run(&["session", "migrate", &id]).expect_code(0).expect_stderr("to format v4");
+            }
+            home.run(&["run", "--profile", "demo", "--session", &id, "go on"]).expect_code(0);
+            let v4 = log.with_file_name("session.v4.jsonl");
+            assert_eq!(before_restore(&v4), expected, "{name} v{number}: the migrated history is 0.2's");
+            assert_eq!(std::fs::read(&log).unwrap(), original, "{name} v{number}: the original is left as it was");
+            home.run(&["session", "verify", &id]).expect_code(0).expect_stderr("0 violations");
+            let turns = |text: &str| text.matches("\"type\":\"turn/end\"").count();
+            let continued = std::fs::read_to_string(&v4).unwrap();
+            assert_eq!(turns(&continued), turns(&expected) + 1, "{name} v{number}: the new turn is in the v4 log");
+        }
+    }
 }

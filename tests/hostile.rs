@@ -15,7 +15,7 @@ fn hostile_turn(script: &str, policy: &str) -> (Turn, i64) {
     let patch = route_patch(&home, &mock, policy, "");
     let (run, peak) =
         Run::measured(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
-    let log = home.path().join("sessions").join(session_id(&run)).join("session.jsonl");
+    let log = home.session_log(session_id(&run));
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
     verify.expect_code(0);
     let events = log_events(&log);
@@ -23,7 +23,7 @@ fn hostile_turn(script: &str, policy: &str) -> (Turn, i64) {
 }
 
 fn attempt_failures(turn: &Turn) -> Vec<&Value> {
-    turn.of_type("assistant/attempt").iter().map(|attempt| &attempt["data"]["failure"]).collect()
+    turn.of_type("assistant/attempt").iter().map(|attempt| dsh_e2e::turns::attempt_failure(attempt)).collect()
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn a_closed_stdout_ends_quietly_and_the_turn_is_recorded_to_its_end() {
         stdout: String::new(),
         stderr: stderr.into_owned(),
     };
-    let log = home.path().join("sessions").join(session_id(&run)).join("session.jsonl");
+    let log = home.session_log(session_id(&run));
     let events = log_events(&log);
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "completed");
     for args in [["session", "list"], ["config", "dump"]] {
@@ -210,7 +210,7 @@ fn an_always_mode_chain_against_an_endless_stream_keeps_each_attempts_text_bound
     let attempts: Vec<&Value> = events.iter().filter(|event| event["type"] == "assistant/attempt").collect();
     assert!(attempts.len() >= 3);
     for attempt in attempts {
-        let text = attempt["data"]["text"].as_str().unwrap_or_default();
+        let text = dsh_e2e::turns::attempt_text(attempt);
         assert!(text.len() <= 64 * 1024, "an attempt record holds {} bytes of text", text.len());
     }
 }

@@ -70,7 +70,8 @@ fn a_web_profile_request_matches_the_recorded_reference_request_field_for_field(
 
 #[test]
 fn the_log_of_a_web_turn_has_the_reference_shapes() {
-    let home = TestHome::new();
+    // The reference's log is DeepSeek Harness 0.1's (format v0): the shapes compared are v0's.
+    let home = TestHome::v0();
     let mock = MockProcess::start(&home, RATE_LIMITED_TWICE);
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "Say hello.");
     let reference: Vec<Value> = fixture("rate-limit-2x-then-success.session.jsonl")

@@ -213,7 +213,7 @@ fn an_imported_reference_log_is_continued_by_run() {
         assert!(run.stdout.contains(&format!("as session {id} (")), "{}", run.stdout);
         let log = home.path().join("sessions").join(id).join("session.jsonl");
         let text = std::fs::read_to_string(&log).unwrap();
-        assert!(!text.contains("-chunks\""), "packed rows are written out as events");
+        assert!(!text.contains("-chunks\""), "a v0 log is imported as v0, its packed rows written out as events");
         home.run(&["session", "verify", id]).expect_code(0);
     }
     let mock = MockProcess::start(&home, "- ok: continued\n");

@@ -58,7 +58,7 @@ fn every_session_command_works_on_the_database_and_lines_move_between_stores_byt
     run_in(&home, &["run", "--session", &id[..8], "--patch", patch, "two"]).expect_code(0);
     let chat = format!("printf 'three\\n' | \"$DSH\" chat --session {id} --patch {patch}");
     Run::of(home.shell(&chat).env("DEEPSEEK_API_KEY", SECRET)).expect_code(0);
-    assert!(!home.path().join("sessions").join(&id).join("session.jsonl").exists(), "no log file in the home");
+    assert!(!home.session_log(&id).exists(), "no log file in the home");
     let list = home.run(&["session", "list"]);
     assert!(list.stdout.contains(&id) && list.stdout.contains("3 turns"), "{}", list.stdout);
     home.run(&["session", "show", &id]).expect_stdout("retry 1/5 · SERVER");
@@ -188,10 +188,7 @@ fn a_turn_killed_on_one_home_is_repaired_and_resumed_from_another_with_one_conti
     for line in acknowledged.lock().unwrap().iter() {
         assert!(lines.contains(line.as_str()), "acknowledged but lost: {line}");
     }
-    let continuations = events_of(&lines)
-        .iter()
-        .filter(|event| event["type"] == "user/message" && event["data"]["source"]["kind"] == "plugin")
-        .count();
+    let continuations = events_of(&lines).iter().filter(|event| dsh_e2e::turns::from_plugin(event)).count();
     assert_eq!(continuations, 1);
     assert_eq!(answering.request_bodies().len(), 1, "the continuation was sent once");
     homes[0].run(&["session", "verify", &id]).expect_code(0);
@@ -298,7 +295,7 @@ fn session_commands(home: &TestHome) -> Vec<String> {
         home.run(&["session", "list", "--json"]),
         home.run(&["session", "prune", "--older-than", "30d", "--dry-run"]),
     ];
-    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let log = home.session_log(&id);
     let normal = |text: &str| {
         let text = text.replace(log.to_str().unwrap(), "LOG").replace(&id, "LOG").replace(&mock.base_url, "URL");
         let kept = text.lines().filter(|line| !line.contains("GMT") && !line.contains("createdAt"));

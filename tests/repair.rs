@@ -221,22 +221,23 @@ fn a_seq_gap_a_duplicate_or_time_going_back_is_refused_for_writing_and_never_cal
 }
 
 #[test]
-fn a_format_between_v0_and_v4_is_refused_naming_its_version_and_left_untouched() {
-    let text = "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n";
-    let expected = "it uses session format v1, a generation between v0 and v4";
+fn a_v1_to_v3_log_the_migration_refuses_is_named_at_its_line_and_left_untouched() {
+    let header =
+        "{\"type\":\"session\",\"version\":2,\"id\":\"s\",\"createdAt\":1,\"isSeeded\":false,\"delegationDepth\":0}";
+    let chunk = r#"{"type":"assistant/chunk","seq":0,"time":2,"data":{"turn":1,"step":1,"chunk":{"type":"text-delta","index":0,"text":"a"}}}"#;
+    let text = format!("{header}\n{chunk}\n");
+    let expected = "the format v2 log cannot be read as v4, as DeepSeek Harness 0.2 reads it: line 2 (byte 91): \
+                    assistant/chunk cannot be migrated to v4: format v2 has no assistant/chunk events";
     let home = TestHome::new();
-    let log = home.write("sessions/s/session.jsonl", text);
+    let log = home.write("sessions/s/session.v2.jsonl", &text);
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
     verify.expect_code(5);
     assert!(verify.stderr.contains(expected) && verify.stderr.contains("1 log unreadable"), "{}", verify.stderr);
-    for args in
-        [&["session", "repair", log.to_str().unwrap()][..], &["run", "--profile", "demo", "--session", "s", "more"]]
-    {
-        let refused = home.run(args);
-        assert_ne!(refused.code, Some(0), "{args:?}");
-        assert!(refused.stderr.contains(expected), "{args:?}: {}", refused.stderr);
-    }
+    let refused = home.run(&["run", "--profile", "demo", "--session", "s", "more"]);
+    assert_ne!(refused.code, Some(0), "{refused}");
+    assert!(refused.stderr.contains("assistant/chunk cannot be migrated to v4"), "{}", refused.stderr);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "nothing was written");
+    assert!(!log.with_file_name("session.v4.jsonl").exists(), "nothing was published");
 }
 
 #[test]

@@ -35,7 +35,7 @@ fn a_gateway_html_page_is_a_server_failure_and_is_retried() {
     );
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");
     turn.run.expect_code(0);
-    let failure = &turn.of_type("assistant/attempt")[0]["data"]["failure"];
+    let failure = dsh_e2e::turns::attempt_failure(turn.of_type("assistant/attempt")[0]);
     assert_eq!(failure["code"], "SERVER");
     assert_eq!(failure["status"], 503);
     assert_eq!(
@@ -56,7 +56,7 @@ fn a_truncated_stream_is_stream_closed_and_not_retried_by_default() {
     assert_eq!(turn.end()["kind"], "error");
     assert_eq!(turn.end()["error"]["code"], "STREAM_CLOSED");
     assert!(turn.of_type("llm/retry").is_empty());
-    assert_eq!(turn.of_type("assistant/attempt")[0]["data"]["text"], "partial answ");
+    assert_eq!(dsh_e2e::turns::attempt_text(turn.of_type("assistant/attempt")[0]), "partial answ");
     assert!(turn.run.stderr.contains("STREAM_CLOSED"), "{}", turn.run.stderr);
 }
 
@@ -66,8 +66,11 @@ fn a_reset_connection_is_transport_and_an_empty_completion_is_empty_response() {
     let mock = MockProcess::start(&home, "- reset: true\n- empty: true\n- malformed: true\n- ok: done\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, "{mode: normal, maxRetries: 5, retryableCodes: [TRANSPORT, EMPTY_RESPONSE, MALFORMED_RESPONSE], backoff: {initialDelayMs: 5, maxDelayMs: 20, jitterRatio: 0}}", ""), "hi");
     turn.run.expect_code(0);
-    let codes: Vec<&Value> =
-        turn.of_type("assistant/attempt").iter().map(|attempt| &attempt["data"]["failure"]["code"]).collect();
+    let codes: Vec<&Value> = turn
+        .of_type("assistant/attempt")
+        .iter()
+        .map(|attempt| &dsh_e2e::turns::attempt_failure(attempt)["code"])
+        .collect();
     assert_eq!(codes, ["TRANSPORT", "EMPTY_RESPONSE", "MALFORMED_RESPONSE"]);
 }
 
@@ -176,7 +179,7 @@ fn an_interrupt_during_a_wait_ends_the_turn_aborted_without_a_started_record() {
         .spawn()
         .unwrap();
     let sessions = home.path().join("sessions");
-    let log_path = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|entry| entry.path().join("session.jsonl"));
+    let log_path = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|entry| dsh_e2e::log_in(&entry.path()));
     let scheduled = wait_until(Duration::from_secs(20), || {
         log_path().is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("\"llm/retry\""))
     });
@@ -206,23 +209,24 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
     let id = run.stderr.lines().last().unwrap().strip_prefix("session ").unwrap();
     assert_eq!((&opening["session"], &opening["profile"]), (&Value::from(id), &Value::from("web")));
     let types: Vec<String> = lines.map(|event| event["type"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(
-        types,
-        [
-            "turn/start",
-            "step/start",
-            "user/message",
-            "request/header",
-            "assistant/attempt",
-            "llm/retry",
-            "llm/retry-started",
-            "assistant/message",
-            "step/end",
-            "turn/end"
-        ]
-    );
-    let log = std::fs::read_to_string(home.path().join("sessions").join(id).join("session.jsonl")).unwrap();
-    assert!(log.starts_with(&format!("{{\"type\":\"session\",\"version\":0,\"id\":\"{id}\",\"createdAt\":")));
+    let v0 = ["turn/start", "step/start", "user/message", "request/header", "assistant/attempt"];
+    let v4 = [
+        "agent/inbox/spliced",
+        "turn/start",
+        "agent/inbox/spliced",
+        "step/start",
+        "system/message",
+        "user/message",
+        "system/message",
+        "request/header",
+        "assistant/attempt",
+    ];
+    let opening: &[&str] = if home.format() == "v0" { &v0 } else { &v4 };
+    let rest = ["llm/retry", "llm/retry-started", "assistant/message", "step/end", "turn/end"];
+    assert_eq!(types, [opening, &rest].concat());
+    let log = std::fs::read_to_string(home.session_log(id)).unwrap();
+    let version = &home.format()[1..];
+    assert!(log.starts_with(&format!("{{\"type\":\"session\",\"version\":{version},\"id\":\"{id}\",\"createdAt\":")));
     for (seq, line) in log.lines().skip(1).enumerate() {
         assert_eq!(serde_json::from_str::<Value>(line).unwrap()["seq"], seq, "contiguous seqs");
     }
@@ -339,7 +343,9 @@ fn a_retry_decision_the_host_cannot_carry_out_is_no_retry_for_its_row_and_nothin
 
 #[test]
 fn a_record_spread_over_several_lines_is_written_as_one_line_even_without_the_invariant() {
-    let home = TestHome::new();
+    // Without the invariant only a v0 log takes a record the scripted plugin makes (a v4 log's
+    // own gate refuses its turn-less llm/retry).
+    let home = TestHome::v0();
     install_scripted(&home, "{answer: retry, recordFormat: pretty}");
     home.write("profiles/web/cordis.patch.yml", "- {id: llm-retry-invariant, disabled: true}\n");
     let mock = MockProcess::start(&home, "- status: 404\n- ok: fine\n");
@@ -347,7 +353,7 @@ fn a_record_spread_over_several_lines_is_written_as_one_line_even_without_the_in
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("hi"));
     run.expect_code(0);
     let id = dsh_e2e::turns::session_id(&run);
-    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let log = home.session_log(&id);
     let text = std::fs::read_to_string(&log).unwrap();
     let record = text.lines().find(|line| line.contains("\"type\":\"llm/retry\"")).expect("the record is written");
     assert!(
@@ -383,7 +389,8 @@ fn a_record_that_is_not_json_is_never_written_even_without_the_invariant() {
 
 #[test]
 fn a_retry_record_the_invariant_refuses_ends_the_turn_with_invariant() {
-    let home = TestHome::new();
+    // The llm-retry-invariant plugin guards v0 logs; a v4 log's own gate refuses the record first.
+    let home = TestHome::v0();
     install_scripted(&home, "{answer: retry}");
     let mock = MockProcess::start(&home, "- status: 404\n");
     let turn = run_turn(&home, &route_patch(&home, &mock, TINY, ""), "hi");

@@ -85,7 +85,7 @@ fn a_provider_that_echoes_the_key_never_gets_it_into_a_log_or_an_output() {
     let codes: Vec<&str> = events
         .iter()
         .filter(|event| event["type"] == "assistant/attempt")
-        .map(|event| event["data"]["failure"]["code"].as_str().unwrap())
+        .map(|event| dsh_e2e::turns::attempt_failure(event)["code"].as_str().unwrap())
         .collect();
     assert_eq!(codes, ["AUTH", "SERVER", "SERVER", "UNKNOWN"], "a finish_reason becomes a known code");
     let answer = events.iter().find(|event| event["type"] == "assistant/message").unwrap();

@@ -111,7 +111,7 @@ fn every_content_block_of_a_result_is_kept_and_an_error_result_has_a_code() {
     let turn = tools.turn();
     turn.run.expect_code(0).expect_stdout("seen");
     assert_eq!(result_codes(&turn.events), ["-", "TOOL_ERROR"]);
-    let failed = &turn.of_type("tool/result")[1]["data"]["message"]["content"][0];
+    let failed = dsh_e2e::turns::tool_result_block(turn.of_type("tool/result")[1]);
     assert_eq!(failed["isError"], true);
     let sent = tools.request(2);
     let messages = sent["messages"].as_array().unwrap();
@@ -123,7 +123,7 @@ fn every_content_block_of_a_result_is_kept_and_an_error_result_has_a_code() {
          [resource file:///x.bin application/octet-stream, 3 bytes, kept as attachment {blob_id}]"
     );
     assert_eq!(messages[3]["content"], expected.as_str());
-    let content = &turn.of_type("tool/result")[0]["data"]["message"]["content"][0]["content"];
+    let content = &dsh_e2e::turns::tool_result_block(turn.of_type("tool/result")[0])["content"];
     let kinds: Vec<&str> = content.as_array().unwrap().iter().map(|block| block["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["text", "text", "text", "text", "text", "text", "image", "file"]);
     assert_eq!(
@@ -289,7 +289,7 @@ fn a_signal_mid_tool_call_closes_the_turn(signal: i32, code: i32) {
     let run = Run::from_child(child);
     run.expect_code(code);
     let id = session_id(&run);
-    let events = log_events(&tools.home.path().join("sessions").join(id).join("session.jsonl"));
+    let events = log_events(&tools.home.session_log(id));
     assert_eq!(events.last().unwrap()["data"]["reason"]["kind"], "aborted", "the turn is closed, not left open");
 }
 

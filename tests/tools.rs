@@ -27,7 +27,11 @@ pub(crate) fn server_row(id: &str, ledger: &std::path::Path, extra: &str) -> Str
 }
 
 pub(crate) fn tool_home(script: &str, extra: &str) -> ToolHome {
-    let home = TestHome::new();
+    tool_home_in(TestHome::new(), script, extra)
+}
+
+/// [`tool_home`] in `home`.
+pub(crate) fn tool_home_in(home: TestHome, script: &str, extra: &str) -> ToolHome {
     let ledger = home.path().join("ledger.txt");
     let (mock, patch) = route_with_rows(&home, script, &server_row("side", &ledger, extra));
     ToolHome { home, mock, patch, ledger }
@@ -86,7 +90,7 @@ pub(crate) fn result_codes(events: &[Value]) -> Vec<String> {
 }
 
 pub(crate) fn result_text(event: &Value) -> String {
-    event["data"]["message"]["content"][0]["content"]
+    dsh_e2e::turns::tool_result_block(event)["content"]
         .as_array()
         .unwrap()
         .iter()
@@ -104,8 +108,10 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
         .expect_stdout("all done")
         .expect_stderr("tool append {\"line\":\"one\"} → 8 bytes: appended");
     assert_eq!(tools.ledger_lines(), ["one"]);
+    let types = types(&turn);
+    let answered = types.iter().position(|kind| kind == "assistant/message").unwrap();
     assert_eq!(
-        types(&turn)[4..],
+        types[answered..],
         [
             "assistant/message",
             "tool/call",
@@ -625,7 +631,7 @@ const FAULTS: &str = "\
 fn append_counts(home: &TestHome) -> (usize, usize, usize, usize) {
     let (mut calls, mut real, mut unknown, mut failed_attempts) = (0, 0, 0, 0);
     for dir in std::fs::read_dir(home.path().join("sessions")).unwrap() {
-        let events = log_events(&dir.unwrap().path().join("session.jsonl"));
+        let events = log_events(&dsh_e2e::log_in(&dir.unwrap().path()));
         let appends: Vec<&str> = events
             .iter()
             .filter(|event| event["type"] == "tool/call" && event["data"]["name"] == "append")
@@ -689,7 +695,7 @@ fn exactly_once_across_injected_failures_and_kill_9_rounds() {
         std::thread::sleep(std::time::Duration::from_millis(seed % 300));
         dsh_e2e::process::kill_9(&mut child);
         for dir in session_dirs(&home).difference(&before) {
-            let log = dir.join("session.jsonl");
+            let log = dsh_e2e::log_in(dir);
             if !log.exists() {
                 continue;
             }

@@ -102,7 +102,7 @@ impl Place {
             Some(server) => server.sql("postgres", "SELECT id FROM dsh_sessions").lines().map(str::to_owned).collect(),
             None => session_dirs(&self.homes[0])
                 .iter()
-                .filter(|dir| dir.join("session.jsonl").exists())
+                .filter(|dir| dsh_e2e::log_in(dir).exists())
                 .map(|dir| dir.file_name().unwrap().to_str().unwrap().to_owned())
                 .collect(),
         }
@@ -136,7 +136,7 @@ fn check_continuations(text: &str, round: usize) {
     let events: Vec<Value> = text.lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect();
     let continuations: Vec<&str> = events
         .iter()
-        .filter(|event| event["type"] == "user/message" && event["data"]["source"]["kind"] == "plugin")
+        .filter(|event| dsh_e2e::turns::from_plugin(event))
         .map(|event| event["data"]["id"].as_str().unwrap())
         .collect();
     let unique: HashSet<&&str> = continuations.iter().collect();

@@ -8,13 +8,14 @@
 //! - a failed attempt is `assistant/attempt {turn, step, stream}`, its partial text and failure
 //!   in the embedded stream; an answer embeds its stream too (`stream: []`: dsh keeps no chunks);
 //! - a tool result is a `role: "tool"` message, citing its `tool/call`;
+//! - a plugin's message source names the plugin's producer kind (`plugin:dsh-retry`);
 //! - dsh's own records 0.2 does not know (`route/switch`, `llm/retry-refused`) are written
 //!   `"ignorable": true`, so 0.2 keeps and skips them.
 
 use dsh_abi::events;
 use serde_json::{json, Map, Value};
 
-use super::new_event::NewEvent;
+use super::new_event::{NewEvent, Replacement};
 use super::rules_v4::V4Rules;
 use super::structure::StructureRules;
 use super::vocabulary;
@@ -39,6 +40,9 @@ pub fn encode<'a>(event: NewEvent<'a>, rules: &StructureRules, now_ms: u64) -> V
             vec![reshaped(event, data)]
         }
         events::TOOL_RESULT => vec![tool_result(event, data)],
+        events::USER_MESSAGE if data["source"]["kind"] == "plugin" => {
+            vec![reshaped(event, with_producer_sources(events::USER_MESSAGE, data))]
+        }
         kind if vocabulary::DSH_ONLY_V4_TYPES.contains(&kind) => vec![NewEvent { ignorable: true, ..event }],
         _ => vec![event],
     }
@@ -64,7 +68,7 @@ fn system_message(
         "role": "system", "content": content, "source": {"kind": "system-prompt"}, "id": format!("system-prompt-{seq}"),
     });
     let data = json!({"turn": turn, "step": step, "message": message});
-    NewEvent { replaces, ..NewEvent::new(events::SYSTEM_MESSAGE, &data) }
+    NewEvent { replaces: replaces.map(Replacement::head), ..NewEvent::new(events::SYSTEM_MESSAGE, &data) }
 }
 
 /// The header without `system`, after a `system/message` when the prompt differs from the head's.
@@ -122,4 +126,84 @@ pub(crate) fn tool_result(event: NewEvent<'_>, data: Value) -> NewEvent<'_> {
         fields.insert("error".into(), error.clone());
     }
     reshaped(event, Value::Object(fields))
+}
+
+/// v4's message sources: a plugin's (`{kind: "plugin", plugin, …}`, as dsh's agent loop and
+/// v0–v3 write it) names its producer's kind, as 0.2 names it (and its v3→v4 migration does).
+pub(crate) fn with_producer_sources(event_type: &str, mut data: Value) -> Value {
+    let messages: Vec<&mut Value> = match event_type {
+        events::USER_MESSAGE => vec![&mut data],
+        events::DEVELOPER_MESSAGE | events::SYSTEM_MESSAGE | events::ASSISTANT_MESSAGE | events::TOOL_RESULT => {
+            data.get_mut("message").into_iter().collect()
+        }
+        events::AGENT_INBOX_SPLICED => {
+            data.get_mut("inserted").and_then(Value::as_array_mut).into_iter().flatten().collect()
+        }
+        "session/title-llm-request" => {
+            data.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten().collect()
+        }
+        _ => Vec::new(),
+    };
+    for message in messages {
+        let role = message["role"].as_str().unwrap_or_default().to_owned();
+        if let Some(source) = message.get_mut("source").filter(|source| source["kind"] == "plugin") {
+            *source = producer_source(source, &role);
+        }
+    }
+    data
+}
+
+/// 0.2's producer kinds of the plugins whose kind is not their name.
+const RENAMED_PRODUCERS: [(&str, &str); 5] = [
+    ("compact", "compact-checkpoint"),
+    ("tools-code-mode", "ptc-mode"),
+    ("tools-ptc", "ptc-mode"),
+    ("dsh-compaction-basic", "compact-basic"),
+    ("@deepseek-ai/dsh-system-prompt", "runtime-context"),
+];
+
+/// 0.2's first-party plugins whose producer kind is their name; any other is `plugin:<name>`.
+const SAME_NAME_PRODUCERS: [&str; 25] = [
+    "agent-instructions",
+    "session-reference",
+    "team-message",
+    "goal",
+    "skill-invocation",
+    "skill-catalog",
+    "coordinator",
+    "subagent-report",
+    "subagent-settled",
+    "webhook",
+    "agent-message",
+    "model-selection",
+    "plan-mode",
+    "time-context",
+    "tmux-context",
+    "user-approval",
+    "repeat-tool-reminder",
+    "tool-cordis",
+    "cordis-host-runner",
+    "tool-goal",
+    "tool-jobs",
+    "hooks-codex",
+    "hooks-claude-code",
+    "schedule",
+    "dsh-session-title-llm",
+];
+
+/// The source `{kind: "plugin", plugin, …}` as its producer's `{kind, …}`.
+fn producer_source(source: &Value, role: &str) -> Value {
+    let plugin = source["plugin"].as_str().unwrap_or_default();
+    let kind = match RENAMED_PRODUCERS.iter().find(|(name, _)| *name == plugin) {
+        _ if plugin == "@deepseek-ai/dsh-system-prompt" && role == "system" => "system-prompt".to_owned(),
+        Some((_, kind)) => (*kind).to_owned(),
+        None if SAME_NAME_PRODUCERS.contains(&plugin) => plugin.to_owned(),
+        None => format!("plugin:{plugin}"),
+    };
+    let fields = source.as_object().into_iter().flatten().filter(|(key, _)| *key != "plugin");
+    Value::Object(
+        fields
+            .map(|(key, value)| (key.clone(), if key == "kind" { kind.clone().into() } else { value.clone() }))
+            .collect(),
+    )
 }

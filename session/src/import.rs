@@ -66,7 +66,7 @@ pub fn import(source: &Path, store: &SessionStore) -> Result<Imported, ImportErr
     if !std::fs::metadata(source).is_ok_and(|meta| meta.is_file()) {
         return Err(ImportError::NotAFile(source.to_owned()));
     }
-    let mut reader = LogReader::open(source)?;
+    let mut reader = crate::migrate::open(source)?;
     let session_id = session_id(reader.header())?;
     let mut importing = store.begin_import(&session_id, reader.header())?;
     let mut copied = copy_events(&mut reader, |event| {

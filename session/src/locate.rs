@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::format::Format;
+use super::format;
 use super::reader::Damage;
 use crate::lock::{live_holder, LockError, WriterLock};
 use crate::NotFound;
 
 /// What a session folder holds a log as, for messages.
-pub const LOG_FILES: &str = "session.jsonl, session.v4.jsonl or their .zstd";
+pub const LOG_FILES: &str = "session.jsonl, session.v1.jsonl … session.v4.jsonl or their .zstd";
 /// What a session id is, for messages.
 pub const SESSION_ID_RULE: &str = "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
@@ -73,14 +73,13 @@ pub fn session_ids(sessions: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The log in a session directory: its format's file, plain or compressed (DeepSeek Harness's
-/// `.zstd`); where a folder holds two generations, as DeepSeek Harness 0.2 leaves one it
-/// migrated, the newest wins.
+/// The log in a session directory: its generation's file, plain or compressed (DeepSeek
+/// Harness's `.zstd`); where a folder holds two generations, as DeepSeek Harness 0.2 leaves one
+/// it migrated, the newest wins.
 pub fn find_log(dir: &Path) -> Option<PathBuf> {
-    [Format::V4, Format::V0]
-        .iter()
-        .flat_map(|format| [format.log_file(), format.compressed_log_file()])
-        .map(|file| dir.join(file))
+    format::generations_newest_first()
+        .map(format::generation_log_file)
+        .flat_map(|file| [dir.join(&file), dir.join(format!("{file}.zstd"))])
         .find(|path| path.is_file())
 }
 
@@ -131,6 +130,7 @@ pub fn torn_note(log: &Path, damage: &Damage) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Format;
 
     fn sessions(ids: &[&str]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

@@ -84,6 +84,8 @@ pub enum OpenError {
     Compressed { log: String },
     #[error("{log}: {reason}")]
     Io { log: String, reason: io::Error },
+    #[error(transparent)]
+    Upgrade(#[from] super::upgrade::UpgradeError),
 }
 
 /// An open session log.
@@ -135,7 +137,8 @@ impl SessionLog {
     /// Opens an existing log for appending under its writer `lock` ([`LogRef::lock`]),
     /// repairing a crash first (see the module doc). A log that breaks an integrity rule (a seq
     /// gap, time going back, an unknown required event, a bad header) is refused. With
-    /// `close_open_turn`, a turn left open is closed as `interrupted`.
+    /// `close_open_turn`, a turn left open is closed as `interrupted`. A v1–v3 log is upgraded
+    /// to v4 beside it first, and the v4 log is the one opened ([`super::upgrade::for_writing`]).
     pub fn open(
         location: &LogRef,
         lock: SessionLock,
@@ -144,6 +147,8 @@ impl SessionLog {
         now_ms: u64,
         close_open_turn: bool,
     ) -> Result<(SessionLog, Repair), OpenError> {
+        let (location, lock) = super::upgrade::for_writing(location, lock)?;
+        let location = &location;
         let name = location.name();
         let io_error = |reason| OpenError::Io { log: name.clone(), reason };
         let (mut reader, sink) = lock.open().map_err(|err| match err {
@@ -306,29 +311,8 @@ impl SessionLog {
         let time = rules.last_time().map_or(now_ms, |last| now_ms.max(last as u64));
         let known = crate::redact::known();
         let data = known.redact_json(&event.data);
-        let sources = match (event.replaces, event.source_seqs.is_empty()) {
-            (Some(head), _) => format!(",\"sourceEventSeqs\":[{head}]"),
-            (None, true) => String::new(),
-            (None, false) => format!(",\"sourceEventSeqs\":{}", js::to_string(&event.source_seqs)),
-        };
-        let surface_op = match event.replaces {
-            Some(head) => format!(",\"surfaceOp\":{{\"op\":\"replace\",\"startSeq\":{head},\"endSeq\":{head}}}"),
-            None if vocabulary::is_surface(self.gate.rules().format(), event.event_type) => {
-                ",\"surfaceOp\":\"append\"".to_owned()
-            }
-            None => String::new(),
-        };
-        // 0.2 writes a replacement's surfaceOp before its sources, an append's after them.
-        let envelope_tail = match event.replaces {
-            Some(_) => format!("{surface_op}{sources}"),
-            None => format!("{sources}{surface_op}"),
-        };
-        let line = format!(
-            "{{\"type\":{},\"seq\":{seq},\"time\":{time},\"data\":{}{}{envelope_tail}}}",
-            js::to_string(event.event_type),
-            data,
-            if event.ignorable { ",\"ignorable\":true" } else { "" },
-        );
+        let surface = vocabulary::is_surface(rules.format(), event.event_type);
+        let line = super::new_event::envelope_line(&event, &data, seq, time, surface);
         if line.len() + 1 > MAX_LINE_BYTES {
             return Err(AppendError::TooLong { event_type: event.event_type.to_owned(), bytes: line.len() + 1 });
         }

@@ -107,13 +107,15 @@ pub enum ReadError {
     #[error(transparent)]
     Io(#[from] io::Error),
     #[error(transparent)]
-    Store(#[from] super::store::StoreError),
+    Store(#[from] crate::store_error::StoreError),
     #[error("line 1 (byte 0): {0}")]
     BadHeader(String),
     #[error("the log is empty (no header line)")]
     Empty,
     #[error("line 1 (byte 0): {0}")]
     Format(#[from] UnknownFormat),
+    #[error("the format v{generation} log cannot be read as v4, as DeepSeek Harness 0.2 reads it: {reason}")]
+    NotMigrated { generation: u32, reason: String },
 }
 
 /// One event, borrowed from the reader's buffers.
@@ -193,6 +195,8 @@ pub struct LogReader {
     current: Option<Synthetic>,
     header: String,
     format: Format,
+    /// The generation the header names (0 to 4).
+    generation: u32,
 }
 
 impl LogReader {
@@ -201,8 +205,19 @@ impl LogReader {
         LogReader::new(open_lines(path)?)
     }
 
-    /// Reads a log from any buffered input.
+    /// Reads a log from any buffered input; a generation read only through its migration
+    /// ([`crate::format::MIGRATED_GENERATIONS`]) is [`UnknownFormat::Migrated`].
     pub fn new(input: Box<dyn BufRead + Send>) -> Result<LogReader, ReadError> {
+        let reader = LogReader::source(input)?;
+        match reader.generation {
+            0 | 4 => Ok(reader),
+            version => Err(UnknownFormat::Migrated { version }.into()),
+        }
+    }
+
+    /// Reads a log of any generation dsh knows, v1–v3 as the events they hold (their packed
+    /// rows expanded as v0's, in v1), for their migration to read.
+    pub fn source(input: Box<dyn BufRead + Send>) -> Result<LogReader, ReadError> {
         let mut reader = LogReader {
             input,
             buffer: Vec::with_capacity(4096),
@@ -213,6 +228,7 @@ impl LogReader {
             current: None,
             header: String::new(),
             format: Format::V0,
+            generation: 0,
         };
         let read = reader.read_line()?;
         if read == 0 {
@@ -227,9 +243,15 @@ impl LogReader {
                 "the first line is not a session header ({\"type\":\"session\",…})".into(),
             ));
         }
-        reader.format = Format::of_header(text)?;
+        reader.generation = crate::format::generation_of_header(text)?;
+        reader.format = if reader.generation <= 1 { Format::V0 } else { Format::V4 };
         reader.header = text.trim_end().to_owned();
         Ok(reader)
+    }
+
+    /// The generation the header names: 0 to 4.
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// The header line.
@@ -237,7 +259,8 @@ impl LogReader {
         &self.header
     }
 
-    /// The format the header names.
+    /// The format the header names (for a v1–v3 source read by its migration, the one whose
+    /// rows it shares: v0's packed chunks in v1, none after).
     pub fn format(&self) -> Format {
         self.format
     }

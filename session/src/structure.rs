@@ -615,7 +615,7 @@ mod tests {
             ]
         );
         let between = header_violations(r#"{"type":"session","version":2,"id":"s","createdAt":1}"#);
-        assert!(between[0].contains("session format v2, a generation between v0 and v4"), "{between:?}");
+        assert!(between[0].contains("session format v2, which is read through its migration to v4"), "{between:?}");
         assert_eq!(
             header_violations(r#"{"type":"session","version":4,"id":"s","createdAt":1,"delegationDepth":0}"#),
             ["format v4 header lacks required member \"isSeeded\"", "format v4 header isSeeded must be a boolean"]

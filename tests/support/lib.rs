@@ -206,20 +206,48 @@ fn spell_out_workspace_key(line: &str) -> String {
 /// A throw-away `$DSH_HOME` and a way to run `dsh` in it.
 pub struct TestHome {
     pub dir: tempfile::TempDir,
-    /// The session format new sessions are written in (`DSH_SESSION_FORMAT`).
-    format: &'static str,
+    /// The session format new sessions are written in (`DSH_SESSION_FORMAT`); `None` leaves
+    /// dsh's default.
+    format: Option<&'static str>,
 }
 
+/// Names a format for the homes of [`TestHome::new`] instead of dsh's default:
+/// `compat/reference-loader.sh` runs the suite with `v0`, the format DeepSeek Harness 0.1 loads.
+pub const FORMAT_OVERRIDE: &str = "DSH_E2E_SESSION_FORMAT";
+
 impl TestHome {
-    /// A home whose new sessions are written in format v0, the format the tests of the host's
-    /// behaviour read their logs in.
+    /// A home whose new sessions are written in dsh's default format (v4), what users get,
+    /// unless [`FORMAT_OVERRIDE`] names another.
     pub fn new() -> Self {
-        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format: "v0" }
+        let format = match std::env::var(FORMAT_OVERRIDE).as_deref() {
+            Ok("v0") => Some("v0"),
+            Ok("v4") => Some("v4"),
+            Ok(other) => panic!("{FORMAT_OVERRIDE}={other}: only v0 and v4 are formats"),
+            Err(_) => None,
+        };
+        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format }
     }
 
-    /// A home whose new sessions are written in format v4, dsh's default.
+    /// A home whose new sessions are written in format v0 (DeepSeek Harness 0.1's), for tests
+    /// whose assertions are about v0 itself.
+    pub fn v0() -> Self {
+        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format: Some("v0") }
+    }
+
+    /// A home whose new sessions are written in format v4 whatever [`FORMAT_OVERRIDE`] says.
     pub fn v4() -> Self {
-        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format: "v4" }
+        TestHome { dir: tempfile::tempdir().expect("create a temporary home"), format: Some("v4") }
+    }
+
+    /// The format this home's new sessions are written in.
+    pub fn format(&self) -> &'static str {
+        self.format.unwrap_or("v4")
+    }
+
+    /// The log file of session `id` in this home, in the format its new sessions are written in.
+    pub fn session_log(&self, id: impl AsRef<str>) -> PathBuf {
+        let file = if self.format() == "v0" { "session.jsonl" } else { "session.v4.jsonl" };
+        self.path().join("sessions").join(id.as_ref()).join(file)
     }
 
     pub fn path(&self) -> &Path {
@@ -266,9 +294,12 @@ impl TestHome {
             .env_remove("DSH_PLUGIN_PATH")
             .env_remove("DSH_LOG")
             .env_remove("DSH_SESSIONS")
-            .env("DSH_SESSION_FORMAT", self.format)
             .env("PGPASSWORD", PG_PASSWORD)
             .current_dir(self.path());
+        match self.format {
+            Some(format) => command.env("DSH_SESSION_FORMAT", format),
+            None => command.env_remove("DSH_SESSION_FORMAT"),
+        };
     }
 }
 
@@ -278,8 +309,9 @@ impl Default for TestHome {
     }
 }
 
-/// With `DSH_E2E_KEEP_LOGS=DIR`, every session log a test home held is copied into `DIR` when
-/// the home goes away (as `<test>--<session>.jsonl`), for `compat/reference-loader.sh`.
+/// With `DSH_E2E_KEEP_LOGS=DIR`, every v0 session log a test home held is copied into `DIR` when
+/// the home goes away (as `<test>--<session>.jsonl`), for `compat/reference-loader.sh` (which
+/// runs the suite with [`FORMAT_OVERRIDE`]` = v0`).
 impl Drop for TestHome {
     fn drop(&mut self) {
         let Some(keep) = std::env::var_os("DSH_E2E_KEEP_LOGS") else { return };
@@ -611,7 +643,17 @@ pub fn session_dirs(home: &TestHome) -> std::collections::HashSet<PathBuf> {
 /// The log of the one session under `home` (the first one found), once it exists.
 pub fn only_session_log(home: &TestHome) -> Option<PathBuf> {
     let dir = std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path();
-    Some(dir.join("session.jsonl")).filter(|log| log.exists())
+    Some(log_in(&dir)).filter(|log| log.exists())
+}
+
+/// The log in the session folder `dir`: its v4 file where there is one, else its v0 file.
+pub fn log_in(dir: &Path) -> PathBuf {
+    let v4 = dir.join("session.v4.jsonl");
+    if v4.exists() {
+        v4
+    } else {
+        dir.join("session.jsonl")
+    }
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.

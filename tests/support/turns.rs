@@ -60,7 +60,7 @@ pub fn run_turn_in(home: &TestHome, profile: &str, patch: &Path, prompt: &str) -
             .arg(prompt),
     );
     let id = session_id(&run);
-    let log = home.path().join("sessions").join(&id).join("session.jsonl");
+    let log = home.session_log(&id);
     let verify = home.run(&["session", "verify", log.to_str().unwrap()]);
     assert_eq!(verify.code, Some(0), "the log fails verify:\n{}{}", verify.stdout, verify.stderr);
     let events = log_events(&log);
@@ -117,4 +117,41 @@ pub fn spawn_collecting(home: &TestHome, args: &[&str]) -> (Child, Arc<Mutex<Vec
         }
     });
     (child, lines)
+}
+
+/// The failure of a failed attempt (`assistant/attempt`) in either format: v0's `failure`, or
+/// the failure of the `finish` that ends v4's embedded stream.
+pub fn attempt_failure(attempt: &Value) -> &Value {
+    let data = &attempt["data"];
+    let Some(stream) = data["stream"].as_array() else { return &data["failure"] };
+    let finish = stream.iter().rev().find(|record| record["chunk"]["type"] == "finish");
+    finish.map_or(&Value::Null, |record| &record["chunk"]["reason"]["failure"])
+}
+
+/// The partial text a failed attempt kept, in either format (v0's `text`, v4's text chunks).
+pub fn attempt_text(attempt: &Value) -> String {
+    let data = &attempt["data"];
+    let Some(stream) = data["stream"].as_array() else { return data["text"].as_str().unwrap_or_default().to_owned() };
+    let texts = stream.iter().filter(|record| record["type"] == "text-chunks").flat_map(|record| {
+        record["texts"].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned)
+    });
+    texts.collect()
+}
+
+/// A `tool/result`'s result in either format, with its `content` and `isError`: v0's
+/// `tool-result` block of a user message, or v4's `role: "tool"` message itself.
+pub fn tool_result_block(event: &Value) -> &Value {
+    let message = &event["data"]["message"];
+    if message["role"] == "tool" {
+        message
+    } else {
+        &message["content"][0]
+    }
+}
+
+/// Whether a `user/message` event came from a plugin, in either format: v0's `{kind: "plugin",
+/// plugin}`, v4's producer kind `plugin:<name>`.
+pub fn from_plugin(event: &Value) -> bool {
+    let kind = event["data"]["source"]["kind"].as_str().unwrap_or_default();
+    event["type"] == "user/message" && (kind == "plugin" || kind.starts_with("plugin:"))
 }

@@ -401,12 +401,12 @@ fn migrate(globals: &Globals, name: &str) -> Outcome {
         return Err(Exit::reported(EXIT_DAMAGED));
     }
     let lock = log.lock(store.local_folder())?;
-    let migrated = dsh_session::migrate::to_v4(&log, lock, epoch_ms())?;
+    let migrated = dsh_session::upgrade::to_v4(&log, lock)?;
     say!(
-        "dsh: migrated session {} to format v4: {} events read, {} written, in {}; the v0 log {} is kept",
+        "dsh: migrated session {} to format v4: {} events read, {} written, in {}; the original log {} is kept",
         log.id(),
-        migrated.read,
-        migrated.written,
+        migrated.counts.read,
+        migrated.counts.written,
         migrated.path.display(),
         log.name()
     );

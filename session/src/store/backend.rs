@@ -6,7 +6,6 @@ use std::fmt::Debug;
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 
@@ -14,35 +13,12 @@ use crate::import::ImportError;
 use crate::lock::LockError;
 use crate::meta::{PatchCopy, SessionMeta};
 use crate::reader::{Damage, LogReader, ReadError};
+pub use crate::store_error::StoreError;
 use crate::writer::{Line, Sink};
 use crate::{locate, NotFound};
 
 /// The name a kept attachment has beside the log, before its sha256.
 pub const ATTACHMENT_PREFIX: &str = "attachment-";
-
-/// Why the session store cannot be used. Never holds a password.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    #[error("cannot connect to the session store {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("the session store {url} {what} failed: {reason}")]
-    Query { url: String, what: &'static str, reason: String },
-    #[error("the session store {url} did not answer {what} within {}s", deadline.as_secs())]
-    Deadline { url: String, what: &'static str, deadline: Duration },
-    #[error(
-        "the session store {url} holds dsh schema version {found}; this dsh knows versions up to {known} (upgrade dsh)"
-    )]
-    NewerSchema { url: String, found: i32, known: i32 },
-    #[error("the session store {url}: the connection is gone")]
-    Gone { url: String },
-}
-
-impl From<StoreError> for io::Error {
-    /// The store error stays the I/O error's inner error, so what failed can still be told.
-    fn from(err: StoreError) -> io::Error {
-        io::Error::other(err)
-    }
-}
 
 /// Why a held log could not be opened for appending.
 #[derive(Debug)]

@@ -153,7 +153,7 @@ impl Log for FileLog {
     }
 
     fn reader(&self) -> Result<LogReader, ReadError> {
-        LogReader::open(&self.0)
+        crate::migrate::open(&self.0)
     }
 
     fn lines(&self) -> Result<Box<dyn BufRead + Send>, ReadError> {
