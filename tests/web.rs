@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use dsh_e2e::turns::{route_patch, SECRET, TINY};
-use dsh_e2e::web::{event_type, Sent, WebServer};
+use dsh_e2e::web::{event_type, read_reply, send_to, Sent, WebServer};
 use dsh_e2e::{log_events, wait_until, MockProcess, PostgresServer, TestHome};
 use serde_json::Value;
 
@@ -275,4 +275,122 @@ fn two_servers_on_one_postgres_store_share_a_session_live_one_writer_at_a_time()
     assert_eq!(ends, ["\"completed\"", "\"completed\"", "\"completed\"", "\"interrupted\"", "\"completed\""]);
     mock.release("fourth");
     home_a.run(&["session", "verify", &session]).expect_code(0);
+}
+
+#[test]
+fn a_watcher_joining_mid_turn_sees_it_running_and_the_answer_streamed_so_far() {
+    let (home, _mock, patch) = web_home("- endless: \"lorem \"\n", "");
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let mut first = web.events(&session, None);
+    prompt(&web, &session, "go on");
+    while first.next_sent().is_some_and(|sent| sent.event != "text") {}
+    let mut joined = web.events(&session, None);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|sent: &Sent| sent.event == "text") {
+        seen.push(joined.next_sent().unwrap());
+    }
+    let statuses: Vec<&str> = seen.iter().filter(|s| s.event == "status").map(|s| s.data.as_str()).collect();
+    assert_eq!(statuses, [r#"{"running":true}"#], "{seen:?}");
+    let text: Value = serde_json::from_str(&seen.last().unwrap().data).unwrap();
+    assert_eq!(text["whole"], true, "the text so far, whole");
+    assert!(text["text"].as_str().unwrap().starts_with("lorem lorem"), "{text}");
+    web.api("POST", &format!("/api/sessions/{session}/cancel"), Some("{}"));
+    let end = events_only(&joined.until("turn/end")).pop().unwrap();
+    assert_eq!(end["data"]["reason"]["kind"], "aborted");
+}
+
+#[test]
+fn a_trajectory_comes_a_window_at_a_time_and_a_span_opens_the_events_it_covers() {
+    let (home, _mock, patch) = web_home("- status: 503\n- status: 429\n- ok: recovered\n", TINY);
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let mut events = web.events(&session, None);
+    prompt(&web, &session, "hello");
+    events.until("turn/end");
+    let path = format!("/api/sessions/{session}/trajectory");
+    let first = web.api("GET", &format!("{path}?limit=4"), None).json();
+    let total = first["total"].as_u64().unwrap();
+    assert_eq!((first["spans"].as_array().unwrap().len(), first["offset"].as_u64()), (4, Some(0)));
+    assert_eq!(first["overview"].as_array().unwrap().len(), 120);
+    let rest = web.api("GET", &format!("{path}?offset=4&limit=1000"), None).json();
+    let spans: Vec<&Value> =
+        first["spans"].as_array().unwrap().iter().chain(rest["spans"].as_array().unwrap()).collect();
+    assert_eq!(spans.len() as u64, total);
+    let waits: Vec<&&Value> = spans.iter().filter(|span| span["kind"] == "wait").collect();
+    let codes: Vec<&str> = waits.iter().map(|span| span["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["SERVER", "RATE_LIMIT"]);
+    assert!(rest["turns"]["1"].is_array(), "the axis of each turn in the window: {rest}");
+    let [from, to] = [waits[0]["seqs"][0].as_u64().unwrap(), waits[0]["seqs"][1].as_u64().unwrap()];
+    let covered = web.api("GET", &format!("/api/sessions/{session}/log?from={from}&to={to}"), None).json();
+    let types: Vec<&str> = covered["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["llm/retry", "llm/retry-started"]);
+    let too_many = format!("/api/sessions/{session}/log?from=0&to=2000");
+    assert_eq!(web.api("GET", &too_many, None).status, 400, "one past the most a range may name");
+    assert_eq!(web.api("GET", &format!("/api/sessions/{session}/log?from=0&to=1999"), None).status, 200);
+    assert_eq!(web.api("GET", "/api/sessions/no-such-session/trajectory", None).status, 404);
+}
+
+#[test]
+fn plugins_and_rows_change_from_the_api_and_the_page_never_sees_an_inline_credential() {
+    let (home, _mock, patch) = web_home("- ok: hi\n", "");
+    home.run(&["profile", "new", "web"]).expect_code(0);
+    let inline = "- id: llm-deepseek\n  config:\n    provider: deepseek-official\n    baseUrl: https://user:pa55word@example.com/v1\n    model: m\n    apiKeyEnv: DEEPSEEK_API_KEY\n";
+    std::fs::write(home.path().join("profiles/web/cordis.patch.yml"), inline).unwrap();
+    let web = serve(&home, &patch, &[]);
+    let rows = web.api("GET", "/api/profiles/web/rows", None);
+    assert_eq!(rows.status, 200, "{rows:?}");
+    assert!(!rows.body.contains("pa55word"), "{}", rows.body);
+    let waterfall = |web: &WebServer| web.api("GET", "/api/profiles/web/waterfall", None).json().to_string();
+    assert!(waterfall(&web).contains("llm-retry"));
+    let off = web.api("POST", "/api/profiles/web/rows/llm-retry", Some(r#"{"enabled":false}"#));
+    assert_eq!(off.json()["disabled"], true, "{off:?}");
+    assert!(!waterfall(&web).contains("llm-retry"));
+    let missing = web.api("POST", "/api/profiles/web/rows/no-such-row", Some(r#"{"enabled":false}"#));
+    assert_eq!(missing.status, 404);
+    assert!(missing.json()["error"].as_str().unwrap().contains("its rows: agent"), "{missing:?}");
+    let added = web.api("POST", "/api/profiles/web/plugins", Some(r#"{"package":"relay-retry"}"#));
+    assert_eq!(added.status, 200, "{added:?}");
+    assert!(waterfall(&web).contains("relay-retry"));
+    let removed = web.api("DELETE", "/api/profiles/web/plugins/relay-retry", None);
+    assert_eq!(removed.json()["removed"], serde_json::json!(["relay-retry"]), "{removed:?}");
+    let explained = web.api("GET", "/api/profiles/web/explain", None).json();
+    assert_eq!(explained["routes"][0]["provider"], "deepseek-official", "{explained}");
+    assert_eq!(web.api("GET", "/api/profiles/no%2Fsuch/rows", None).status / 100, 4);
+}
+
+#[test]
+fn a_session_replays_beside_a_candidate_layer_and_a_request_naming_neither_is_refused() {
+    let (home, _mock, patch) = web_home("- status: 503\n- ok: recovered\n", TINY);
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let mut events = web.events(&session, None);
+    prompt(&web, &session, "hello");
+    events.until("turn/end");
+    let body = serde_json::json!({"layer": "- {id: llm-retry, disabled: true}\n"}).to_string();
+    let replayed = web.api("POST", &format!("/api/sessions/{session}/replay"), Some(&body));
+    assert_eq!(replayed.status, 200, "{replayed:?}");
+    let turn = &replayed.json()["results"][0];
+    assert_eq!(turn["recorded"]["outcome"], "completed");
+    assert_eq!(turn["candidates"][0]["outcome"], "completed", "the session's own configuration");
+    assert_eq!(turn["candidates"][1]["outcome"], "gave-up", "without llm-retry the 503 is not retried");
+    let neither = web.api("POST", &format!("/api/sessions/{session}/replay"), Some("{}"));
+    assert_eq!(neither.status, 400);
+}
+
+#[test]
+fn sigterm_while_a_prompt_waits_behind_a_turn_closes_the_turn_refuses_the_prompt_and_exits_0() {
+    let (home, mock, patch) = web_home("- ok: held\n  hold: never\n", "");
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    prompt(&web, &session, "first");
+    mock.wait_for_requests(1);
+    let path = format!("/api/sessions/{session}/prompt");
+    let queued = send_to(&web.address, "POST", &path, &web.page_headers(), Some(r#"{"text":"second"}"#));
+    assert_eq!(web.stop(), Some(0), "dsh web exits 0 without waiting for the held turn");
+    let status = read_reply(queued).status;
+    assert!(status == 503 || status == 0, "the queued prompt was not taken: {status}");
+    let log = std::fs::read_to_string(log_of(&home, &session)).unwrap();
+    assert!(!log.contains("second"), "nothing of the refused prompt is in the log");
+    assert_eq!(log_events(&log_of(&home, &session)).last().unwrap()["data"]["reason"]["kind"], "aborted");
 }

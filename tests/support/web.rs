@@ -70,14 +70,7 @@ impl WebServer {
 
     /// `method path` with exactly `headers` (a JSON body when given).
     pub fn request(&self, method: &str, path: &str, headers: &[(String, String)], body: Option<&str>) -> Reply {
-        let mut stream = self.send(method, path, headers, body);
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-        let (status_line, headers) = head.split_once("\r\n").unwrap_or((head, ""));
-        let status = status_line.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
-        let headers = headers.lines().map(lower_name).collect::<Vec<_>>().join("\n");
-        Reply { status, headers, body: body.to_owned() }
+        request_at(&self.address, method, path, headers, body)
     }
 
     /// Only the status of `method path` (for a request whose connection may stay open, such
@@ -113,19 +106,7 @@ impl WebServer {
     }
 
     fn send(&self, method: &str, path: &str, headers: &[(String, String)], body: Option<&str>) -> TcpStream {
-        let mut stream = TcpStream::connect(&self.address).unwrap();
-        stream.set_read_timeout(Some(STUCK)).unwrap();
-        let mut request = format!("{method} {path} HTTP/1.0\r\n");
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if let Some(body) = body {
-            request.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
-        }
-        request.push_str("\r\n");
-        request.push_str(body.unwrap_or_default());
-        stream.write_all(request.as_bytes()).unwrap();
-        stream
+        send_to(&self.address, method, path, headers, body)
     }
 
     /// Sends SIGKILL and reaps the process.
@@ -146,6 +127,40 @@ impl Drop for WebServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `method path` on the server at `address` with exactly `headers` (a JSON body when given): an
+/// answer of status 0 when the server closed the connection without one.
+pub fn request_at(address: &str, method: &str, path: &str, headers: &[(String, String)], body: Option<&str>) -> Reply {
+    read_reply(send_to(address, method, path, headers, body))
+}
+
+/// The answer the server sends on `stream` (status 0 when it closed the connection without one).
+pub fn read_reply(mut stream: TcpStream) -> Reply {
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let (status_line, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    let status = status_line.split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    let headers = headers.lines().map(lower_name).collect::<Vec<_>>().join("\n");
+    Reply { status, headers, body: body.to_owned() }
+}
+
+/// Connects to `address` and sends `method path` with exactly `headers` (a JSON body when given).
+pub fn send_to(address: &str, method: &str, path: &str, headers: &[(String, String)], body: Option<&str>) -> TcpStream {
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(STUCK)).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.0\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        request.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", body.len()));
+    }
+    request.push_str("\r\n");
+    request.push_str(body.unwrap_or_default());
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
 }
 
 fn lower_name(line: &str) -> String {

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use crate::profile::InvalidName;
 use crate::NotFound;
 use dsh_session::lock::{Busy, LockError};
 use dsh_session::log::{AppendError, OpenError};
@@ -111,6 +112,8 @@ impl<E: Into<anyhow::Error>> From<E> for Exit {
 pub fn exit_code_of(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<NotFound>().is_some() {
         EXIT_NOT_FOUND
+    } else if err.downcast_ref::<InvalidName>().is_some() {
+        EXIT_USAGE
     } else if err.downcast_ref::<Busy>().is_some()
         || matches!(err.downcast_ref::<LockError>(), Some(LockError::Busy(_)))
     {

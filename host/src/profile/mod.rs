@@ -208,6 +208,11 @@ const USER_LAYER: &str = "\
 []
 ";
 
+/// A profile name no folder can have (a usage error).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid profile name {0}: it must be non-empty, without / or \\, and not . or ..")]
+pub struct InvalidName(String);
+
 /// The bundle list a profile gets when it has no template (`dsh plugin --profile NEW add …`).
 pub const DEFAULT_BUNDLES: [&str; 1] = ["dsh-base"];
 
@@ -255,9 +260,9 @@ fn has_manifest(dir: &Path) -> bool {
 }
 
 impl Profile {
-    pub fn validate_name(name: &str) -> anyhow::Result<()> {
+    pub fn validate_name(name: &str) -> Result<(), InvalidName> {
         if name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".." {
-            bail!("invalid profile name {}: it must be non-empty, without / or \\, and not . or ..", json_quote(name));
+            return Err(InvalidName(json_quote(name)));
         }
         Ok(())
     }

@@ -55,15 +55,17 @@ impl Commands {
         }
         if !status.success() {
             let code = status.code().unwrap_or(1);
-            let said = String::from_utf8_lossy(&stderr).trim().to_owned();
+            let said = dsh_session::redact::text(String::from_utf8_lossy(&stderr).trim()).into_owned();
             return Err(ApiError::new((self.status_of)(code), said));
         }
         parse(&stdout, lines)
     }
 }
 
+/// The command's JSON, every secret this process knows taken out first.
 fn parse(stdout: &[u8], lines: bool) -> Result<Value, ApiError> {
     let text = String::from_utf8_lossy(stdout);
+    let text = dsh_session::redact::text(&text);
     if lines {
         let parsed: Result<Vec<Value>, _> =
             text.lines().filter(|line| !line.trim().is_empty()).map(serde_json::from_str).collect();
