@@ -28,17 +28,19 @@ SCENARIOS = [
 # What each side writes that the other has no part for, left out of the comparison: the
 # reference's runtime-context snapshot (a user/message not from the user), its context-window
 # note and its session title; dsh's system prompt, written as an empty surface head at the
-# step's start and then replaced by the prompt (the reference writes the prompt at once).
+# step's start and then replaced by the prompt (the reference writes the prompt at once), and
+# dsh's ignorable llm/first-token (the reference keeps that time in the message's stream).
 REFERENCE_ONLY = {"request/context", "session/title"}
+DSH_ONLY = {"llm/first-token"}
 
 
 def carried(notification):
-    """Whether the notification is one both runtimes have a part for (see REFERENCE_ONLY)."""
+    """Whether the notification is one both runtimes have a part for (see REFERENCE_ONLY, DSH_ONLY)."""
     if notification.method != "session.event":
         return True
     event = notification.payload["event"]
     data = event.get("data") or {}
-    if event["type"] in REFERENCE_ONLY:
+    if event["type"] in REFERENCE_ONLY | DSH_ONLY:
         return False
     if event["type"] == "user/message" and (data.get("source") or {}).get("kind") != "user":
         return False

@@ -47,7 +47,10 @@ fn a_failing_primary_hands_the_step_to_the_backup_at_once_and_the_log_records_th
     assert_eq!(hop_of(&turn), [("deepseek-official".to_owned(), "backup".to_owned())]);
     let kinds: Vec<&str> = turn.events.iter().map(|event| event["type"].as_str().unwrap()).collect();
     let hop = kinds.iter().position(|kind| *kind == "route/switch").unwrap();
-    assert_eq!(kinds[hop - 1..hop + 3], ["assistant/attempt", "route/switch", "request/header", "assistant/message"]);
+    assert_eq!(
+        kinds[hop - 1..hop + 4],
+        ["assistant/attempt", "route/switch", "request/header", "llm/first-token", "assistant/message"]
+    );
     let header = &turn.events[hop + 1]["data"];
     assert_eq!(
         (header["reason"].as_str(), header["header"]["config"]["provider"].as_str()),

@@ -222,7 +222,7 @@ fn json_mode_streams_every_event_and_show_and_list_render_the_session() {
         "assistant/attempt",
     ];
     let opening: &[&str] = if home.format() == "v0" { &v0 } else { &v4 };
-    let rest = ["llm/retry", "llm/retry-started", "assistant/message", "step/end", "turn/end"];
+    let rest = ["llm/retry", "llm/retry-started", "llm/first-token", "assistant/message", "step/end", "turn/end"];
     assert_eq!(types, [opening, &rest].concat());
     let log = std::fs::read_to_string(home.session_log(id)).unwrap();
     let version = &home.format()[1..];

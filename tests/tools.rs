@@ -120,6 +120,7 @@ fn a_tool_step_runs_its_calls_once_and_the_next_step_sends_their_results() {
             "tool/result",
             "step/end",
             "step/start",
+            "llm/first-token",
             "assistant/message",
             "step/end",
             "turn/end"

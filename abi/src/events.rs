@@ -23,6 +23,8 @@ pub const LLM_RETRY: &str = "llm/retry";
 pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
 pub const LLM_RETRY_REFUSED: &str = "llm/retry-refused";
 pub const ROUTE_SWITCH: &str = "route/switch";
+/// dsh's own (ignorable): the attempt's first text arrived; its `time` is when.
+pub const LLM_FIRST_TOKEN: &str = "llm/first-token";
 /// Format v4's system prompt, a surface event of its own (v0 kept it in `request/header`).
 pub const SYSTEM_MESSAGE: &str = "system/message";
 /// Format v4's developer notices, such as a changed tool set.
@@ -35,7 +37,7 @@ pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
 pub const WORKING_DIRECTORY_CHANGE: &str = "working-directory/change";
 
 /// Event types dsh reads and writes itself; the structure rules concern these.
-pub const DSH_EVENT_TYPES: [&str; 16] = [
+pub const DSH_EVENT_TYPES: [&str; 17] = [
     TURN_START,
     TURN_END,
     STEP_START,
@@ -52,6 +54,7 @@ pub const DSH_EVENT_TYPES: [&str; 16] = [
     LLM_RETRY_STARTED,
     LLM_RETRY_REFUSED,
     ROUTE_SWITCH,
+    LLM_FIRST_TOKEN,
 ];
 
 /// The data of one event type.
@@ -128,6 +131,14 @@ pub struct AssistantAttempt {
     pub text_bytes: Option<u64>,
 }
 
+/// `llm/first-token` (ignorable): the running attempt of `turn`/`step` streamed its first text
+/// now, so a trajectory tells the wait for the first token from the decoding.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstToken {
+    pub turn: u64,
+    pub step: u64,
+}
+
 /// `llm/retry-started`: the wait of a scheduled retry is over and the request goes again.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -182,6 +193,7 @@ event_types! {
     RetryStarted => LLM_RETRY_STARTED, false;
     RetryRefused => LLM_RETRY_REFUSED, true;
     RouteSwitched => ROUTE_SWITCH, true;
+    FirstToken => LLM_FIRST_TOKEN, true;
     UserMessage => USER_MESSAGE, false;
     AssistantMessage => ASSISTANT_MESSAGE, false;
     ToolCallEvent => TOOL_CALL, false;

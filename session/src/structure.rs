@@ -270,7 +270,8 @@ impl StructureRules {
             | events::ASSISTANT_ATTEMPT
             | events::ASSISTANT_MESSAGE
             | events::TOOL_CALL
-            | events::TOOL_RESULT => self.in_step(event_type, data, violations),
+            | events::TOOL_RESULT
+            | events::LLM_FIRST_TOKEN => self.in_step(event_type, data, violations),
             events::ROUTE_SWITCH => self.route_switch(data, violations),
             events::REQUEST_HEADER | events::REQUEST_CONTEXT if self.open_turn.is_none() => {
                 violations(format!("{event_type} outside an open turn"));

@@ -1,6 +1,6 @@
 //! A session as a trajectory, the spans `dsh web`'s Trajectory view draws on a time axis: each
 //! turn and step, each model attempt (its time to first token apart from its decoding, where the
-//! log has the stream's times), each retry wait with its code and delay, each tool call, the
+//! log says when the first token came: dsh's `llm/first-token`, a v4 stream's times, v0 chunks), each retry wait with its code and delay, each tool call, the
 //! messages, route hops, refused retries (budget and circuit decisions) and the marks of resumed,
 //! repaired and restored turns. Built in one pass over a log of either format; a span still
 //! running when the log ends has no end.
@@ -140,7 +140,7 @@ pub struct Builder {
 impl Builder {
     /// Whether events of `event_type` shape a span (the others only move the clock).
     pub fn wants(&self, event_type: &str) -> bool {
-        const SHAPING: [&str; 16] = [
+        const SHAPING: [&str; 17] = [
             events::TURN_START,
             events::TURN_END,
             events::STEP_START,
@@ -148,6 +148,7 @@ impl Builder {
             events::USER_MESSAGE,
             events::REQUEST_HEADER,
             events::ASSISTANT_CHUNK,
+            events::LLM_FIRST_TOKEN,
             events::ASSISTANT_ATTEMPT,
             events::ASSISTANT_MESSAGE,
             events::TOOL_CALL,
@@ -179,6 +180,7 @@ impl Builder {
             events::STEP_END => self.close(self.open_step, seq, time, None),
             events::REQUEST_HEADER => self.request(seq, time, data),
             events::ASSISTANT_CHUNK => self.chunk(time, &data["chunk"]),
+            events::LLM_FIRST_TOKEN => self.first_token(time),
             events::ASSISTANT_ATTEMPT => self.attempt_failed(seq, time, data),
             events::ASSISTANT_MESSAGE => self.answered(seq, time, data),
             events::LLM_RETRY => self.wait_started(seq, time, data),
@@ -496,6 +498,18 @@ mod tests {
         let attempt = trajectory.spans.iter().find(|span| span.kind == "attempt").unwrap();
         let first_token = attempt.first_token.unwrap();
         assert!(attempt.start < first_token && first_token < attempt.end.unwrap(), "{attempt:?}");
+    }
+
+    #[test]
+    fn dsh_s_first_token_event_splits_its_attempt() {
+        let mut builder = Builder::default();
+        builder.push("turn/start", 0, 0.0, &json!({"turn": 1}));
+        builder.push("step/start", 1, 0.0, &json!({"turn": 1, "step": 1}));
+        builder.push("request/header", 2, 10.0, &json!({"header": {"config": {"provider": "p"}}}));
+        builder.push("llm/first-token", 3, 250.0, &json!({"turn": 1, "step": 1}));
+        builder.push("assistant/message", 4, 900.0, &json!({"turn": 1, "step": 1, "message": {"content": []}}));
+        let attempt = builder.finish().spans.into_iter().find(|span| span.kind == "attempt").unwrap();
+        assert_eq!((attempt.start, attempt.first_token, attempt.end), (10.0, Some(250.0), Some(900.0)));
     }
 
     #[test]

@@ -21,8 +21,8 @@ use std::sync::Arc;
 
 use abi_stable::std_types::ROption;
 use dsh_abi::events::{
-    self, AbortedBy, AssistantAttempt, EndReason, EventData, InboxSpliced, RequestHeader, RouteSwitched, StepEnd,
-    StepStart, TurnStart,
+    self, AbortedBy, AssistantAttempt, EndReason, EventData, FirstToken, InboxSpliced, RequestHeader, RouteSwitched,
+    StepEnd, StepStart, TurnStart,
 };
 use dsh_abi::{js, Continuation, Failure, RequestErrorPayload, RequestSuccess, RouteSwitch, SessionStartSource};
 use serde_json::{json, Map, Value};
@@ -381,12 +381,20 @@ impl Agent {
             let shown = format!("{} ({})", self.route_name(), self.model());
             self.view.attempt_started(&shown);
             let route = &self.assembly.routes[route_name(&self.assembly, &self.turn_route)];
-            let view = &mut self.view;
-            let mut on_text = |delta: &str| view.text(delta);
+            let (view, log, services) = (&mut self.view, &mut self.log, &self.services);
+            let mut first_token = None;
+            let mut on_text = |delta: &str| {
+                if first_token.is_none() {
+                    let now = services.now_ms() as u64;
+                    first_token = Some(log.append(NewEvent::typed(&FirstToken { turn, step }), now).map(drop));
+                }
+                view.text(delta)
+            };
             let attempt = tokio::select! {
                 attempt = route.client.stream(&request, &mut on_text) => attempt,
                 () = self.cancel.cancelled() => return self.abort(turn, step, Some(String::new())).map(StepOutcome::TurnEnded),
             };
+            first_token.transpose()?;
             self.view.attempt_ended(attempt.is_ok());
             let attempt_failure = match attempt {
                 Ok(completion) => match self.complete(turn, step, completion).await? {

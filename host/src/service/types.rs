@@ -150,3 +150,38 @@ impl Running {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_asked_while_a_turn_is_handed_over_cancels_that_turn_when_it_starts() {
+        let (running, pending) = (Running::default(), watch::Sender::new(1));
+        assert!(running.cancel(&pending), "a command is pending: the stop is kept");
+        assert!(running.start().is_cancelled(), "the turn that starts next starts cancelled");
+        running.end();
+        running.command_done(&pending);
+        assert!(!running.start().is_cancelled(), "the stop was used once");
+    }
+
+    #[test]
+    fn a_stop_asked_with_nothing_pending_or_left_over_is_nothing() {
+        let (running, pending) = (Running::default(), watch::Sender::new(0));
+        assert!(!running.cancel(&pending), "nothing runs and nothing is asked for");
+        assert!(!running.start().is_cancelled());
+        running.end();
+        pending.send_replace(1);
+        assert!(running.cancel(&pending));
+        running.command_done(&pending);
+        assert!(!running.start().is_cancelled(), "the stop lapsed with the command it was asked during");
+    }
+
+    #[test]
+    fn a_running_turn_is_cancelled_at_once() {
+        let (running, pending) = (Running::default(), watch::Sender::new(1));
+        let cancel = running.start();
+        assert!(running.cancel(&pending));
+        assert!(cancel.is_cancelled());
+    }
+}

@@ -90,10 +90,14 @@ pub async fn resume(State(web): State<Web>, Path(id): Path<String>) -> Result<Js
 #[derive(Deserialize)]
 pub struct After {
     after: Option<u64>,
+    /// Only the last `turns` turns' events of the log (when neither `Last-Event-ID` nor `after`
+    /// says where to start).
+    turns: Option<usize>,
 }
 
-/// `GET /api/sessions/{id}/events[?after=SEQ]`: the session's events after `Last-Event-ID` (or
-/// `after`), then each as it becomes durable; `status` events say when a turn runs.
+/// `GET /api/sessions/{id}/events[?after=SEQ|?turns=N]`: the session's events after
+/// `Last-Event-ID` (or `after`; or from the start of its last `turns` turns), then each as it
+/// becomes durable; `status` events say when a turn runs.
 pub async fn events(
     State(web): State<Web>,
     Path(id): Path<String>,
@@ -101,9 +105,24 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let last_seen = headers.get("last-event-id").and_then(|value| value.to_str().ok()?.trim().parse().ok());
-    let subscription = web.service.subscribe(&id, last_seen.or(query.after)).await?;
+    let after = match (last_seen.or(query.after), query.turns) {
+        (None, Some(turns)) => before_last_turns(&web, &id, turns).await?,
+        (after, _) => after,
+    };
+    let subscription = web.service.subscribe(&id, after).await?;
     let stream = futures_util::stream::unfold((subscription, web.stopping), next_event);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// The seq just before the first event of session `id`'s last `turns` turns (`None`: it has no
+/// more turns than that, or no log yet).
+async fn before_last_turns(web: &Web, id: &str, turns: usize) -> Result<Option<u64>, ApiError> {
+    let Ok(log) = web.log_of(id) else { return Ok(None) };
+    let trajectory = web.trajectories.of(log).await?;
+    let starts: Vec<u64> =
+        trajectory.spans.iter().filter(|span| span.kind == "turn").map(|span| span.seqs[0]).collect();
+    let first = starts.len().checked_sub(turns.max(1)).map(|index| starts[index]);
+    Ok(first.and_then(|seq| seq.checked_sub(1)))
 }
 
 type Following = (Subscription, watch::Receiver<bool>);

@@ -5,6 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const ROW_HEIGHT = 22;
+const RECENT_TURNS = 50;
 const WINDOW_SPANS = 400;
 let current = null; // { id, source, running, profile }
 let retryTimer = null;
@@ -40,10 +41,22 @@ function element(tag, className, text) {
 
 // ---- Chat ---------------------------------------------------------------------------------
 
+// Scrolls the conversation to its end once, before the next frame: a catch-up of many events
+// lays the page out once, not once per entry.
+let scrollPending = false;
+function scrollToEnd() {
+  if (scrollPending) return;
+  scrollPending = true;
+  requestAnimationFrame(() => {
+    scrollPending = false;
+    $("conversation").scrollTop = $("conversation").scrollHeight;
+  });
+}
+
 // Adds `node` to the conversation, before the answer still streaming.
 function place(node) {
   $("conversation").insertBefore(node, draft);
-  node.scrollIntoView({ block: "end" });
+  scrollToEnd();
   return node;
 }
 
@@ -149,7 +162,7 @@ function showDraft(text, whole) {
     $("conversation").appendChild(draft);
   }
   draft.textContent = whole ? text : draft.textContent + text;
-  draft.scrollIntoView({ block: "end" });
+  scrollToEnd();
   if (!retryTimer && runningTools.size === 0) liveLine("");
 }
 
@@ -206,7 +219,8 @@ function setRunning(running) {
   if (!retryTimer) idleLine();
 }
 
-function follow(id) {
+// Follows session `id`: its last RECENT_TURNS turns (`all`: every turn), then what it does live.
+function follow(id, all) {
   if (current && current.source) current.source.close();
   clearInterval(retryTimer);
   retryTimer = null;
@@ -214,10 +228,15 @@ function follow(id) {
   runningTools.clear();
   $("conversation").replaceChildren();
   liveLine("");
-  const source = new EventSource(`/api/sessions/${encodeURIComponent(id)}/events`);
+  const started = performance.now();
+  const since = all ? "" : `?turns=${RECENT_TURNS}`;
+  const source = new EventSource(`/api/sessions/${encodeURIComponent(id)}/events${since}`);
   current = { id, source, running: false, profile: null };
   source.addEventListener("event", (message) => render(message.data));
-  source.addEventListener("status", (message) => setRunning(JSON.parse(message.data).running));
+  source.addEventListener("status", (message) => {
+    if (!document.body.dataset.openedMs) document.body.dataset.openedMs = String(performance.now() - started);
+    setRunning(JSON.parse(message.data).running);
+  });
   source.addEventListener("text", (message) => {
     const { text, whole } = JSON.parse(message.data);
     if (whole || text) showDraft(text, whole);
@@ -231,12 +250,24 @@ function follow(id) {
   $("message").disabled = $("send").disabled = false;
   $("resume").hidden = false;
   for (const item of $("sessions").children) item.classList.toggle("selected", item.dataset.id === id);
+  delete document.body.dataset.openedMs;
   api("GET", `/api/sessions/${encodeURIComponent(id)}`).then((summary) => {
     current.profile = summary.profile || null;
     $("session-profile").textContent = summary.profile ? `profile ${summary.profile}` : "";
+    if (!all && summary.turns > RECENT_TURNS) showEarlierNote(id, summary.turns);
     if (visibleView() === "plugins") loadPlugins();
   }, () => {});
   resetTrajectory();
+}
+
+// Says how many earlier turns the chat leaves out, with a way to show them all.
+function showEarlierNote(id, turns) {
+  const note = element("div", "entry earlier", `The ${turns - RECENT_TURNS} turns before the last ${RECENT_TURNS} are not shown. `);
+  const all = element("button", "", "Show every turn");
+  all.type = "button";
+  all.addEventListener("click", () => follow(id, true));
+  note.append(all);
+  $("conversation").prepend(note);
 }
 
 async function refreshSessions() {
@@ -591,5 +622,10 @@ $("add-package").addEventListener("submit", (event) => {
 $("replay-form").addEventListener("submit", replay);
 loadProfiles().catch(showProblem);
 refreshSessions().catch(showProblem);
-if (location.hash.length > 1) follow(decodeURIComponent(location.hash.slice(1)));
+const followHash = () => {
+  const id = decodeURIComponent(location.hash.slice(1));
+  if (id && (!current || current.id !== id)) follow(id);
+};
+window.addEventListener("hashchange", followHash);
+followHash();
 setInterval(() => refreshSessions().catch(() => {}), 5000);
