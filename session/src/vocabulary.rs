@@ -117,7 +117,8 @@ pub const V4_EVENT_TYPES: [&str; 62] = [
 
 /// dsh's own event types that DeepSeek Harness 0.2 does not have; in a v4 log they are written
 /// `"ignorable":true`, so its reader keeps and skips them.
-pub const DSH_ONLY_V4_TYPES: [&str; 2] = [events::LLM_RETRY_REFUSED, events::ROUTE_SWITCH];
+pub const DSH_ONLY_V4_TYPES: [&str; 4] =
+    [events::LLM_RETRY_REFUSED, events::ROUTE_SWITCH, events::TOOL_TASK, events::TOOL_RESOLUTION];
 
 /// Surface (model-visible) event types of v0; every other event is log-only.
 pub const SURFACE_EVENT_TYPES: [&str; 3] = [events::USER_MESSAGE, events::ASSISTANT_MESSAGE, events::TOOL_RESULT];
