@@ -149,12 +149,9 @@ impl Server {
         params.arguments = arguments.clone();
         params.meta = Some(RequestMetaObject::from(key_meta(key)));
         let answer = tokio::time::timeout(self.config.call_timeout, peer.call_tool(params)).await;
-        // -32601 to a listed tool: it requires a task (2025-11-25), and did not run.
-        if let Ok(Err(rmcp::ServiceError::McpError(error))) = &answer {
-            if error.code == ErrorCode::METHOD_NOT_FOUND && tasks {
-                self.task_tools.lock().map(|mut tools| tools.insert(name.to_owned())).unwrap_or_default();
-                return self.call_as_task(&peer, name, arguments, key, notify).await;
-            }
+        if tasks && requires_task(&answer) {
+            self.task_tools.lock().map(|mut tools| tools.insert(name.to_owned())).unwrap_or_default();
+            return self.call_as_task(&peer, name, arguments, key, notify).await;
         }
         self.answered(answer)
     }
@@ -281,6 +278,20 @@ impl Server {
         self.deduplicates.store(deduplicates(&restarted.session), Ordering::SeqCst);
         *connection = Some(restarted);
         Ok(peer)
+    }
+}
+
+/// Whether a plain call's answer says the tool requires a task (2025-11-25): `-32601` to a tool
+/// the server listed, as a JSON-RPC error or — as the TypeScript SDK sends it — a result flagged
+/// `isError` whose text is that error. The tool did not run.
+fn requires_task(answer: &Result<Result<CallToolResult, rmcp::ServiceError>, tokio::time::error::Elapsed>) -> bool {
+    const SAID: &str = "MCP error -32601:";
+    match answer {
+        Ok(Err(rmcp::ServiceError::McpError(error))) => error.code == ErrorCode::METHOD_NOT_FOUND,
+        Ok(Ok(result)) if result.is_error == Some(true) => {
+            matches!(&result.content[..], [rmcp::model::ContentBlock::Text(text)] if text.text.starts_with(SAID))
+        }
+        _ => false,
     }
 }
 
