@@ -364,7 +364,7 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
     let (home, _mock, patch) = home_with(EFFECT_FAULTS, &["--loop"], &rows);
     let mut in_window = 0;
     for round in 0..rounds {
-        let armed = (round % 4 < 3).then(|| round % 4);
+        let armed = (round % 4 < 3).then_some(round % 4);
         if let Some(server) = armed {
             holds[server].arm();
         }
