@@ -288,7 +288,7 @@ const EFFECT_FAULTS: &str = "\
 ";
 
 /// What the torture counted, per server.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Counted {
     calls: usize,
     real: usize,
@@ -402,8 +402,17 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
         home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
     }
     let (counted, failed_attempts) = count_effects(&home, &ledgers);
+    let servers: Vec<String> = ["dedup", "readonly", "task", "side"]
+        .iter()
+        .map(|server| {
+            let Counted { calls, real, unknown, duplicates } =
+                counted.get(*server).unwrap_or(&Counted::default()).clone();
+            format!("{server}: calls {calls}, real {real}, unknown {unknown}, duplicate effects {duplicates}")
+        })
+        .collect();
     println!(
-        "effects torture: {rounds} rounds, {rounds} kills ({in_window} between effect and durable result), {failed_attempts} failed model requests; {counted:?}"
+        "effects torture: {rounds} rounds, {rounds} kills ({in_window} between effect and durable result), {failed_attempts} failed model requests; {}",
+        servers.join("; ")
     );
     for (server, counts) in &counted {
         assert_eq!(counts.duplicates, 0, "{server}: duplicate effects: {counted:?}");

@@ -200,10 +200,13 @@ impl Agent {
             tokio::select! {
                 biased;
                 Some((index, notice)) = notices.recv() => self.take_notice(turn, step, batch, index, notice)?,
-                (index, called) = batch.next_done() => match called {
-                    Called::Outcome(outcome) => batch.outcomes[index] = Some(outcome),
-                    Called::Lost(why) => self.resolve_lost(turn, step, batch, index, &why)?,
-                },
+                (index, called) = batch.next_done() => {
+                    tracing::debug!("tool call {} ({}) came back", calls[index].id, calls[index].name);
+                    match called {
+                        Called::Outcome(outcome) => batch.outcomes[index] = Some(outcome),
+                        Called::Lost(why) => self.resolve_lost(turn, step, batch, index, &why)?,
+                    }
+                }
                 () = self.cancel.cancelled() => break,
             }
         }

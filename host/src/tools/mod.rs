@@ -19,24 +19,7 @@ use crate::llm::openai::ToolCall;
 use crate::problem::Problem;
 use config::McpConfig;
 use server::{CallError, Server};
-
-/// The `_meta` member of every `tools/call` that holds dsh's key for the logical call: one opaque
-/// string, the same each time the call is sent.
-pub const KEY_META: &str = "dsh/idempotency-key";
-
-/// The experimental capability (`initialize` → `capabilities.experimental`) by which a server
-/// says it deduplicates `tools/call` by [`KEY_META`]: a call whose key it has seen is answered
-/// with that call's result (once the first has ended) and its tool does not run again.
-pub const DEDUP_CAPABILITY: &str = "dsh/idempotency";
-
-/// What a call tells the turn while it runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Notice {
-    /// The server took the call as an MCP task with this id.
-    Task(String),
-    /// The task's status message changed.
-    Progress(String),
-}
+pub use server::{Notice, DEDUP_CAPABILITY, KEY_META};
 
 /// What a call came to: an outcome to record, or an answer lost (dsh cannot know whether the
 /// tool ran) for the turn to resolve by its [`Rule`].

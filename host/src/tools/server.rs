@@ -1,7 +1,7 @@
 //! One MCP server: its child process or HTTP endpoint, the MCP session with it (through `rmcp`),
 //! its tools, and calls with a deadline, each carrying its key in `_meta`. A server found gone
 //! before a call is started again once. A call the server may have begun is sent again only when
-//! the turn resolves it so ([`super::Rule`]). A tool that requires an MCP task (the server refuses
+//! the turn resolves it so (by the rule of its tool). A tool that requires an MCP task (the server refuses
 //! a plain call with `-32601`) is called as one and its task polled (`tasks/get`, then
 //! `tasks/result`, the 2025-11-25 Tasks, spoken as custom requests: rmcp's own task types are a
 //! later revision's).
@@ -28,7 +28,24 @@ use tokio::time::Instant;
 
 use super::config::{McpConfig, Transport};
 use super::guard::Lifeline;
-use super::{Notice, DEDUP_CAPABILITY, KEY_META};
+
+/// The `_meta` member of every `tools/call` that holds dsh's key for the logical call: one opaque
+/// string, the same each time the call is sent.
+pub const KEY_META: &str = "dsh/idempotency-key";
+
+/// The experimental capability (`initialize` → `capabilities.experimental`) by which a server
+/// says it deduplicates `tools/call` by [`KEY_META`]: a call whose key it has seen is answered
+/// with that call's result (once the first has ended) and its tool does not run again.
+pub const DEDUP_CAPABILITY: &str = "dsh/idempotency";
+
+/// What a call tells the turn while it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The server took the call as an MCP task with this id.
+    Task(String),
+    /// The task's status message changed.
+    Progress(String),
+}
 
 /// How often a task is polled when the server does not say.
 const TASK_POLL: Duration = Duration::from_millis(250);
