@@ -14,7 +14,7 @@ use dsh_e2e::turns::{route_patch, SECRET, TINY};
 use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome};
 use serde_json::Value;
 
-use crate::tools::{everything_server, mcp_modules, result_codes, result_text, server_row, HttpServer};
+use crate::tools::{everything_server, mcp_modules, result_codes, server_row, HttpServer};
 
 /// How long a test waits for a signal before it fails (never a wait for "long enough").
 const SIGNAL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -41,12 +41,22 @@ impl Hold {
         std::fs::write(self.dir.join("armed"), "").unwrap();
     }
 
-    /// Waits for the held call's signal, `held TOOL KEY`.
-    fn signalled(&self) -> String {
+    /// The server's next call exits the server once its effect is durable, unanswered.
+    fn arm_exit(&self) {
+        std::fs::write(self.dir.join("armed"), "exit").unwrap();
+    }
+
+    /// Waits for the held call's signal, `held TOOL KEY`; `None` when none came in time.
+    fn signal(&self) -> Option<String> {
         let signal = self.dir.join("signal");
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || sender.send(std::fs::read_to_string(signal).unwrap()));
-        receiver.recv_timeout(SIGNAL_TIMEOUT).expect("the ledger server signals its held call")
+        receiver.recv_timeout(SIGNAL_TIMEOUT).ok()
+    }
+
+    /// The held call's signal, which must come.
+    fn signalled(&self) -> String {
+        self.signal().unwrap_or_else(|| panic!("{} never signalled its held call", self.dir.display()))
     }
 
     /// Lets a waiting FIFO's reader (a server over HTTP, which outlives dsh) go on.
@@ -77,13 +87,13 @@ fn ledger_over_http(ledger: &Path, hold: &Hold) -> HttpServer {
     HttpServer::start(command.env("LEDGER_HOLD", &hold.dir), false)
 }
 
-/// A home with the mock route running `script` (`extra`: mock flags) and `rows`, `dsh-retry` added.
-fn home_with(script: &str, extra: &[&str], rows: &str) -> (TestHome, MockProcess, PathBuf) {
-    let home = TestHome::new();
+/// A home writing sessions in `format` (`v4`, dsh's default, or `v0`) with the mock route running
+/// `script` (`extra`: mock flags) and `rows`.
+fn home_with(format: &str, script: &str, extra: &[&str], rows: &str) -> (TestHome, MockProcess, PathBuf) {
+    let home = if format == "v0" { TestHome::new() } else { TestHome::v4() };
     let mock = MockProcess::start_with(&home, script, extra);
     let patch = route_patch(&home, &mock, TINY, "");
     std::fs::write(&patch, std::fs::read_to_string(&patch).unwrap() + rows).unwrap();
-    home.run(&["plugin", "add", "dsh-retry"]).expect_code(0);
     (home, mock, patch)
 }
 
@@ -94,20 +104,49 @@ fn spawn_run(home: &TestHome, patch: &Path, prompt: &str) -> Child {
         .arg(patch)
         .arg(prompt)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(home.path().join("run.stderr")).unwrap())
         .spawn()
         .unwrap()
 }
 
+/// Continues session `id` with a new turn (`run --session`): opening it resolves the calls the
+/// kill left open, then closes the interrupted turn. (`session resume` would have dsh-retry
+/// continue the step instead, with a message of source `plugin`, which a v4 log refuses.)
 fn resume(home: &TestHome, patch: &Path, id: &str) -> Run {
-    Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["session", "resume", id, "--patch"]).arg(patch))
+    Run::of(
+        home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--session", id, "--patch"]).arg(patch).arg("go on"),
+    )
 }
 
 /// The log of the session a run created: the one of `home` not among `before`.
 fn new_log(home: &TestHome, before: &std::collections::HashSet<PathBuf>) -> PathBuf {
     let dirs = session_dirs(home);
-    let dir = dirs.difference(before).next().expect("the run created its session").clone();
-    dir.join("session.jsonl")
+    log_in(dirs.difference(before).next().expect("the run created its session"))
+}
+
+/// The log in a session's folder, in whichever format it was written.
+fn log_in(dir: &Path) -> PathBuf {
+    let v4 = dir.join("session.v4.jsonl");
+    if v4.exists() {
+        v4
+    } else {
+        dir.join("session.jsonl")
+    }
+}
+
+/// The log of a home's only session, once it exists.
+fn only_log(home: &TestHome) -> Option<PathBuf> {
+    let dir = std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path();
+    Some(log_in(&dir)).filter(|log| log.exists())
+}
+
+/// The text of a `tool/result`, in either format (a v4 result is a `role: "tool"` message).
+fn result_text(event: &Value) -> String {
+    let message = &event["data"]["message"];
+    if message["role"] != "tool" {
+        return crate::tools::result_text(event);
+    }
+    message["content"].as_array().unwrap().iter().filter_map(|block| block["text"].as_str()).collect()
 }
 
 fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -170,16 +209,25 @@ fn config_tools_names_the_rule_that_resolves_each_tool_s_lost_answer_and_why() {
 
 #[test]
 fn a_kill_9_between_the_effect_and_its_durable_result_is_resolved_by_the_key_and_the_effect_stays_one() {
+    resolved_by_the_key("v4");
+}
+
+#[test]
+fn in_a_v0_log_too_a_lost_answer_is_resolved_by_the_key_and_the_effect_stays_one() {
+    resolved_by_the_key("v0");
+}
+
+fn resolved_by_the_key(format: &str) {
     let probe = TestHome::new();
     let hold = Hold::new(&probe, "dedup");
     let ledger = probe.path().join("ledger.jsonl");
     let script = "- tool_calls: [{name: append, arguments: {line: one}}]\n- ok: \"done after the crash\"\n";
-    let (home, _mock, patch) = home_with(script, &[], &ledger_row("ledger", &ledger, &hold, ""));
+    let (home, _mock, patch) = home_with(format, script, &[], &ledger_row("ledger", &ledger, &hold, ""));
     hold.arm();
     let mut child = spawn_run(&home, &patch, "append one line");
     let signal = hold.signalled();
     dsh_e2e::process::kill_9(&mut child);
-    let log = dsh_e2e::only_session_log(&home).unwrap();
+    let log = only_log(&home).unwrap();
     let events = log_events(&log);
     let key = of_type(&events, "tool/call")[0]["data"]["idempotencyKey"].as_str().unwrap().to_owned();
     assert_eq!(signal.trim(), format!("held append {key}"), "the server got the recorded key in _meta");
@@ -208,12 +256,12 @@ fn a_read_only_tool_whose_answer_a_kill_9_lost_runs_again_and_its_answer_is_reco
     let ledger = probe.path().join("ledger.jsonl");
     let script = "- tool_calls: [{name: count}]\n- ok: \"counted\"\n";
     let row = ledger_row("ledger", &ledger, &hold, ", LEDGER_DEDUP: \"0\"");
-    let (home, _mock, patch) = home_with(script, &[], &row);
+    let (home, _mock, patch) = home_with("v4", script, &[], &row);
     hold.arm();
     let mut child = spawn_run(&home, &patch, "count");
     hold.signalled();
     dsh_e2e::process::kill_9(&mut child);
-    let log = dsh_e2e::only_session_log(&home).unwrap();
+    let log = only_log(&home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     resume(&home, &patch, &id).expect_code(0).expect_stdout("counted");
     let events = log_events(&log);
@@ -224,17 +272,26 @@ fn a_read_only_tool_whose_answer_a_kill_9_lost_runs_again_and_its_answer_is_reco
 
 #[test]
 fn a_call_that_became_a_task_survives_a_kill_9_of_dsh_and_is_polled_not_called_again() {
+    polled_after_a_kill("v4");
+}
+
+#[test]
+fn in_a_v0_log_too_a_task_survives_a_kill_9_of_dsh() {
+    polled_after_a_kill("v0");
+}
+
+fn polled_after_a_kill(format: &str) {
     let probe = TestHome::new();
     let hold = Hold::new(&probe, "task");
     let ledger = probe.path().join("ledger.jsonl");
     let server = ledger_over_http(&ledger, &hold);
     let script = "- tool_calls: [{name: slow_append, arguments: {line: long}}]\n- ok: \"the task finished\"\n";
     let row = format!("- insert:\n    - id: tasks\n      name: mcp\n      config: {{url: {}}}\n", server.url("/mcp"));
-    let (home, _mock, patch) = home_with(script, &[], &row);
+    let (home, _mock, patch) = home_with(format, script, &[], &row);
     hold.arm();
     let mut child = spawn_run(&home, &patch, "a long append");
     let recorded = wait_until(SIGNAL_TIMEOUT, || {
-        let events = dsh_e2e::only_session_log(&home).map(|log| log_events(&log)).unwrap_or_default();
+        let events = only_log(&home).map(|log| log_events(&log)).unwrap_or_default();
         !of_type(&events, "tool/task").is_empty()
     });
     assert!(recorded, "the task's id became durable");
@@ -242,7 +299,7 @@ fn a_call_that_became_a_task_survives_a_kill_9_of_dsh_and_is_polled_not_called_a
     hold.signalled();
     dsh_e2e::process::kill_9(&mut child);
     hold.open("release");
-    let log = dsh_e2e::only_session_log(&home).unwrap();
+    let log = only_log(&home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let resumed = resume(&home, &patch, &id);
     resumed.expect_code(0).expect_stdout("the task finished");
@@ -264,12 +321,12 @@ fn the_reference_server_s_task_tool_is_offered_called_as_a_task_with_its_progres
         "- insert:\n    - id: everything\n      name: mcp\n      config: {{command: [node, {}, stdio]}}\n",
         everything_server().display()
     );
-    let (home, _mock, patch) = home_with(script, &[], &row);
+    let (home, _mock, patch) = home_with("v4", script, &[], &row);
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("research"));
     run.expect_code(0).expect_stdout("researched");
     run.expect_stderr("tool simulate-research-query · task ")
         .expect_stderr("tool simulate-research-query · Gathering sources...");
-    let log = dsh_e2e::only_session_log(&home).unwrap();
+    let log = only_log(&home).unwrap();
     let events = log_events(&log);
     assert_eq!(of_type(&events, "tool/task").len(), 1);
     assert_eq!(result_codes(&events), ["-"]);
@@ -277,13 +334,47 @@ fn the_reference_server_s_task_tool_is_offered_called_as_a_task_with_its_progres
     home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
 }
 
+#[test]
+fn a_server_that_exits_after_its_effect_is_started_again_and_the_call_re_issued_with_its_key_runs_once() {
+    let probe = TestHome::new();
+    let hold = Hold::new(&probe, "exit");
+    let ledger = probe.path().join("ledger.jsonl");
+    let script = "- tool_calls: [{name: append, arguments: {line: once}}]\n- ok: \"carried on\"\n";
+    let (home, _mock, patch) = home_with("v4", script, &[], &ledger_row("ledger", &ledger, &hold, ""));
+    hold.arm_exit();
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("go"));
+    run.expect_code(0).expect_stdout("carried on");
+    let events = log_events(&only_log(&home).unwrap());
+    let resolution = &of_type(&events, "tool/resolution")[0]["data"];
+    assert_eq!(resolution["rule"], "dedup", "{resolution}");
+    assert!(resolution["reason"].as_str().unwrap().contains("gave no answer"), "{resolution}");
+    assert_eq!(result_codes(&events), ["-"]);
+    assert_eq!(result_text(of_type(&events, "tool/result")[0]), "appended once");
+    assert_eq!(ledger_entries(&ledger).len(), 1, "the server ran the call once");
+}
+
+#[test]
+fn a_non_cooperating_server_s_lost_answer_stays_unknown_and_names_the_key() {
+    let script = "- tool_calls: [{name: crash}]\n- ok: \"carried on\"\n";
+    let probe = TestHome::new();
+    let (home, _mock, patch) = home_with("v4", script, &[], &server_row("side", &probe.path().join("side.txt"), ""));
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("go"));
+    run.expect_code(0).expect_stdout("carried on");
+    let events = log_events(&only_log(&home).unwrap());
+    let key = of_type(&events, "tool/call")[0]["data"]["idempotencyKey"].as_str().unwrap().to_owned();
+    assert_eq!(of_type(&events, "tool/resolution")[0]["data"]["rule"], "unknown");
+    assert_eq!(result_codes(&events), ["TOOL_OUTCOME_UNKNOWN"]);
+    let text = result_text(of_type(&events, "tool/result")[0]);
+    assert!(text.ends_with(&format!("dsh does not call it again (its idempotency key: {key})")), "{text}");
+}
+
 /// The torture's model: failures of several kinds around a step that calls every server's tool.
 const EFFECT_FAULTS: &str = "\
 - status: 503
-- malformed: true
+- reset: true
 - tool_calls: [{name: dedup__append, arguments: {line: d}}, {name: readonly__count}, {name: task__slow_append, arguments: {line: t}}, {name: side__append, arguments: {line: s}}]
 - status: 429
-- reset: true
+- status: 502
 - ok: \"round done\"
 ";
 
@@ -304,7 +395,7 @@ fn count_effects(home: &TestHome, ledgers: &HashMap<&str, PathBuf>) -> (HashMap<
     let mut keys: Vec<String> = Vec::new();
     let mut failed_attempts = 0;
     for dir in session_dirs(home) {
-        let events = log_events(&dir.join("session.jsonl"));
+        let events = log_events(&log_in(&dir));
         failed_attempts += of_type(&events, "assistant/attempt").len();
         let mut server_of = HashMap::new();
         for call in of_type(&events, "tool/call") {
@@ -318,7 +409,11 @@ fn count_effects(home: &TestHome, ledgers: &HashMap<&str, PathBuf>) -> (HashMap<
             let entry = counted.entry(server_of[call].clone()).or_default();
             match result["data"]["error"]["code"].as_str() {
                 None => entry.real += 1,
-                Some("TOOL_OUTCOME_UNKNOWN") => entry.unknown += 1,
+                Some("TOOL_OUTCOME_UNKNOWN") => {
+                    let text = result_text(result);
+                    assert!(text.contains("(its idempotency key: dsh-"), "the model is told the key: {text}");
+                    entry.unknown += 1;
+                }
                 Some(other) => panic!("a call failed with {other}: {result}"),
             }
         }
@@ -361,7 +456,7 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
         + &ledger_row("readonly", &ledgers["readonly"], &holds[1], ", LEDGER_DEDUP: \"0\"")
         + &format!("- insert:\n    - id: task\n      name: mcp\n      config: {{url: {}}}\n", server.url("/mcp"))
         + &server_row("side", &ledgers["side"], "");
-    let (home, _mock, patch) = home_with(EFFECT_FAULTS, &["--loop"], &rows);
+    let (home, _mock, patch) = home_with("v4", EFFECT_FAULTS, &["--loop"], &rows);
     let mut in_window = 0;
     for round in 0..rounds {
         let armed = (round % 4 < 3).then_some(round % 4);
@@ -370,7 +465,7 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
         }
         let before = session_dirs(&home);
         let mut child = spawn_run(&home, &patch, &format!("round {round}"));
-        let log = || session_dirs(&home).difference(&before).next().map(|dir| dir.join("session.jsonl"));
+        let log = || session_dirs(&home).difference(&before).next().map(|dir| log_in(dir));
         let calls_durable = |count: usize| {
             wait_until(SIGNAL_TIMEOUT, || {
                 log().is_some_and(|log| of_type(&log_events(&log), "tool/call").len() >= count)
@@ -386,7 +481,11 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
                 holds[2].signalled();
             }
             Some(server) => {
-                holds[server].signalled();
+                if holds[server].signal().is_none() {
+                    let said = std::fs::read_to_string(home.path().join("run.stderr")).unwrap_or_default();
+                    let events = log().map(|log| std::fs::read_to_string(log).unwrap()).unwrap_or_default();
+                    panic!("round {round}: server {server} never signalled; dsh said {said}\nlog: {events}");
+                }
             }
             None => assert!(calls_durable(4), "round {round}: the calls became durable"),
         }
