@@ -468,13 +468,13 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
         let log = || session_dirs(&home).difference(&before).next().map(|dir| log_in(dir));
         let calls_durable = |count: usize| {
             wait_until(SIGNAL_TIMEOUT, || {
-                log().is_some_and(|log| of_type(&log_events(&log), "tool/call").len() >= count)
+                log().is_some_and(|log| log.exists() && of_type(&log_events(&log), "tool/call").len() >= count)
             })
         };
         match armed {
             Some(2) => {
                 let task = wait_until(SIGNAL_TIMEOUT, || {
-                    log().is_some_and(|log| !of_type(&log_events(&log), "tool/task").is_empty())
+                    log().is_some_and(|log| log.exists() && !of_type(&log_events(&log), "tool/task").is_empty())
                 });
                 assert!(task, "round {round}: the task was recorded");
                 holds[2].open("start");
