@@ -247,6 +247,8 @@ fn resolved_by_the_key(format: &str) {
     assert_eq!(entries.len(), 1, "one effect: {entries:?}");
     assert_eq!(entries[0]["key"], key.as_str());
     home.run(&["session", "verify", log.to_str().unwrap()]).expect_code(0);
+    let shown = home.run(&["session", "show", &id]);
+    shown.expect_code(0).expect_stdout("tool call (call_1_1) resolved by rule dedup · dsh stopped before");
 }
 
 #[test]
