@@ -370,6 +370,22 @@ fn a_non_cooperating_server_s_lost_answer_stays_unknown_and_names_the_key() {
     assert!(text.ends_with(&format!("dsh does not call it again (its idempotency key: {key})")), "{text}");
 }
 
+#[test]
+fn a_row_that_turns_tasks_off_leaves_a_tool_that_requires_one_to_the_server_s_refusal() {
+    let script = "- tool_calls: [{name: simulate-research-query, arguments: {topic: tides}}]\n- ok: \"refused\"\n";
+    let row = format!(
+        "- insert:\n    - id: everything\n      name: mcp\n      config: {{command: [node, {}, stdio], resolve: {{tasks: false}}}}\n",
+        everything_server().display()
+    );
+    let (home, _mock, patch) = home_with("v4", script, &[], &row);
+    let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("research"));
+    run.expect_code(0).expect_stdout("refused");
+    let events = log_events(&only_log(&home).unwrap());
+    assert!(of_type(&events, "tool/task").is_empty());
+    assert_eq!(result_codes(&events), ["TOOL_ERROR"]);
+    assert!(result_text(of_type(&events, "tool/result")[0]).contains("requires task augmentation"));
+}
+
 /// The torture's model: failures of several kinds around a step that calls every server's tool.
 const EFFECT_FAULTS: &str = "\
 - status: 503
