@@ -7,7 +7,7 @@
 # `--patch` layer, see compat/v4_reference.py), in four parts:
 #
 #   1  dsh writes a log per scenario — plain, a 503 then success, a 429 chain, a cut stream,
-#      retries exhausted, a tool step (MCP) with a retry, an unknown tool, two turns, a failover
+#      retries exhausted, a tool step (MCP) with a retry, a tool call resolved by its key after its server exited, an unknown tool, two turns, a failover
 #      hop (route-failover), `kill -9` mid-request then `dsh session repair`, an imported reference
 #      log continued by dsh — and the reference continues it (`--session-id ID "continue"`) in a
 #      copy of the home: it must end its turn completed and keep dsh's lines as they are. Then

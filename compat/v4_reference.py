@@ -34,11 +34,15 @@ REF_TOOLS_OFF = ["tool-bash", "tool-jobs", "tool-fs-search", "tool-skill", "tool
                  "tool-subagent-list-agents", "tool-subagent", "tool-subagent-fork", "tool-workflow",
                  "tool-todo", "tool-goal", "tool-web", "plan-mode"]
 
-# A minimal MCP server over stdio with one tool, `echo`, for dsh's tool steps.
+# A minimal MCP server over stdio for dsh's tool steps: `echo`, and `vanish`, which exits without
+# answering the first time a call's key (dsh/idempotency-key) reaches it, and answers when the
+# call comes again; the server says it deduplicates (dsh/idempotency), so dsh writes its own
+# `tool/resolution` (ignorable) into the log the reference continues.
 MCP_ECHO = r'''
-import json, sys
+import json, os, sys
 TOOLS = [{"name": "echo", "description": "Answer the text", "inputSchema": {"type": "object",
-          "properties": {"text": {"type": "string"}}, "required": ["text"]}}]
+          "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+         {"name": "vanish", "description": "Exit once, then answer", "inputSchema": {"type": "object"}}]
 for line in sys.stdin:
     if not line.strip():
         continue
@@ -48,9 +52,17 @@ for line in sys.stdin:
     method, rid, result = msg.get("method"), msg["id"], None
     if method == "initialize":
         result = {"protocolVersion": msg["params"].get("protocolVersion", "2025-06-18"),
-                  "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}
+                  "capabilities": {"tools": {}, "experimental": {"dsh/idempotency": {}}},
+                  "serverInfo": {"name": "echo", "version": "1"}}
     elif method == "tools/list":
         result = {"tools": TOOLS}
+    elif method == "tools/call" and msg["params"]["name"] == "vanish":
+        key = msg["params"].get("_meta", {}).get("dsh/idempotency-key", "none")
+        seen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vanished-" + key)
+        if not os.path.exists(seen):
+            open(seen, "w").close()
+            sys.exit(3)
+        result = {"content": [{"type": "text", "text": "back"}], "isError": False}
     elif method == "tools/call":
         text = str(msg["params"].get("arguments", {}).get("text", ""))
         result = {"content": [{"type": "text", "text": "echo: " + text}], "isError": False}
@@ -252,6 +264,8 @@ DSH_SCENARIOS = BOTH_SCENARIOS + [
     ("retries-exhausted", "- status: 500\n", "Say hello", 1, {}),
     ("tool-step", "- tool_calls: [{name: echo, arguments: {text: hi}}]\n- status: 503\n"
                   '- ok: "The tool said hi."\n', "Use the echo tool", 0, {"tools": True}),
+    ("tool-resolved", "- tool_calls: [{name: vanish, arguments: {}}]\n"
+                      '- ok: "Resolved by the key."\n', "Use the vanish tool", 0, {"tools": True}),
     ("tool-not-found", "- tool_calls: [{name: nosuch, arguments: {}}]\n"
                        '- ok: "No such tool, then."\n', "Use a tool", 0, {}),
     ("continued", '- ok: "First answer."\n- ok: "Second answer, same session."\n', "Say hello", 0,

@@ -30,6 +30,7 @@ mod replay;
 mod runtime;
 mod sdk;
 mod secrets;
+mod tool_effects;
 mod tool_safety;
 mod tools;
 mod torture;

@@ -186,7 +186,7 @@ pub(crate) struct HttpServer {
 impl HttpServer {
     /// Spawns `command` and returns once it writes a line saying it is `listening` (on stdout, or
     /// stderr when `on_stderr`); the port is that line's last word.
-    fn start(command: &mut std::process::Command, on_stderr: bool) -> HttpServer {
+    pub(crate) fn start(command: &mut std::process::Command, on_stderr: bool) -> HttpServer {
         use std::io::BufRead;
         use std::process::Stdio;
         let (out, err) = if on_stderr { (Stdio::null(), Stdio::piped()) } else { (Stdio::piped(), Stdio::null()) };

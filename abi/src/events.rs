@@ -35,9 +35,13 @@ pub const SESSION_END_SEED: &str = "session/end-seed";
 pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
 /// Format v4: the session's working directory changed.
 pub const WORKING_DIRECTORY_CHANGE: &str = "working-directory/change";
+/// dsh: the server took a call as an MCP task, and the task's id.
+pub const TOOL_TASK: &str = "tool/task";
+/// dsh: how a call whose answer was lost (a crash, a server gone, a deadline) is resolved.
+pub const TOOL_RESOLUTION: &str = "tool/resolution";
 
 /// Event types dsh reads and writes itself; the structure rules concern these.
-pub const DSH_EVENT_TYPES: [&str; 17] = [
+pub const DSH_EVENT_TYPES: [&str; 19] = [
     TURN_START,
     TURN_END,
     STEP_START,
@@ -55,6 +59,8 @@ pub const DSH_EVENT_TYPES: [&str; 17] = [
     LLM_RETRY_REFUSED,
     ROUTE_SWITCH,
     LLM_FIRST_TOKEN,
+    TOOL_TASK,
+    TOOL_RESOLUTION,
 ];
 
 /// The data of one event type.
@@ -198,6 +204,8 @@ event_types! {
     AssistantMessage => ASSISTANT_MESSAGE, false;
     ToolCallEvent => TOOL_CALL, false;
     ToolResultEvent => TOOL_RESULT, false;
+    ToolTask => TOOL_TASK, true;
+    ToolResolution => TOOL_RESOLUTION, true;
     InboxSpliced => AGENT_INBOX_SPLICED, false;
     WorkingDirectoryChange => WORKING_DIRECTORY_CHANGE, false;
 }
@@ -261,6 +269,38 @@ pub struct ToolCallEvent {
     pub name: String,
     /// The arguments exactly as the model wrote them.
     pub arguments: String,
+    /// dsh's key for this logical call, sent with every `tools/call` of it (`_meta`), so a
+    /// server that deduplicates runs it once however often it is re-issued. An extra member:
+    /// DeepSeek Harness 0.2.1-rc.2's reader admits members it does not read in `tool/call`
+    /// (it matches a call to its advertisement by `callId`, `name` and `arguments` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// `tool/task` (ignorable): the server took the call as an MCP task; made durable as soon as
+/// the server names it, so a dsh started again polls the task instead of running the call again.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolTask {
+    pub turn: u64,
+    pub step: u64,
+    pub call_id: String,
+    pub task_id: String,
+}
+
+/// `tool/resolution` (ignorable): a call whose answer was lost — dsh stopped, or the server went
+/// away or passed its deadline — and the rule that decides what happens to it (`dedup`,
+/// `read-only`, `idempotent`, `task` or `unknown`), durable before anything is sent again; the
+/// call's `tool/result` follows.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResolution {
+    pub turn: u64,
+    pub step: u64,
+    pub call_id: String,
+    pub rule: String,
+    /// Why the rule applies, in words.
+    pub reason: String,
 }
 
 /// `tool/result`: what a call came to; `message` names its call (see [`answered_call`]) and

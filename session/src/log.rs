@@ -207,7 +207,8 @@ impl SessionLog {
                     }
                     let seq = event.seq.map_or_else(|| "?".to_owned(), js::number);
                     repair.warnings.extend(found.drain(..).map(|finding| format!("seq {seq}: {}", finding.describe())));
-                    self.state.take_in(event.event_type, event.line, event.data);
+                    let seq = event.seq.filter(|seq| js::is_safe_integer(*seq) && *seq >= 0.0).map(|seq| seq as u64);
+                    self.state.take_in(event.event_type, seq, event.line, event.data);
                 }
                 Err(Damage::Torn { at, len }) => torn = Some((at, len)),
                 Err(Damage::Corrupt { at, reason }) => return Err(OpenError::Corrupt { log: name, at, reason }),
@@ -284,6 +285,12 @@ impl SessionLog {
         self.state.last_request_header()
     }
 
+    /// The tool calls of the open step that no result answers yet: after a crash, the calls
+    /// whose answer was lost.
+    pub fn open_calls(&self) -> &[crate::state::OpenCall] {
+        self.state.open_calls()
+    }
+
     /// Appends one event (buffered) once the gate admits it, with every secret the process knows
     /// taken out of it ([`crate::redact`]); see [`SessionLog::commit`] for durability. In a v4
     /// log the event takes v4's shape first ([`encode_v4`](super::encode_v4)), which may put a
@@ -325,7 +332,7 @@ impl SessionLog {
             line: &line,
         };
         self.gate.admit(&candidate).map_err(|finding| refusal(event.event_type, finding))?;
-        self.state.take_in(event.event_type, &line, &data);
+        self.state.take_in(event.event_type, Some(seq), &line, &data);
         let at = self.writer.push(line, seq, event.event_type)?;
         Ok(Appended { seq, time, at })
     }

@@ -1,6 +1,7 @@
 //! What the host knows of a session without rereading its log: the history index plugins query,
 //! the model-visible (surface) history, the ids of the user messages, and the last request
-//! header. Fed every event as it is read or appended.
+//! header, the tool calls of the open step still without a result. Fed every event as it is read
+//! or appended.
 
 use dsh_abi::events;
 use std::collections::HashSet;
@@ -16,6 +17,18 @@ pub struct SessionState {
     surface: Vec<SurfaceMessage>,
     message_ids: HashSet<String>,
     last_request_header: Option<String>,
+    open_calls: Vec<OpenCall>,
+}
+
+/// A `tool/call` of the open step that no `tool/result` answers yet: what a process started
+/// after a crash resolves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenCall {
+    /// The seq of its `tool/call`.
+    pub seq: u64,
+    pub call: events::ToolCallEvent,
+    /// The MCP task the server took it as (`tool/task`), when one was recorded.
+    pub task_id: Option<String>,
 }
 
 impl SessionState {
@@ -25,6 +38,7 @@ impl SessionState {
             surface: Vec::new(),
             message_ids: HashSet::new(),
             last_request_header: None,
+            open_calls: Vec::new(),
         }
     }
 
@@ -47,9 +61,15 @@ impl SessionState {
         self.last_request_header.as_deref()
     }
 
-    /// Takes in one event of the log: its type, its whole line and its raw `data`.
-    pub fn take_in(&mut self, event_type: &str, line: &str, data: &str) {
+    /// The tool calls of the open step without a result, in the order they were recorded.
+    pub fn open_calls(&self) -> &[OpenCall] {
+        &self.open_calls
+    }
+
+    /// Takes in one event of the log: its type, its seq, its whole line and its raw `data`.
+    pub fn take_in(&mut self, event_type: &str, seq: Option<u64>, line: &str, data: &str) {
         self.index.observe(event_type, line, data);
+        self.track_calls(event_type, seq, data);
         match event_type {
             events::USER_MESSAGE | events::ASSISTANT_MESSAGE => {
                 let Ok(value) = serde_json::from_str::<Value>(data) else { return };
@@ -69,6 +89,30 @@ impl SessionState {
                 }
             }
             events::REQUEST_HEADER => self.last_request_header = Some(data.to_owned()),
+            _ => {}
+        }
+    }
+
+    fn track_calls(&mut self, event_type: &str, seq: Option<u64>, data: &str) {
+        match event_type {
+            events::TURN_START | events::TURN_END | events::STEP_START | events::STEP_END => self.open_calls.clear(),
+            events::TOOL_CALL => {
+                if let (Some(seq), Ok(call)) = (seq, serde_json::from_str::<events::ToolCallEvent>(data)) {
+                    self.open_calls.push(OpenCall { seq, call, task_id: None });
+                }
+            }
+            events::TOOL_TASK => {
+                let Ok(task) = serde_json::from_str::<events::ToolTask>(data) else { return };
+                if let Some(open) = self.open_calls.iter_mut().find(|open| open.call.call_id == task.call_id) {
+                    open.task_id = Some(task.task_id);
+                }
+            }
+            events::TOOL_RESULT => {
+                let Ok(value) = serde_json::from_str::<Value>(data) else { return };
+                if let Some(answered) = events::answered_call(&value) {
+                    self.open_calls.retain(|open| open.call.call_id != answered);
+                }
+            }
             _ => {}
         }
     }

@@ -15,8 +15,8 @@
 //!   with no step open;
 //! - `step/start` inside the open turn with no step open, numbered next within the turn;
 //!   `step/end` closes the open step;
-//! - chunks, attempts, assistant messages, tool calls and tool results name the open turn and
-//!   step; a `tool/result` answers a pending tool call of the step;
+//! - chunks, attempts, assistant messages, tool calls, tasks, resolutions and results name the
+//!   open turn and step; a `tool/result` answers a pending tool call of the step;
 //! - `request/header` and `request/context` only inside an open turn;
 //! - a `route/switch` (a failover hop) names the open turn and step and another route than the
 //!   one it leaves; the step's next request goes out only after a `request/header` naming that
@@ -271,7 +271,9 @@ impl StructureRules {
             | events::ASSISTANT_MESSAGE
             | events::TOOL_CALL
             | events::TOOL_RESULT
-            | events::LLM_FIRST_TOKEN => self.in_step(event_type, data, violations),
+            | events::LLM_FIRST_TOKEN
+            | events::TOOL_TASK
+            | events::TOOL_RESOLUTION => self.in_step(event_type, data, violations),
             events::ROUTE_SWITCH => self.route_switch(data, violations),
             events::REQUEST_HEADER | events::REQUEST_CONTEXT if self.open_turn.is_none() => {
                 violations(format!("{event_type} outside an open turn"));

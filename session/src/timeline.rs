@@ -228,6 +228,13 @@ impl Timeline {
                 format!("    tool call {} {arguments} ({})", number("name"), number("callId"))
             }
             events::TOOL_RESULT => tool_result_line(data),
+            events::TOOL_TASK => format!("    tool task {} ({})", number("taskId"), number("callId")),
+            events::TOOL_RESOLUTION => format!(
+                "    tool call ({}) resolved by rule {} · {}",
+                number("callId"),
+                number("rule"),
+                preview(data.get("reason").and_then(Value::as_str).unwrap_or(""))
+            ),
             _ => return None,
         })
     }

@@ -117,7 +117,13 @@ pub const V4_EVENT_TYPES: [&str; 62] = [
 
 /// dsh's own event types that DeepSeek Harness 0.2 does not have; in a v4 log they are written
 /// `"ignorable":true`, so its reader keeps and skips them.
-pub const DSH_ONLY_V4_TYPES: [&str; 3] = [events::LLM_RETRY_REFUSED, events::ROUTE_SWITCH, events::LLM_FIRST_TOKEN];
+pub const DSH_ONLY_V4_TYPES: [&str; 5] = [
+    events::LLM_RETRY_REFUSED,
+    events::ROUTE_SWITCH,
+    events::LLM_FIRST_TOKEN,
+    events::TOOL_TASK,
+    events::TOOL_RESOLUTION,
+];
 
 /// Surface (model-visible) event types of v0; every other event is log-only.
 pub const SURFACE_EVENT_TYPES: [&str; 3] = [events::USER_MESSAGE, events::ASSISTANT_MESSAGE, events::TOOL_RESULT];

@@ -101,11 +101,8 @@ pub async fn start(
         }
         Opening::Existing { log, lock, keep_route } => {
             let open_checkers = |header: &str| assembly.open_checkers(header);
-            let (mut log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), true)?;
-            log.mark_restored(epoch_ms()).map_err(|err| OpenError::Io {
-                log: log.location().name(),
-                reason: std::io::Error::other(err.to_string()),
-            })?;
+            // The turn a crash left open is closed once its open calls are resolved (below).
+            let (log, repair) = SessionLog::open(log, lock, open_checkers, SyncPolicy::Durable, epoch_ms(), false)?;
             let meta = log
                 .location()
                 .meta()
@@ -114,11 +111,27 @@ pub async fn start(
             (log, Some(repair))
         }
     };
-    Ok(Started {
-        agent: Agent { log, assembly, services, cancel: Cancel::default(), view, turn_route: None },
-        repair,
-        notes,
-    })
+    let mut agent = Agent { log, assembly, services, cancel: Cancel::default(), view, turn_route: None };
+    let repair = match repair {
+        Some(repair) => Some(close_interrupted(&mut agent, repair).await?),
+        None => None,
+    };
+    Ok(Started { agent, repair, notes })
+}
+
+/// Resolves the tool calls a crash left open ([`Agent::resolve_open_calls`]), then closes the
+/// interrupted turn and marks where the restored history ends.
+async fn close_interrupted(agent: &mut Agent, mut repair: Repair) -> Result<Repair, OpenError> {
+    let failed = |log: &SessionLog, err: AppendError| OpenError::Io {
+        log: log.location().name(),
+        reason: std::io::Error::other(err.to_string()),
+    };
+    if let Err(err) = agent.resolve_open_calls().await {
+        return Err(failed(&agent.log, err));
+    }
+    repair.closers = agent.log.close_open_turn(epoch_ms()).map_err(|err| failed(&agent.log, err))?;
+    agent.log.mark_restored(epoch_ms()).map_err(|err| failed(&agent.log, err))?;
+    Ok(repair)
 }
 
 /// Sends a continued session's turns to the provider and model it recorded when `keep` and the

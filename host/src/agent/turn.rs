@@ -35,10 +35,8 @@ use super::route::Route;
 use super::view::TurnView;
 use crate::context::{call_context, Services};
 use crate::llm::openai::{AttemptFailure, ChatMessage, ChatRequest, Completion, Finish, ToolCall};
-use crate::tools::ToolOutcome;
 use dsh_session::format::Format;
 use dsh_session::log::{check_line_fits, AppendError, NewEvent, SessionLog};
-use futures_util::StreamExt;
 
 /// How a step ended: the turn with it, or with tool results the next step sends.
 enum StepOutcome {
@@ -100,10 +98,6 @@ pub struct Agent {
     pub turn_route: Option<String>,
 }
 
-/// The result of a call that had not finished when the turn was cancelled.
-const CANCELLED_CALL: &str =
-    "the turn was cancelled before this call finished; whether the tool ran is unknown, and dsh does not call it again";
-
 /// The most failover hops a step makes in a row without a retry wait between them: enough to try
 /// every route of a large failover list, far from a storm. Rows that send a step back and forth
 /// between dead routes end it with `FAILOVER_LOOP` when it is reached.
@@ -118,66 +112,15 @@ struct Hop<'a> {
     in_a_row: u32,
 }
 
-/// The result of a call the turn was cancelled before sending.
-const UNSENT_CALL: &str = "the turn was cancelled before this call was sent; the tool did not run";
-
-/// A step's calls as they run, at most `limit` at once: started in the model's order, their
-/// outcomes kept by position as they come back, in any order.
-struct ToolBatch<'a> {
-    calls: &'a [ToolCall],
-    limit: usize,
-    /// How many calls were started (the first `started` of `calls`).
-    started: usize,
-    running: futures_util::stream::FuturesUnordered<futures_util::future::BoxFuture<'a, (usize, ToolOutcome)>>,
-    outcomes: Vec<Option<ToolOutcome>>,
-}
-
-impl<'a> ToolBatch<'a> {
-    fn new(calls: &'a [ToolCall], limit: usize) -> ToolBatch<'a> {
-        let outcomes = calls.iter().map(|_| None).collect();
-        ToolBatch { calls, limit: limit.max(1), started: 0, running: Default::default(), outcomes }
-    }
-
-    /// Starts calls, in order, until `limit` run.
-    fn start_more(&mut self, tools: &Arc<crate::tools::Tools>) {
-        while self.running.len() < self.limit && self.started < self.calls.len() {
-            let (index, call, tools) = (self.started, &self.calls[self.started], Arc::clone(tools));
-            self.running.push(Box::pin(async move { (index, tools.call(call).await) }));
-            self.started += 1;
-        }
-    }
-
-    /// Waits for the next call to come back (forever when none runs).
-    async fn next_done(&mut self) {
-        match self.running.next().await {
-            Some((index, outcome)) => self.came_back(index, outcome),
-            None => std::future::pending().await,
-        }
-    }
-
-    fn came_back(&mut self, index: usize, outcome: ToolOutcome) {
-        tracing::debug!("tool call {} ({}) came back", self.calls[index].id, self.calls[index].name);
-        self.outcomes[index] = Some(outcome);
-    }
-
-    /// Keeps the outcomes of calls that have already come back, without waiting for any.
-    fn take_finished(&mut self) {
-        use futures_util::FutureExt;
-        while let Some(Some((index, outcome))) = self.running.next().now_or_never() {
-            self.came_back(index, outcome);
-        }
-    }
-}
-
 /// The most of a failed attempt's text its record keeps.
 pub const ATTEMPT_TEXT_LIMIT: usize = 64 * 1024;
 
 impl Agent {
-    fn now_ms(&self) -> u64 {
+    pub(super) fn now_ms(&self) -> u64 {
         self.services.now_ms() as u64
     }
 
-    fn append_typed<T: EventData>(&mut self, data: &T) -> Result<(), AppendError> {
+    pub(super) fn append_typed<T: EventData>(&mut self, data: &T) -> Result<(), AppendError> {
         let now = self.now_ms();
         self.log.append(NewEvent::typed(data), now).map(|_| ())
     }
@@ -196,7 +139,7 @@ impl Agent {
         route_name(&self.assembly, &self.turn_route)
     }
 
-    fn agent(&self) -> &AgentConfig {
+    pub(super) fn agent(&self) -> &AgentConfig {
         &self.assembly.agent
     }
 
@@ -577,114 +520,6 @@ impl Agent {
         self.end_turn(turn, step, reason)?;
         self.log.commit()?;
         Ok(Ok(StepOutcome::TurnEnded(end)))
-    }
-
-    /// Runs a step's tool calls: every `tool/call` is durable before any call is sent; the calls
-    /// run at most `maxParallelTools` at once; each `tool/result` is made durable as soon as it
-    /// and the results before it (the model's order) are in, citing its call. A cancelled turn
-    /// keeps every result that had come back; a call still running is recorded as outcome unknown,
-    /// one never sent as not run.
-    async fn run_tools(&mut self, turn: u64, step: u64, calls: &[ToolCall]) -> Result<(), AppendError> {
-        let mut call_seqs = Vec::with_capacity(calls.len());
-        for call in calls {
-            let event = events::ToolCallEvent {
-                turn,
-                step,
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-            };
-            let now = self.now_ms();
-            call_seqs.push(self.log.append(NewEvent::typed(&event), now)?.seq);
-            self.view.tool_started(call);
-        }
-        self.log.commit()?;
-        let tools = Arc::clone(&self.assembly.tools);
-        let mut batch = ToolBatch::new(calls, self.agent().max_parallel_tools);
-        let mut recorded = 0;
-        while recorded < calls.len() {
-            while let Some(outcome) = batch.outcomes[recorded].take() {
-                self.record_tool_result(turn, step, &calls[recorded], outcome, call_seqs[recorded])?;
-                recorded += 1;
-                if recorded == calls.len() {
-                    return Ok(());
-                }
-            }
-            if self.cancel.is_cancelled() {
-                break;
-            }
-            batch.start_more(&tools);
-            tokio::select! {
-                biased;
-                () = batch.next_done() => {}
-                () = self.cancel.cancelled() => break,
-            }
-        }
-        batch.take_finished();
-        for index in recorded..calls.len() {
-            let outcome = batch.outcomes[index].take().unwrap_or_else(|| match index < batch.started {
-                true => ToolOutcome::failed("TOOL_OUTCOME_UNKNOWN", CANCELLED_CALL),
-                false => ToolOutcome::failed("TOOL_CANCELLED", UNSENT_CALL),
-            });
-            self.record_tool_result(turn, step, &calls[index], outcome, call_seqs[index])?;
-        }
-        Ok(())
-    }
-
-    /// Shows and records one call's outcome, durably.
-    fn record_tool_result(
-        &mut self,
-        turn: u64,
-        step: u64,
-        call: &ToolCall,
-        outcome: ToolOutcome,
-        call_seq: u64,
-    ) -> Result<(), AppendError> {
-        self.view.tool_ended(call, &outcome);
-        self.append_tool_result(turn, step, call, outcome, call_seq)?;
-        self.log.commit()
-    }
-
-    /// Records one `tool/result`, as DeepSeek Harness writes it: the message names its call in
-    /// `source.callId` and its `tool-result` block; the event cites the call's seq.
-    fn append_tool_result(
-        &mut self,
-        turn: u64,
-        step: u64,
-        call: &ToolCall,
-        outcome: ToolOutcome,
-        call_seq: u64,
-    ) -> Result<(), AppendError> {
-        if let Some(why) = self.keep_attachments(&outcome) {
-            let failed = ToolOutcome::failed("TOOL_RESULT_NOT_KEPT", &why);
-            return self.append_tool_result(turn, step, call, failed, call_seq);
-        }
-        let block = json!({"type": "tool-result", "toolCallId": call.id, "content": outcome.content, "isError": outcome.is_error});
-        let message = json!({
-            "source": {"kind": "tool", "callId": call.id}, "content": [block], "role": "user", "id": self.services.new_id(),
-        });
-        let result = events::ToolResultEvent { turn, step, message, error: outcome.error };
-        let event = NewEvent { source_seqs: vec![call_seq], ..NewEvent::typed(&result) };
-        let now = self.now_ms();
-        match self.log.append(event, now) {
-            Err(AppendError::TooLong { bytes, .. }) => {
-                let why =
-                    format!("the result would take a log line of {bytes} bytes, more than a session log line may hold");
-                self.append_tool_result(turn, step, call, ToolOutcome::failed("TOOL_RESULT_TOO_LARGE", &why), call_seq)
-            }
-            appended => appended.map(|_| ()),
-        }
-    }
-
-    /// Keeps a result's attachments with the session before the result names them; why not, when
-    /// one cannot be kept (the result is then an error the model reads).
-    fn keep_attachments(&self, outcome: &ToolOutcome) -> Option<String> {
-        outcome.attachments.iter().find_map(|attachment| {
-            let kept = self.log.location().keep_attachment(&attachment.id, &attachment.bytes);
-            kept.err().map(|err| {
-                format!("its attachment {} ({}) could not be kept: {err}", attachment.id, attachment.mime_type)
-            })
-        })
     }
 
     /// Tells the `agent/request-success` listeners the request of `turn`/`step` was answered (a

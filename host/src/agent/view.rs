@@ -49,6 +49,8 @@ pub trait TurnView: Send {
     fn route_switched(&mut self, _from: &str, _to: &str, _code: &str) {}
     /// A tool call of the step is about to run.
     fn tool_started(&mut self, _call: &ToolCall) {}
+    /// A running tool call's progress changed (the MCP task it became, its status message).
+    fn tool_progress(&mut self, _call: &ToolCall, _progress: &str) {}
     /// A tool call ended with `outcome`.
     fn tool_ended(&mut self, _call: &ToolCall, _outcome: &ToolOutcome) {}
     /// The MCP servers of rows `rows` are starting (the session's first step waits for them).

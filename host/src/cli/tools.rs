@@ -1,5 +1,6 @@
 //! `dsh config tools`: every tool the profile's agent offers the model, found by starting the
-//! servers of its `mcp` rows and asking each for its tools.
+//! servers of its `mcp` rows and asking each for its tools, with the rule that resolves a call of
+//! it whose answer is lost, and why that rule.
 
 use std::path::PathBuf;
 
@@ -29,8 +30,10 @@ pub fn run(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> 
             .offered()
             .iter()
             .map(|tool| {
+                let (rule, why) = tools.rule_of(tool, None);
                 json!({"row": tool.row_id, "name": tool.name, "remoteName": tool.remote_name,
-                       "description": tool.description, "inputSchema": tool.input_schema})
+                       "description": tool.description, "inputSchema": tool.input_schema,
+                       "resolve": {"rule": rule.name(), "why": why, "tasks": tools.tasks_on(tool)}})
             })
             .collect();
         out_raw!("{}", dsh_abi::js::to_string_pretty(&listed))?;
@@ -45,6 +48,13 @@ pub fn run(home: &Home, profile_name: &str, patches: &[PathBuf], json: bool) -> 
     for tool in tools.offered() {
         out!("{} · {} — {}", tool.row_id, tool.name, crate::one_line(&tool.description, 100))?;
         out!("  input: {}", dsh_abi::js::to_string(&tool.input_schema))?;
+        let (rule, why) = tools.rule_of(tool, None);
+        out!("  lost answer: {} — {why}", rule.name())?;
+        let tasks = match tools.tasks_on(tool) {
+            true => "called as an MCP task if the server requires one; a recorded task is polled, not called again",
+            false => "off (resolve.tasks): a tool that requires a task is refused",
+        };
+        out!("  tasks: {tasks}")?;
     }
     Ok(())
 }

@@ -233,6 +233,17 @@ impl TurnView for TerminalView {
         }
     }
 
+    fn tool_progress(&mut self, call: &ToolCall, progress: &str) {
+        if !self.live {
+            say!("tool {} · {}", neutralised(&call.name), neutralised(&crate::one_line(progress, 200)));
+            return;
+        }
+        if let Some((_, shown)) = self.calls.iter_mut().find(|(id, _)| *id == call.id) {
+            *shown = format!("{} ({})", call.name, crate::one_line(progress, 80));
+        }
+        self.show_calls();
+    }
+
     fn tool_ended(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
         let line = tool_line(call, outcome);
         match &self.calling {

@@ -90,6 +90,10 @@ impl TurnView for ServiceView {
         self.shown.tool_started(call);
     }
 
+    fn tool_progress(&mut self, call: &ToolCall, progress: &str) {
+        self.shown.tool_progress(call, progress);
+    }
+
     fn tool_ended(&mut self, call: &ToolCall, outcome: &ToolOutcome) {
         self.shown.tool_ended(call, outcome);
     }

@@ -66,8 +66,55 @@ pub const MCP: Schema = Schema::row(
             "the longest starting the server and listing its tools may take",
         )
         .refused_as("must be a whole number of milliseconds, at least 1"),
+        Key::new(
+            "resolve",
+            Kind::Nested(&RESOLVE),
+            "{}",
+            "how a call whose answer was lost (dsh stopped, the server went, a deadline) is resolved; each rule may be turned off",
+        )
+        .refused_as("must be a mapping with dedup, readOnly, idempotent and/or tasks"),
     ],
 );
+
+/// The keys of `resolve`: one per rule that resolves a call whose answer was lost.
+const RESOLVE: Schema = Schema::row(
+    "resolve",
+    &[
+        Key::new(
+            "dedup",
+            Kind::Flag,
+            "true",
+            "send the call again with its key when the server advertises that it deduplicates by it",
+        )
+        .refused_as("must be true or false"),
+        Key::new("readOnly", Kind::Flag, "true", "run a tool annotated readOnlyHint: true again")
+            .refused_as("must be true or false"),
+        Key::new(
+            "idempotent",
+            Kind::Flag,
+            "false",
+            "trust this server's idempotentHint: true and run such a tool again",
+        )
+        .refused_as("must be true or false"),
+        Key::new(
+            "tasks",
+            Kind::Flag,
+            "true",
+            "call a tool that requires an MCP task as one, and poll a recorded task instead of calling again",
+        )
+        .refused_as("must be true or false"),
+    ],
+)
+.unknown_keys_refused_as("unknown key (resolve takes dedup, readOnly, idempotent and tasks)");
+
+/// Which rules may resolve a call of the row's server whose answer was lost (`resolve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolve {
+    pub dedup: bool,
+    pub read_only: bool,
+    pub idempotent: bool,
+    pub tasks: bool,
+}
 
 /// The keys of `tools`.
 const TOOLS: Schema = Schema::row(
@@ -120,6 +167,7 @@ pub struct McpConfig {
     pub rename: BTreeMap<String, String>,
     pub call_timeout: Duration,
     pub start_timeout: Duration,
+    pub resolve: Resolve,
 }
 
 impl McpConfig {
@@ -131,7 +179,7 @@ impl McpConfig {
 }
 
 /// `{command, env?} | {url, headers?, tokenEnv?}`, then `{tools?, callTimeoutMs?,
-/// startTimeoutMs?}`; every problem is reported.
+/// startTimeoutMs?, resolve?}`; every problem is reported.
 pub fn parse_mcp(row_id: &str, config: &Value) -> Result<McpConfig, Vec<ConfigError>> {
     let mut row = MCP.read(config)?;
     let transport = transport(&mut row);
@@ -139,7 +187,14 @@ pub fn parse_mcp(row_id: &str, config: &Value) -> Result<McpConfig, Vec<ConfigEr
     let rename = row.string_entries("rename").into_iter().collect();
     let call_timeout = Duration::from_millis(row.integer("callTimeoutMs"));
     let start_timeout = Duration::from_millis(row.integer("startTimeoutMs"));
-    row.finish(McpConfig { row_id: row_id.to_owned(), transport, allow, deny, rename, call_timeout, start_timeout })
+    let resolve = row.nested("resolve", |resolve| Resolve {
+        dedup: resolve.flag("dedup"),
+        read_only: resolve.flag("readOnly"),
+        idempotent: resolve.flag("idempotent"),
+        tasks: resolve.flag("tasks"),
+    });
+    let row_id = row_id.to_owned();
+    row.finish(McpConfig { row_id, transport, allow, deny, rename, call_timeout, start_timeout, resolve })
 }
 
 /// Exactly one of `command` and `url`, and only the keys that go with it.
@@ -292,6 +347,22 @@ mod tests {
                 "headers.X Y: is not a valid header name",
                 "headers.X-Ok: must be a header value (a string of visible characters), got \"\\n\"",
                 "headerEnv.X-Key: must be a variable name (letters, digits, _), got \"1X\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn each_resolution_rule_is_on_but_trusting_idempotent_hints_and_each_can_be_turned() {
+        let defaults = parse_mcp("s", &json!({"command": ["x"]})).unwrap().resolve;
+        assert_eq!(defaults, Resolve { dedup: true, read_only: true, idempotent: false, tasks: true });
+        let config = json!({"command": ["x"], "resolve": {"dedup": false, "readOnly": false, "idempotent": true, "tasks": false}});
+        let turned = parse_mcp("s", &config).unwrap().resolve;
+        assert_eq!(turned, Resolve { dedup: false, read_only: false, idempotent: true, tasks: false });
+        assert_eq!(
+            problems(json!({"command": ["x"], "resolve": {"dedup": "yes", "retry": true}})),
+            [
+                "resolve.dedup: must be true or false",
+                "resolve.retry: unknown key (resolve takes dedup, readOnly, idempotent and tasks)"
             ]
         );
     }

@@ -1,8 +1,9 @@
 //! Tools: the servers of the `mcp` rows, the tools they offer the model (under names unique
-//! across servers), and running one call. The host owns the servers' processes, the deadlines
-//! and the size of what comes back; whatever goes wrong with a call becomes an error result the
-//! model reads, never a panic or a hang. Recording calls and results is the turn's
-//! ([`crate::agent::turn`]); this module never touches the log.
+//! across servers), running one call under its key, and the rule that resolves a call whose
+//! answer was lost ([`Rule`]). The host owns the servers' processes, the deadlines and the size of
+//! what comes back; whatever goes wrong with a call becomes an error result the model reads, or a
+//! lost answer the turn resolves — never a panic or a hang. Recording calls, tasks, resolutions
+//! and results is the turn's ([`crate::agent::turn`]); this module never touches the log.
 
 pub mod config;
 pub mod guard;
@@ -18,6 +19,57 @@ use crate::llm::openai::ToolCall;
 use crate::problem::Problem;
 use config::McpConfig;
 use server::{CallError, Server};
+pub use server::{Notice, DEDUP_CAPABILITY, KEY_META};
+
+/// What a call came to: an outcome to record, or an answer lost (dsh cannot know whether the
+/// tool ran) for the turn to resolve by its [`Rule`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Called {
+    Outcome(ToolOutcome),
+    Lost(String),
+}
+
+/// How a call whose answer was lost is resolved, first that applies: its recorded task polled;
+/// sent again with its key to a server that deduplicates by it; run again when read-only, or
+/// idempotent by a hint the row trusts; else left unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    Task,
+    Dedup,
+    ReadOnly,
+    Idempotent,
+    Unknown,
+}
+
+impl Rule {
+    /// The rule's name in `tool/resolution` and `config tools`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::Task => "task",
+            Rule::Dedup => "dedup",
+            Rule::ReadOnly => "read-only",
+            Rule::Idempotent => "idempotent",
+            Rule::Unknown => "unknown",
+        }
+    }
+}
+
+/// The key of one logical call: derived from the session id and the call's turn, step and id
+/// (a provider may number call ids per answer, so the id alone could repeat in a session), as
+/// `dsh-` and 32 hex digits of their sha256.
+pub fn idempotency_key(session_id: &str, turn: u64, step: u64, call_id: &str) -> String {
+    let digest = dsh_session::fsutil::sha256_hex(format!("{session_id}\n{turn}\n{step}\n{call_id}").as_bytes());
+    format!("dsh-{}", &digest[..32])
+}
+
+/// The result of a call whose answer is lost for good: the key is in the text, so a tool that
+/// can be asked about its calls can be asked about this one.
+pub fn unknown_outcome(why: &str, key: &str) -> ToolOutcome {
+    ToolOutcome::failed(
+        "TOOL_OUTCOME_UNKNOWN",
+        &format!("{why}; whether the tool ran is unknown, and dsh does not call it again (its idempotency key: {key})"),
+    )
+}
 
 /// The most text of one tool result kept for the model and the log; a longer result is cut
 /// here, and the model is told.
@@ -117,32 +169,105 @@ impl Tools {
         self.offered.iter().map(|tool| json!({"type": "function", "function": function(tool)})).collect()
     }
 
-    /// Runs one call; every way it can go wrong is an error outcome.
-    pub async fn call(&self, call: &ToolCall) -> ToolOutcome {
-        let Some(tool) = self.offered.iter().find(|tool| tool.name == call.name) else {
-            let offered: Vec<&str> = self.offered.iter().map(|tool| tool.name.as_str()).collect();
-            let names = if offered.is_empty() { "none".to_owned() } else { offered.join(", ") };
-            let message = format!("no tool named {} is offered (tools: {names})", json!(call.name));
-            return ToolOutcome::failed("TOOL_NOT_FOUND", &message);
+    /// Runs one call under `key`; every way it can go wrong is an error outcome, but an answer
+    /// lost after the call was sent, which the turn resolves.
+    pub async fn call(&self, call: &ToolCall, key: &str, notify: &(dyn Fn(Notice) + Send + Sync)) -> Called {
+        let (tool, server) = match self.holder(call) {
+            Ok(found) => found,
+            Err(why) => return Called::Outcome(ToolOutcome::failed("TOOL_NOT_FOUND", &why)),
         };
         let arguments = match arguments_of(&call.arguments) {
             Ok(arguments) => arguments,
-            Err(why) => return ToolOutcome::failed("TOOL_INVALID_ARGUMENTS", &why),
+            Err(why) => return Called::Outcome(ToolOutcome::failed("TOOL_INVALID_ARGUMENTS", &why)),
         };
-        let server =
-            self.servers.iter().find(|server| server.config.row_id == tool.row_id).expect("offered by a server");
-        match server.call(&tool.remote_name, arguments).await {
-            Ok(result) => outcome_of(result),
-            Err(CallError::NotSent(why)) => ToolOutcome::failed("TOOL_SERVER_UNAVAILABLE", &why),
-            Err(CallError::OutcomeUnknown(why)) => ToolOutcome::failed(
-                "TOOL_OUTCOME_UNKNOWN",
-                &format!("{why}; whether the tool ran is unknown, and dsh does not call it again"),
-            ),
-            Err(CallError::Refused(why)) => {
-                ToolOutcome::failed("TOOL_CALL_REFUSED", &format!("server \"{}\" refused the call: {why}", tool.row_id))
-            }
+        called(tool, server.call(&tool.remote_name, arguments, key, notify).await)
+    }
+
+    /// Polls the task a call became to its end.
+    pub async fn poll(&self, call: &ToolCall, task_id: &str, notify: &(dyn Fn(Notice) + Send + Sync)) -> Called {
+        match self.holder(call) {
+            Ok((tool, server)) => called(tool, server.poll(task_id, notify).await),
+            Err(why) => Called::Outcome(ToolOutcome::failed("TOOL_NOT_FOUND", &why)),
         }
     }
+
+    /// The rule that resolves `call` when its answer was lost, and why it applies; `task` is the
+    /// MCP task the call was recorded as, if any.
+    pub fn rule(&self, call_name: &str, task: Option<&str>) -> (Rule, String) {
+        match self.offered.iter().find(|tool| tool.name == call_name) {
+            Some(tool) => self.rule_of(tool, task),
+            None => (Rule::Unknown, format!("no tool named {} is offered now", json!(call_name))),
+        }
+    }
+
+    /// The rule for a call of `tool` whose answer was lost ([`Rule`]), and why.
+    pub fn rule_of(&self, tool: &OfferedTool, task: Option<&str>) -> (Rule, String) {
+        let server = self.server_of(tool);
+        let (row, resolve) = (&tool.row_id, &server.config.resolve);
+        if let Some(task) = task.filter(|_| resolve.tasks) {
+            return (Rule::Task, format!("the call became MCP task {task}, which is polled for its result"));
+        }
+        if resolve.dedup && server.deduplicates() {
+            let why = format!(
+                "server \"{row}\" advertises {DEDUP_CAPABILITY}: the call is sent again with its key, and runs once"
+            );
+            return (Rule::Dedup, why);
+        }
+        if resolve.read_only && tool.read_only_hint {
+            return (Rule::ReadOnly, "the tool is annotated readOnlyHint: true, so it runs again".to_owned());
+        }
+        if resolve.idempotent && tool.idempotent_hint {
+            let why = format!("the tool is annotated idempotentHint: true, and row \"{row}\" trusts its hints (resolve.idempotent), so it runs again");
+            return (Rule::Idempotent, why);
+        }
+        (Rule::Unknown, unresolved_why(tool, server))
+    }
+
+    /// Whether calls of `tool` may become MCP tasks (its row's `resolve.tasks`).
+    pub fn tasks_on(&self, tool: &OfferedTool) -> bool {
+        self.server_of(tool).config.resolve.tasks
+    }
+
+    fn server_of(&self, tool: &OfferedTool) -> &Server {
+        self.servers.iter().find(|server| server.config.row_id == tool.row_id).expect("offered by a server")
+    }
+
+    /// The offered tool a call names and its server; else why not, for the model.
+    fn holder(&self, call: &ToolCall) -> Result<(&OfferedTool, &Server), String> {
+        let Some(tool) = self.offered.iter().find(|tool| tool.name == call.name) else {
+            let offered: Vec<&str> = self.offered.iter().map(|tool| tool.name.as_str()).collect();
+            let names = if offered.is_empty() { "none".to_owned() } else { offered.join(", ") };
+            return Err(format!("no tool named {} is offered (tools: {names})", json!(call.name)));
+        };
+        Ok((tool, self.server_of(tool)))
+    }
+}
+
+/// Why no rule resolves a call of `tool`: which of them were off, and which did not apply.
+fn unresolved_why(tool: &OfferedTool, server: &Server) -> String {
+    let resolve = &server.config.resolve;
+    let dedup = match (server.deduplicates(), resolve.dedup) {
+        (false, _) => format!("server \"{}\" does not advertise {DEDUP_CAPABILITY}", tool.row_id),
+        (true, _) => "its deduplication is turned off (resolve.dedup)".to_owned(),
+    };
+    let hints = match (tool.read_only_hint, tool.idempotent_hint) {
+        (true, _) => "its readOnlyHint is not used (resolve.readOnly)",
+        (false, true) if !resolve.idempotent => "its idempotentHint is not trusted (resolve.idempotent)",
+        _ => "it is annotated neither read-only nor idempotent",
+    };
+    format!("{dedup}, and {hints}")
+}
+
+/// What a server's answer to a call comes to.
+fn called(tool: &OfferedTool, answer: Result<CallToolResult, CallError>) -> Called {
+    Called::Outcome(match answer {
+        Ok(result) => outcome_of(result),
+        Err(CallError::NotSent(why)) => ToolOutcome::failed("TOOL_SERVER_UNAVAILABLE", &why),
+        Err(CallError::OutcomeUnknown(why)) => return Called::Lost(why),
+        Err(CallError::Refused(why)) => {
+            ToolOutcome::failed("TOOL_CALL_REFUSED", &format!("server \"{}\" refused the call: {why}", tool.row_id))
+        }
+    })
 }
 
 /// The arguments the model wrote: a JSON object, or nothing (`{}` for a tool without any).
@@ -266,6 +391,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_key_is_one_opaque_string_per_logical_call() {
+        let key = idempotency_key("s1", 1, 2, "call_1");
+        assert_eq!(key, idempotency_key("s1", 1, 2, "call_1"));
+        assert!(key.starts_with("dsh-") && key.len() == 36, "{key}");
+        let others = [("s2", 1, 2, "call_1"), ("s1", 2, 2, "call_1"), ("s1", 1, 3, "call_1"), ("s1", 1, 2, "call_2")];
+        for (session, turn, step, call) in others {
+            assert_ne!(idempotency_key(session, turn, step, call), key);
+        }
+    }
+
+    #[test]
     fn arguments_are_an_object_or_nothing() {
         assert_eq!(arguments_of(""), Ok(None));
         assert_eq!(arguments_of("{\"a\":1}").unwrap().unwrap()["a"], 1);
@@ -288,7 +424,7 @@ mod tests {
     fn an_unknown_tool_is_an_error_the_model_reads() {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let call = ToolCall { id: "c".into(), name: "nope".into(), arguments: "{}".into() };
-        let outcome = runtime.block_on(Tools::default().call(&call));
+        let Called::Outcome(outcome) = runtime.block_on(Tools::default().call(&call, "k", &|_| {})) else { panic!() };
         assert!(outcome.is_error);
         assert_eq!(outcome.content[0]["text"], "Error: no tool named \"nope\" is offered (tools: none)");
         assert_eq!(outcome.error, Some(json!({"name": "ToolCallError", "code": "TOOL_NOT_FOUND"})));

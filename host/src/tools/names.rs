@@ -22,6 +22,10 @@ pub struct OfferedTool {
     pub remote_name: String,
     pub description: String,
     pub input_schema: Value,
+    /// The server annotates it `readOnlyHint: true`.
+    pub read_only_hint: bool,
+    /// The server annotates it `idempotentHint: true`.
+    pub idempotent_hint: bool,
 }
 
 /// The names the model calls the listed tools by, computed once: a tool's row `rename`, else its
@@ -70,6 +74,8 @@ pub(super) fn offered(configs: &[&McpConfig], listed: Vec<(usize, Tool)>) -> (Ve
                 description: tool.description.as_deref().unwrap_or_default().to_owned(),
                 input_schema: Value::Object(tool.input_schema.as_ref().clone()),
                 row_id: config(*server).row_id.clone(),
+                read_only_hint: tool.annotations.as_ref().and_then(|hints| hints.read_only_hint) == Some(true),
+                idempotent_hint: tool.annotations.as_ref().and_then(|hints| hints.idempotent_hint) == Some(true),
             }),
             // Every tool after the first of a shared name is a problem naming the first.
             [first, ..] if *first != index => {

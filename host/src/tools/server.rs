@@ -1,27 +1,54 @@
 //! One MCP server: its child process or HTTP endpoint, the MCP session with it (through `rmcp`),
-//! its tools, and calls with a deadline. A server found gone before a call is started again once;
-//! a call the server may have begun is never sent twice.
+//! its tools, and calls with a deadline, each carrying its key in `_meta`. A server found gone
+//! before a call is started again once. A call the server may have begun is sent again only when
+//! the turn resolves it so (by the rule of its tool). A tool that requires an MCP task (the server refuses
+//! a plain call with `-32601`) is called as one and its task polled (`tasks/get`, then
+//! `tasks/result`, the 2025-11-25 Tasks, spoken as custom requests: rmcp's own task types are a
+//! later revision's).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, JsonObject,
-    ProtocolVersion, Tool,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest, CustomRequest, ErrorCode,
+    Implementation, JsonObject, ProtocolVersion, RequestMetaObject, Tool,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use super::config::{McpConfig, Transport};
 use super::guard::Lifeline;
+
+/// The `_meta` member of every `tools/call` that holds dsh's key for the logical call: one opaque
+/// string, the same each time the call is sent.
+pub const KEY_META: &str = "dsh/idempotency-key";
+
+/// The experimental capability (`initialize` → `capabilities.experimental`) by which a server
+/// says it deduplicates `tools/call` by [`KEY_META`]: a call whose key it has seen is answered
+/// with that call's result (once the first has ended) and its tool does not run again.
+pub const DEDUP_CAPABILITY: &str = "dsh/idempotency";
+
+/// What a call tells the turn while it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The server took the call as an MCP task with this id.
+    Task(String),
+    /// The task's status message changed.
+    Progress(String),
+}
+
+/// How often a task is polled when the server does not say.
+const TASK_POLL: Duration = Duration::from_millis(250);
 
 /// The most of a server's stderr kept for messages: its last lines say why it failed.
 const STDERR_TAIL_BYTES: usize = 2048;
@@ -71,6 +98,10 @@ pub struct Server {
     connection: tokio::sync::Mutex<Option<Connection>>,
     restarted: AtomicBool,
     stderr_tail: Arc<Mutex<String>>,
+    /// The server advertised [`DEDUP_CAPABILITY`] when it was last reached.
+    deduplicates: AtomicBool,
+    /// Its tools that refused a plain call for want of a task: called as tasks since.
+    task_tools: Mutex<HashSet<String>>,
 }
 
 /// How long closing a connection may take at exit before it is dropped as it is.
@@ -102,26 +133,125 @@ impl Server {
         };
         let server = Server {
             config: config.clone(),
+            deduplicates: AtomicBool::new(deduplicates(&connection.session)),
             connection: tokio::sync::Mutex::new(Some(connection)),
             restarted: AtomicBool::new(false),
             stderr_tail,
+            task_tools: Mutex::new(HashSet::new()),
         };
         Ok((server, tools))
     }
 
-    /// Calls the server's tool `name` within the row's call timeout.
-    pub async fn call(&self, name: &str, arguments: Option<JsonObject>) -> Result<CallToolResult, CallError> {
+    /// Whether the server said, when it was last reached, that it deduplicates calls by their key.
+    pub fn deduplicates(&self) -> bool {
+        self.deduplicates.load(Ordering::SeqCst)
+    }
+
+    /// Calls the server's tool `name` with `key` in its `_meta`, each request within the row's
+    /// call timeout; a tool that requires a task is called as one (when the row lets it), the
+    /// task's id and progress told to `notify`.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+        key: &str,
+        notify: &(dyn Fn(Notice) + Send + Sync),
+    ) -> Result<CallToolResult, CallError> {
         let peer = self.live_peer().await?;
+        let tasks = self.config.resolve.tasks;
+        if tasks && self.task_tools.lock().is_ok_and(|tools| tools.contains(name)) {
+            return self.call_as_task(&peer, name, arguments, key, notify).await;
+        }
         let mut params = CallToolRequestParams::new(name.to_owned());
-        params.arguments = arguments;
-        let timeout = self.config.call_timeout;
+        params.arguments = arguments.clone();
+        params.meta = Some(RequestMetaObject::from(key_meta(key)));
+        let answer = tokio::time::timeout(self.config.call_timeout, peer.call_tool(params)).await;
+        if tasks && requires_task(&answer) {
+            self.task_tools.lock().map(|mut tools| tools.insert(name.to_owned())).unwrap_or_default();
+            return self.call_as_task(&peer, name, arguments, key, notify).await;
+        }
+        self.answered(answer)
+    }
+
+    /// Polls the task `task_id` (one a call of this server became) to its end and returns its
+    /// result; a server that no longer knows the task leaves the outcome unknown.
+    pub async fn poll(
+        &self,
+        task_id: &str,
+        notify: &(dyn Fn(Notice) + Send + Sync),
+    ) -> Result<CallToolResult, CallError> {
+        let peer = self.live_peer().await?;
+        self.poll_task(&peer, task_id, notify).await
+    }
+
+    async fn call_as_task(
+        &self,
+        peer: &rmcp::Peer<RoleClient>,
+        name: &str,
+        arguments: Option<JsonObject>,
+        key: &str,
+        notify: &(dyn Fn(Notice) + Send + Sync),
+    ) -> Result<CallToolResult, CallError> {
+        let params =
+            json!({"name": name, "arguments": arguments.unwrap_or_default(), "_meta": key_meta(key), "task": {}});
+        let created = tokio::time::timeout(self.config.call_timeout, custom(peer, "tools/call", params)).await;
+        let created = self.answered(created)?;
+        let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str) else {
+            // A server may answer a call it could have made a task at once.
+            return tool_result(created, &self.config.row_id);
+        };
+        notify(Notice::Task(task_id.to_owned()));
+        self.poll_task(peer, task_id, notify).await
+    }
+
+    /// `tasks/get` until the task ends (its status messages told to `notify` as progress), then
+    /// `tasks/result`: the call's own result, or the error it failed with.
+    async fn poll_task(
+        &self,
+        peer: &rmcp::Peer<RoleClient>,
+        task_id: &str,
+        notify: &(dyn Fn(Notice) + Send + Sync),
+    ) -> Result<CallToolResult, CallError> {
         let row = &self.config.row_id;
-        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+        let mut said = String::new();
+        loop {
+            let asked =
+                tokio::time::timeout(self.config.call_timeout, custom(peer, "tasks/get", json!({"taskId": task_id})));
+            let task = match asked.await {
+                Ok(Err(rmcp::ServiceError::McpError(error))) => {
+                    return Err(CallError::OutcomeUnknown(format!(
+                        "server \"{row}\" no longer knows task {task_id} ({})",
+                        error.message
+                    )))
+                }
+                answer => self.answered(answer)?,
+            };
+            if let Some(message) = task["statusMessage"].as_str().filter(|message| *message != said) {
+                said = message.to_owned();
+                notify(Notice::Progress(said.clone()));
+            }
+            if matches!(task["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+                break;
+            }
+            tokio::time::sleep(task["pollInterval"].as_u64().map_or(TASK_POLL, Duration::from_millis)).await;
+        }
+        let result =
+            tokio::time::timeout(self.config.call_timeout, custom(peer, "tasks/result", json!({"taskId": task_id})));
+        tool_result(self.answered(result.await)?, row)
+    }
+
+    /// A request's answer, or what its failure (or its deadline passing) means for the call.
+    fn answered<T>(
+        &self,
+        answer: Result<Result<T, rmcp::ServiceError>, tokio::time::error::Elapsed>,
+    ) -> Result<T, CallError> {
+        let row = &self.config.row_id;
+        match answer {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(err)) => Err(self.failure(err)),
             Err(_) => Err(CallError::OutcomeUnknown(format!(
                 "server \"{row}\" gave no answer within {} (callTimeoutMs)",
-                millis(timeout)
+                millis(self.config.call_timeout)
             ))),
         }
     }
@@ -162,9 +292,51 @@ impl Server {
             .await
             .map_err(|why| CallError::NotSent(format!("{exited}, and starting it again failed: {why}")))?;
         let peer = restarted.session.peer().clone();
+        self.deduplicates.store(deduplicates(&restarted.session), Ordering::SeqCst);
         *connection = Some(restarted);
         Ok(peer)
     }
+}
+
+/// Whether a plain call's answer says the tool requires a task (2025-11-25): `-32601` to a tool
+/// the server listed, as a JSON-RPC error or — as the TypeScript SDK sends it — a result flagged
+/// `isError` whose text is that error. The tool did not run.
+fn requires_task(answer: &Result<Result<CallToolResult, rmcp::ServiceError>, tokio::time::error::Elapsed>) -> bool {
+    const SAID: &str = "MCP error -32601:";
+    match answer {
+        Ok(Err(rmcp::ServiceError::McpError(error))) => error.code == ErrorCode::METHOD_NOT_FOUND,
+        Ok(Ok(result)) if result.is_error == Some(true) => {
+            matches!(&result.content[..], [rmcp::model::ContentBlock::Text(text)] if text.text.starts_with(SAID))
+        }
+        _ => false,
+    }
+}
+
+/// `_meta` carrying a call's key.
+fn key_meta(key: &str) -> JsonObject {
+    let mut meta = JsonObject::new();
+    meta.insert(KEY_META.to_owned(), Value::from(key));
+    meta
+}
+
+/// Whether the server's `initialize` result advertises [`DEDUP_CAPABILITY`].
+fn deduplicates(session: &Session) -> bool {
+    let info = session.peer_info();
+    let experimental = info.as_ref().and_then(|info| info.capabilities.experimental.as_ref());
+    experimental.is_some_and(|experimental| experimental.contains_key(DEDUP_CAPABILITY))
+}
+
+/// A request rmcp has no type for (the 2025-11-25 Tasks), and its result as JSON.
+async fn custom(peer: &rmcp::Peer<RoleClient>, method: &str, params: Value) -> Result<Value, rmcp::ServiceError> {
+    let result = peer.send_request(ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)))).await?;
+    serde_json::to_value(&result).map_err(|_| rmcp::ServiceError::UnexpectedResponse)
+}
+
+/// `value` as a tool result, or an unknown outcome naming the server.
+fn tool_result(value: Value, row: &str) -> Result<CallToolResult, CallError> {
+    serde_json::from_value(value).map_err(|_| {
+        CallError::OutcomeUnknown(format!("server \"{row}\" answered with something that is not a tool result"))
+    })
 }
 
 /// Reaches the server and completes the MCP handshake by `deadline`.
