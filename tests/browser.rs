@@ -155,10 +155,10 @@ fn a_tool_turn_shows_the_call_running_and_then_its_result() {
     wait_for_end(&browser, "turn 1 completed");
     let tools = entries(&browser, "tool");
     assert_eq!(tools.len(), 1, "{tools:?}");
-    assert!(tools[0].starts_with("tool append · result · "), "{tools:?}");
+    assert!(tools[0].starts_with("tool side · append · result · "), "the server's row, the tool: {tools:?}");
     assert_eq!(entries(&browser, "assistant"), ["appended it"]);
     let live: Vec<String> = serde_json::from_value(browser.js("return window.shown.live;", vec![])).unwrap();
-    assert!(live.iter().any(|line| line.starts_with("append · running")), "{live:?}");
+    assert!(live.iter().any(|line| line.starts_with("side · append · running")), "{live:?}");
     assert_eq!(std::fs::read_to_string(&ledger).unwrap().lines().count(), 1, "the tool ran once");
 }
 

@@ -38,7 +38,7 @@ pub enum Lane {
 pub struct Span {
     pub lane: Lane,
     /// `turn`, `step`, `attempt`, `wait`, `tool`, `user`, `assistant`, `hop`, `refused`,
-    /// `resumed`, `restored`.
+    /// `resumed`, `restored`, `resolved`.
     pub kind: &'static str,
     /// The turn it belongs to (0 before the first).
     pub turn: u64,
@@ -140,7 +140,7 @@ pub struct Builder {
 impl Builder {
     /// Whether events of `event_type` shape a span (the others only move the clock).
     pub fn wants(&self, event_type: &str) -> bool {
-        const SHAPING: [&str; 17] = [
+        const SHAPING: [&str; 18] = [
             events::TURN_START,
             events::TURN_END,
             events::STEP_START,
@@ -153,6 +153,7 @@ impl Builder {
             events::ASSISTANT_MESSAGE,
             events::TOOL_CALL,
             events::TOOL_RESULT,
+            events::TOOL_RESOLUTION,
             events::LLM_RETRY,
             events::LLM_RETRY_STARTED,
             events::LLM_RETRY_REFUSED,
@@ -187,6 +188,7 @@ impl Builder {
             events::LLM_RETRY_STARTED => self.wait_ended(seq, time),
             events::TOOL_CALL => self.tool_called(seq, time, data),
             events::TOOL_RESULT => self.tool_answered(seq, time, data),
+            events::TOOL_RESOLUTION => self.tool_resolved(seq, time, data),
             events::USER_MESSAGE => self.user_message(seq, time, data),
             events::LLM_RETRY_REFUSED => self.refused(seq, time, data),
             events::ROUTE_SWITCH => self.hop(seq, time, data),
@@ -405,6 +407,17 @@ impl Builder {
         span.code = code.map(str::to_owned);
         span.detail = Some(crate::one_line(&tool_result_text(message), LABEL_CHARS));
         self.close(Some(index), seq, time, Some(outcome.to_owned()));
+    }
+
+    /// A call whose answer was lost, and the rule that resolves it: a mark, and its call's span
+    /// says so.
+    fn tool_resolved(&mut self, seq: u64, time: f64, data: &Value) {
+        let (call, rule) = (data["callId"].as_str().unwrap_or("?"), data["rule"].as_str().unwrap_or("?"));
+        let label = format!("the answer of {call} was lost; resolved by rule {rule}");
+        self.mark("resolved", &label, seq, time);
+        if let Some(index) = self.open_tools.get(call) {
+            self.spans[*index].detail = data["reason"].as_str().map(str::to_owned);
+        }
     }
 
     fn user_message(&mut self, seq: u64, time: f64, data: &Value) {

@@ -1,11 +1,13 @@
 //! What followers of a session see live: the feed of updates, and the board of what holds right
-//! now — whether a turn runs, and the text the running attempt has streamed so far — kept under
+//! now — whether a turn runs, the text the running attempt has streamed so far, the tools it
+//! offers — kept under
 //! one lock with the feed, so a follower that starts (or falls behind and starts again) takes a
 //! snapshot that the updates after it continue exactly.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::types::Update;
@@ -30,6 +32,8 @@ pub struct Now {
     pub running: bool,
     /// The running attempt's text so far (empty between attempts).
     pub draft: String,
+    /// The tools the session offers, by name: the `mcp` row of each one's server.
+    pub tools: Option<Arc<Value>>,
 }
 
 impl Default for Live {
@@ -55,6 +59,9 @@ impl Live {
             Update::Text { session, delta } => feed.board.entry(session.clone()).or_default().draft.push_str(delta),
             Update::AttemptEnded { session, .. } => {
                 feed.board.entry(session.clone()).or_default().draft.clear();
+            }
+            Update::Tools { session, servers } => {
+                feed.board.entry(session.clone()).or_default().tools = Some(servers.clone());
             }
         }
         if feed.sender.receiver_count() > 0 {

@@ -28,6 +28,8 @@ pub enum Seen {
     Text { text: String, whole: bool },
     /// The running attempt ended; its text is the answer only when it `completed`.
     AttemptEnded { completed: bool },
+    /// The tools the session offers, by name: the `mcp` row of each one's server.
+    Tools { servers: Arc<serde_json::Value> },
 }
 
 /// How often the log of a session no worker of this service writes is read for new events.
@@ -114,6 +116,7 @@ impl Subscription {
             Update::Status { session, running } if session == self.session => Seen::Status { running },
             Update::Text { session, delta } if session == self.session => Seen::Text { text: delta, whole: false },
             Update::AttemptEnded { session, completed } if session == self.session => Seen::AttemptEnded { completed },
+            Update::Tools { session, servers } if session == self.session => Seen::Tools { servers },
             _ => return None,
         };
         Some(Ok(seen))
@@ -127,7 +130,8 @@ impl Subscription {
         self.feed = feed;
         self.queued.clear();
         self.read_log().await?;
-        let Now { running, draft } = now;
+        let Now { running, draft, tools } = now;
+        self.queued.extend(tools.map(|servers| Seen::Tools { servers }));
         self.queued.push_back(Seen::Status { running });
         if running {
             self.queued.push_back(Seen::Text { text: draft, whole: true });

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::agent::target::Resolved;
@@ -50,6 +51,8 @@ pub enum Update {
     Text { session: Arc<str>, delta: String },
     /// The running attempt of `session` ended: its text is the answer (`completed`), or is not.
     AttemptEnded { session: Arc<str>, completed: bool },
+    /// The tools `session` offers the model now, each name with its server's `mcp` row.
+    Tools { session: Arc<str>, servers: Arc<Value> },
 }
 
 impl Update {

@@ -246,6 +246,14 @@ impl Worker {
         let note = |note: &str| self.hub.note(note);
         let (home, target) = ((&setup.home, setup.verbose), &session.target);
         swap::swap_if_changed(home, &note, target, &mut session.agent, &mut session.composed).await;
+        self.publish_tools(&session.agent);
+    }
+
+    /// Tells followers which server offers each tool the session offers now.
+    fn publish_tools(&self, agent: &Agent) {
+        let servers: serde_json::Map<String, Value> =
+            agent.assembly.tools.offered().iter().map(|tool| (tool.name.clone(), tool.row_id.clone().into())).collect();
+        self.hub.publish(Update::Tools { session: self.id.clone(), servers: Arc::new(Value::Object(servers)) });
     }
 
     async fn resume(&self, session: &mut Session) -> Result<(), AppendError> {
@@ -344,6 +352,7 @@ impl Worker {
             });
         }
         let composed = Snapshot::of(&profile, &composition);
+        self.publish_tools(&agent);
         Ok(Session { agent, cwd, target, composed })
     }
 

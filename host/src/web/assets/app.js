@@ -11,6 +11,7 @@ let current = null; // { id, source, running, profile }
 let retryTimer = null;
 let toolTimer = null;
 let draft = null;
+let toolServers = {};
 const runningTools = new Map();
 
 async function api(method, path, body) {
@@ -126,9 +127,14 @@ function showTools() {
   liveLine(lines.join("\n"));
 }
 
+// A tool as the page names it: its server's row, then its name.
+function toolLabel(name) {
+  return toolServers[name] ? `${toolServers[name]} · ${name}` : name;
+}
+
 function toolCalled(data, event) {
-  const line = entry("tool", `tool ${data.name} ${data.arguments || ""} · running`);
-  runningTools.set(data.callId, { name: data.name, since: event.time, line });
+  const line = entry("tool", `tool ${toolLabel(data.name)} ${data.arguments || ""} · running`);
+  runningTools.set(data.callId, { name: toolLabel(data.name), since: event.time, line });
   if (!toolTimer) toolTimer = setInterval(() => (runningTools.size ? showTools() : null), 200);
   showTools();
 }
@@ -188,6 +194,8 @@ const renderers = {
   "llm/retry-refused": (data) => entry("refused", `${data.row} refused the retry: ${data.reason}`),
   "tool/call": (data, event) => toolCalled(data, event),
   "tool/result": (data, event) => toolAnswered(data, event),
+  "tool/task": (data) => entry("tool", `call ${data.callId} runs as task ${data.taskId}`),
+  "tool/resolution": (data) => entry("tool", `the answer of call ${data.callId} was lost: ${data.rule} — ${data.reason}`),
   "route/switch": (data) => entry("hop", `failover: ${data.from || "?"} → ${data.to || "?"} (${data.code || ""})`),
   "session/end-seed": () => entry("mark", "the session was restored here and continued"),
   "turn/end": (data) => {
@@ -241,6 +249,7 @@ function follow(id, all) {
     const { text, whole } = JSON.parse(message.data);
     if (whole || text) showDraft(text, whole);
   });
+  source.addEventListener("tools", (message) => { toolServers = JSON.parse(message.data); });
   source.addEventListener("attempt-end", (message) => {
     if (!JSON.parse(message.data).completed) dropDraft();
   });
