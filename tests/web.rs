@@ -251,6 +251,9 @@ fn two_servers_on_one_postgres_store_share_a_session_live_one_writer_at_a_time()
     prompt(&a, &session, "two");
     let live = watched.until("user/message");
     assert!(live.iter().any(|sent| sent.data.contains("\"two\"")), "B watches A's turn live: {live:?}");
+    let mut joined = b.events(&session, None);
+    let first_status = std::iter::from_fn(|| joined.next_sent()).find(|sent| sent.event == "status").unwrap();
+    assert_eq!(first_status.data, r#"{"running":true}"#, "a tab joining on B sees A's turn running");
     let busy = b.api("POST", &format!("/api/sessions/{session}/prompt"), Some(r#"{"text":"three"}"#));
     assert_eq!(busy.status, 409, "one writer at a time: {busy:?}");
     mock.release("second");
@@ -302,7 +305,7 @@ fn a_watcher_joining_mid_turn_sees_it_running_and_the_answer_streamed_so_far() {
 
 #[test]
 fn a_trajectory_comes_a_window_at_a_time_and_a_span_opens_the_events_it_covers() {
-    let (home, _mock, patch) = web_home("- status: 503\n- status: 429\n- ok: recovered\n", TINY);
+    let (home, _mock, patch) = web_home("- status: 503\n- status: 429\n- ok: recovered\n- ok: again\n", TINY);
     let web = serve(&home, &patch, &[]);
     let session = new_session(&web);
     let mut events = web.events(&session, None);
@@ -329,6 +332,17 @@ fn a_trajectory_comes_a_window_at_a_time_and_a_span_opens_the_events_it_covers()
     assert_eq!(web.api("GET", &too_many, None).status, 400, "one past the most a range may name");
     assert_eq!(web.api("GET", &format!("/api/sessions/{session}/log?from=0&to=1999"), None).status, 200);
     assert_eq!(web.api("GET", "/api/sessions/no-such-session/trajectory", None).status, 404);
+    prompt(&web, &session, "again");
+    events.until("turn/end");
+    let grown = web.api("GET", &format!("{path}?limit=2000"), None).json();
+    let turns: Vec<&str> = grown["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|span| span["kind"] == "turn")
+        .map(|span| span["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(turns, ["turn 1 · completed", "turn 2 · completed"], "what was appended is read on the next request");
 }
 
 #[test]
@@ -387,10 +401,36 @@ fn sigterm_while_a_prompt_waits_behind_a_turn_closes_the_turn_refuses_the_prompt
     mock.wait_for_requests(1);
     let path = format!("/api/sessions/{session}/prompt");
     let queued = send_to(&web.address, "POST", &path, &web.page_headers(), Some(r#"{"text":"second"}"#));
+    let in_hand = wait_until(std::time::Duration::from_secs(60), || {
+        web.api("GET", &format!("/api/sessions/{session}"), None).json()["pending"] == 2
+    });
+    assert!(in_hand, "the second prompt waits behind the running turn");
     assert_eq!(web.stop(), Some(0), "dsh web exits 0 without waiting for the held turn");
-    let status = read_reply(queued).status;
-    assert!(status == 503 || status == 0, "the queued prompt was not taken: {status}");
+    assert_eq!(read_reply(queued).status, 503, "the queued prompt is refused, not taken");
     let log = std::fs::read_to_string(log_of(&home, &session)).unwrap();
     assert!(!log.contains("second"), "nothing of the refused prompt is in the log");
     assert_eq!(log_events(&log_of(&home, &session)).last().unwrap()["data"]["reason"]["kind"], "aborted");
+}
+
+#[test]
+fn an_event_stream_can_start_at_a_session_s_last_turns() {
+    let (home, _mock, patch) = web_home("- ok: one\n- ok: two\n- ok: three\n", "");
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let mut events = web.events(&session, None);
+    for text in ["first", "second", "third"] {
+        prompt(&web, &session, text);
+        events.until("turn/end");
+    }
+    let path = format!("/api/sessions/{session}/events?turns=1");
+    let mut last = web.events_at(&path, None);
+    let shown = events_only(&last.until("turn/end"));
+    let turns: Vec<&Value> = shown.iter().filter(|event| event["type"] == "turn/start").collect();
+    assert_eq!(turns.len(), 1, "{shown:?}");
+    assert_eq!(turns[0]["data"]["turn"], 3);
+    let log = log_events(&log_of(&home, &session));
+    let first = log.iter().position(|event| event["type"] == "turn/start" && event["data"]["turn"] == 3).unwrap();
+    assert_eq!(shown, log[first..], "from the last turn's start, every event once");
+    let every = web.events_at(&format!("/api/sessions/{session}/events?turns=5"), None).until("turn/end");
+    assert_eq!(events_only(&every)[0], log[0], "a session with fewer turns than asked is sent whole");
 }

@@ -1,14 +1,17 @@
 //! A session as a trajectory, the spans `dsh web`'s Trajectory view draws on a time axis: each
 //! turn and step, each model attempt (its time to first token apart from its decoding, where the
-//! log says when the first token came: dsh's `llm/first-token`, a v4 stream's times, v0 chunks), each retry wait with its code and delay, each tool call, the
-//! messages, route hops, refused retries (budget and circuit decisions) and the marks of resumed,
-//! repaired and restored turns. Built in one pass over a log of either format; a span still
-//! running when the log ends has no end.
+//! log says when the first token came: dsh's `llm/first-token`, a v4 stream's times, v0 chunks),
+//! each retry wait with its code and delay, each tool call, the messages, route hops, refused
+//! retries (budget and circuit decisions) and the marks of resumed, repaired and restored turns
+//! and of resolved calls. Built in one pass over a log of either format, and fed what is appended
+//! after (an event it has, by its `seq`, is skipped); a span still running has no end.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use dsh_abi::events;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::reader::ReadError;
@@ -107,25 +110,28 @@ impl Trajectory {
 
 /// The trajectory of `log`'s events (up to a torn last line, which is not an event yet).
 pub fn of_log(log: &LogRef) -> Result<Trajectory, ReadError> {
+    Ok(read(log)?.finish())
+}
+
+/// A builder fed every event of `log` (as its reader sees them), to be fed what is appended.
+pub fn read(log: &LogRef) -> Result<Builder, ReadError> {
     let mut reader = log.reader()?;
     let mut builder = Builder::default();
     while let Some(next) = reader.next_event() {
         let Ok(event) = next? else { break };
-        let (Some(seq), Some(time)) = (event.seq, event.time) else { continue };
-        if builder.wants(event.event_type) {
-            let data: Value = serde_json::from_str(event.data).unwrap_or(Value::Null);
-            builder.push(event.event_type, seq as u64, time, &data);
-        } else {
-            builder.saw(seq as u64, time);
+        if let (Some(seq), Some(time)) = (event.seq, event.time) {
+            builder.event(event.event_type, seq as u64, time, event.data);
         }
     }
-    Ok(builder.finish())
+    Ok(builder)
 }
 
 /// Spans built from events fed in log order.
 #[derive(Default)]
 pub struct Builder {
-    spans: Vec<Span>,
+    trajectory: Trajectory,
+    /// The `seq` of the last event fed.
+    last_seq: Option<u64>,
     turn: u64,
     open_turn: Option<usize>,
     open_step: Option<usize>,
@@ -134,7 +140,6 @@ pub struct Builder {
     open_tools: HashMap<String, usize>,
     provider: String,
     attempts: u64,
-    times: Option<(f64, f64)>,
 }
 
 impl Builder {
@@ -165,15 +170,59 @@ impl Builder {
 
     /// An event that shapes no span: it still extends the open spans' events and the clock.
     pub fn saw(&mut self, seq: u64, time: f64) {
-        self.times = Some(self.times.map_or((time, time), |(first, last)| (first.min(time), last.max(time))));
+        self.seen(seq, time);
+    }
+
+    /// Notes an event's seq and time; `false` for an event fed before.
+    fn seen(&mut self, seq: u64, time: f64) -> bool {
+        if self.last_seq.is_some_and(|last| seq <= last) {
+            return false;
+        }
+        let trajectory = &mut self.trajectory;
+        if self.last_seq.is_none() {
+            (trajectory.start, trajectory.end) = (time, time);
+        }
+        (trajectory.start, trajectory.end) = (trajectory.start.min(time), trajectory.end.max(time));
+        self.last_seq = Some(seq);
         for index in [self.open_turn, self.open_step].into_iter().flatten() {
-            self.spans[index].seqs[1] = seq;
+            trajectory.spans[index].seqs[1] = seq;
+        }
+        true
+    }
+
+    /// Feeds one event whose `data` is JSON text (parsed only when it shapes a span).
+    pub fn event(&mut self, event_type: &str, seq: u64, time: f64, data: &str) {
+        if self.wants(event_type) {
+            let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            self.push(event_type, seq, time, &data);
+        } else {
+            self.saw(seq, time);
+        }
+    }
+
+    /// Feeds one log line (an event as written; anything else is skipped).
+    pub fn push_line(&mut self, line: &str) {
+        #[derive(Deserialize)]
+        struct Envelope<'a> {
+            #[serde(rename = "type", borrow)]
+            event_type: Cow<'a, str>,
+            seq: Option<f64>,
+            time: Option<f64>,
+            #[serde(borrow)]
+            data: Option<&'a RawValue>,
+        }
+        let Ok(envelope) = serde_json::from_str::<Envelope>(line) else { return };
+        if let (Some(seq), Some(time)) = (envelope.seq, envelope.time) {
+            let data = envelope.data.map_or("null", RawValue::get);
+            self.event(&envelope.event_type, seq as u64, time, data);
         }
     }
 
     /// Feeds one event.
     pub fn push(&mut self, event_type: &str, seq: u64, time: f64, data: &Value) {
-        self.saw(seq, time);
+        if !self.seen(seq, time) {
+            return;
+        }
         match event_type {
             events::TURN_START => self.turn_started(seq, time, data),
             events::TURN_END => self.turn_ended(seq, time, data),
@@ -197,15 +246,19 @@ impl Builder {
         }
     }
 
+    /// The spans so far, those still open without an end.
+    pub fn current(&self) -> &Trajectory {
+        &self.trajectory
+    }
+
     /// The spans, those still open left without an end.
     pub fn finish(self) -> Trajectory {
-        let (start, end) = self.times.unwrap_or_default();
-        Trajectory { spans: self.spans, start, end }
+        self.trajectory
     }
 
     fn open(&mut self, lane: Lane, kind: &'static str, seq: u64, time: f64, label: String) -> usize {
-        let step = self.open_step.map(|index| self.spans[index].step.unwrap_or_default());
-        self.spans.push(Span {
+        let step = self.open_step.map(|index| self.trajectory.spans[index].step.unwrap_or_default());
+        self.trajectory.spans.push(Span {
             lane,
             kind,
             turn: self.turn,
@@ -221,11 +274,11 @@ impl Builder {
             detail: None,
             seqs: [seq, seq],
         });
-        self.spans.len() - 1
+        self.trajectory.spans.len() - 1
     }
 
     fn close(&mut self, index: Option<usize>, seq: u64, time: f64, outcome: Option<String>) {
-        let Some(span) = index.map(|index| &mut self.spans[index]) else { return };
+        let Some(span) = index.map(|index| &mut self.trajectory.spans[index]) else { return };
         if span.end.is_none() {
             span.end = Some(time);
             span.seqs[1] = seq;
@@ -243,9 +296,10 @@ impl Builder {
     }
 
     fn turn_started(&mut self, seq: u64, time: f64, data: &Value) {
+        self.close_all(seq, time, "no end (the log goes on with another turn)");
         self.turn = data["turn"].as_u64().unwrap_or(self.turn + 1);
         let index = self.open(Lane::Turn, "turn", seq, time, format!("turn {}", self.turn));
-        self.spans[index].step = None;
+        self.trajectory.spans[index].step = None;
         self.open_turn = Some(index);
     }
 
@@ -259,25 +313,31 @@ impl Builder {
         };
         if let Some(index) = self.open_turn {
             let error = &reason["error"];
-            self.spans[index].code = error["code"].as_str().map(str::to_owned);
-            self.spans[index].detail = error["message"].as_str().map(str::to_owned);
-            self.spans[index].label = format!("turn {} · {outcome}", self.turn);
+            self.trajectory.spans[index].code = error["code"].as_str().map(str::to_owned);
+            self.trajectory.spans[index].detail = error["message"].as_str().map(str::to_owned);
+            self.trajectory.spans[index].label = format!("turn {} · {outcome}", self.turn);
         }
+        self.close_all(seq, time, &outcome);
+    }
+
+    /// Closes every span still open — waits, attempts, tools, the step and the turn — with
+    /// `outcome`.
+    fn close_all(&mut self, seq: u64, time: f64, outcome: &str) {
         for index in [self.open_wait, self.open_attempt, self.open_step] {
-            self.close(index, seq, time, Some(outcome.clone()));
+            self.close(index, seq, time, Some(outcome.to_owned()));
         }
         let tools: Vec<usize> = self.open_tools.drain().map(|(_, index)| index).collect();
         for index in tools {
-            self.close(Some(index), seq, time, Some(outcome.clone()));
+            self.close(Some(index), seq, time, Some(outcome.to_owned()));
         }
-        self.close(self.open_turn, seq, time, Some(outcome));
+        self.close(self.open_turn, seq, time, Some(outcome.to_owned()));
     }
 
     fn step_started(&mut self, seq: u64, time: f64, data: &Value) {
         self.close(self.open_step, seq, time, None);
         let step = data["step"].as_u64().unwrap_or_default();
         let index = self.open(Lane::Turn, "step", seq, time, format!("step {step}"));
-        self.spans[index].step = Some(step);
+        self.trajectory.spans[index].step = Some(step);
         self.open_step = Some(index);
         self.attempts = 0;
     }
@@ -299,7 +359,7 @@ impl Builder {
     }
 
     fn first_token(&mut self, time: f64) {
-        if let Some(span) = self.open_attempt.map(|index| &mut self.spans[index]) {
+        if let Some(span) = self.open_attempt.map(|index| &mut self.trajectory.spans[index]) {
             span.first_token.get_or_insert(time);
         }
     }
@@ -315,8 +375,8 @@ impl Builder {
 
     fn attempt_failure(&mut self, failure: &Value) {
         if let (Some(index), true) = (self.open_attempt, failure.is_object()) {
-            self.spans[index].code = failure["code"].as_str().map(str::to_owned);
-            self.spans[index].detail = failure["message"].as_str().map(str::to_owned);
+            self.trajectory.spans[index].code = failure["code"].as_str().map(str::to_owned);
+            self.trajectory.spans[index].detail = failure["message"].as_str().map(str::to_owned);
         }
     }
 
@@ -371,7 +431,7 @@ impl Builder {
         let delay = data["delayMs"].as_f64();
         let label = format!("retry {} · {code} · {}", retry_count(data), delay.map(seconds).unwrap_or_default());
         let index = self.open(Lane::Wait, "wait", seq, time, label);
-        let span = &mut self.spans[index];
+        let span = &mut self.trajectory.spans[index];
         span.code = Some(code);
         span.delay_ms = delay;
         span.retry_after_ms = failure["providerRetryAfterMs"].as_f64().or_else(|| failure["retryAfterMs"].as_f64());
@@ -387,7 +447,8 @@ impl Builder {
     fn tool_called(&mut self, seq: u64, time: f64, data: &Value) {
         let name = data["name"].as_str().unwrap_or("?");
         let index = self.open(Lane::Tool, "tool", seq, time, name.to_owned());
-        self.spans[index].detail = data["arguments"].as_str().map(|arguments| crate::one_line(arguments, LABEL_CHARS));
+        self.trajectory.spans[index].detail =
+            data["arguments"].as_str().map(|arguments| crate::one_line(arguments, LABEL_CHARS));
         if let Some(call) = data["callId"].as_str() {
             self.open_tools.insert(call.to_owned(), index);
         }
@@ -403,7 +464,7 @@ impl Builder {
             _ if tool_result_failed(message) => "error",
             _ => "ok",
         };
-        let span = &mut self.spans[index];
+        let span = &mut self.trajectory.spans[index];
         span.code = code.map(str::to_owned);
         span.detail = Some(crate::one_line(&tool_result_text(message), LABEL_CHARS));
         self.close(Some(index), seq, time, Some(outcome.to_owned()));
@@ -416,7 +477,7 @@ impl Builder {
         let label = format!("the answer of {call} was lost; resolved by rule {rule}");
         self.mark("resolved", &label, seq, time);
         if let Some(index) = self.open_tools.get(call) {
-            self.spans[*index].detail = data["reason"].as_str().map(str::to_owned);
+            self.trajectory.spans[*index].detail = data["reason"].as_str().map(str::to_owned);
         }
     }
 
@@ -424,8 +485,9 @@ impl Builder {
         let source = &data["source"];
         let (kind, label) = match source["kind"].as_str() {
             Some("user") => ("user", crate::one_line(&message_text(data), LABEL_CHARS)),
-            Some("plugin") => {
-                let plugin = source["plugin"].as_str().unwrap_or("?");
+            Some(kind) if kind == "plugin" || kind.starts_with("plugin:") => {
+                let named = kind.strip_prefix("plugin:").filter(|name| !name.is_empty());
+                let plugin = named.or(source["plugin"].as_str()).unwrap_or("?");
                 ("resumed", format!("{plugin} continues the interrupted turn"))
             }
             _ => return,
@@ -447,8 +509,8 @@ impl Builder {
         let (from, to) = (data["from"].as_str().unwrap_or("?"), data["to"].as_str().unwrap_or("?"));
         let code = data["code"].as_str().unwrap_or("?");
         let index = self.open(Lane::Route, "hop", seq, time, format!("{from} → {to} · {code}"));
-        self.spans[index].code = Some(code.to_owned());
-        self.spans[index].detail = data["reason"].as_str().map(str::to_owned);
+        self.trajectory.spans[index].code = Some(code.to_owned());
+        self.trajectory.spans[index].detail = data["reason"].as_str().map(str::to_owned);
         self.close(Some(index), seq, time, None);
         self.provider = to.to_owned();
         self.attempt_started(seq, time);
@@ -467,16 +529,7 @@ mod tests {
 
     fn of_lines(text: &str) -> Trajectory {
         let mut builder = Builder::default();
-        for line in text.lines().skip(1) {
-            let event: Value = serde_json::from_str(line).unwrap();
-            let (seq, time) = (event["seq"].as_u64().unwrap(), event["time"].as_f64().unwrap());
-            let event_type = event["type"].as_str().unwrap();
-            if builder.wants(event_type) {
-                builder.push(event_type, seq, time, &event["data"]);
-            } else {
-                builder.saw(seq, time);
-            }
-        }
+        text.lines().for_each(|line| builder.push_line(line));
         builder.finish()
     }
 
@@ -579,6 +632,45 @@ mod tests {
         assert!((total(1) - spent(Lane::Wait)).abs() < 1e-6);
         assert_eq!(total(2), 0.0);
         assert_eq!(Trajectory::default().overview(4), vec![[0.0; 3]; 4]);
+    }
+
+    #[test]
+    fn a_continuation_is_marked_resumed_in_either_format() {
+        for source in [json!({"kind": "plugin", "plugin": "dsh-retry"}), json!({"kind": "plugin:dsh-retry"})] {
+            let mut builder = Builder::default();
+            builder.push("turn/start", 0, 0.0, &json!({"turn": 2}));
+            builder.push("user/message", 1, 1.0, &json!({"content": [], "source": source}));
+            let mark = builder.finish().spans.pop().unwrap();
+            assert_eq!((mark.kind, mark.label.as_str()), ("resumed", "dsh-retry continues the interrupted turn"));
+        }
+    }
+
+    #[test]
+    fn a_turn_left_open_is_closed_when_the_next_starts_and_its_first_attempt_is_drawn() {
+        let mut builder = Builder::default();
+        let header = json!({"header": {"config": {"provider": "p"}}});
+        builder.push("turn/start", 0, 0.0, &json!({"turn": 1}));
+        builder.push("step/start", 1, 0.0, &json!({"turn": 1, "step": 1}));
+        builder.push("request/header", 2, 1.0, &header);
+        builder.push("turn/start", 3, 5.0, &json!({"turn": 2}));
+        builder.push("step/start", 4, 5.0, &json!({"turn": 2, "step": 1}));
+        builder.push("request/header", 5, 6.0, &header);
+        let spans = builder.finish().spans;
+        let attempts: Vec<&Span> = spans.iter().filter(|span| span.kind == "attempt").collect();
+        assert_eq!(attempts.len(), 2);
+        assert_eq!((attempts[0].end, attempts[1].turn), (Some(5.0), 2));
+        assert!(attempts[0].outcome.as_deref().unwrap().starts_with("no end"));
+    }
+
+    #[test]
+    fn lines_fed_again_change_nothing_and_new_ones_continue_the_spans() {
+        let text = include_str!("../../tests/fixtures/v4/retry-503-429-success.jsonl");
+        let whole = of_lines(text);
+        let mut builder = Builder::default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[..12].iter().for_each(|line| builder.push_line(line));
+        lines.iter().for_each(|line| builder.push_line(line));
+        assert_eq!(builder.finish(), whole, "the first twelve lines fed twice are taken once");
     }
 
     #[test]

@@ -282,7 +282,7 @@ fn trajectory_table() {
             warm.as_secs_f64() * 1000.0
         );
     }
-    println!("\nTimes in the page are the page's own (`performance.now()`): from choosing the session to its status after the catch-up, and from the Trajectory tab's click to its first rows drawn. The chat asks for the last 50 turns' events (`?turns=50`); the trajectory for 400 rows at a time, drawing the ones in view. The server reads a log's trajectory once and keeps it until the file changes.\n");
+    println!("\nTimes in the page are the page's own (`performance.now()`): from choosing the session to its status after the catch-up, and from the Trajectory tab's click to its first rows drawn. The chat asks for the last 50 turns' events (`?turns=50`); the trajectory for 400 rows at a time, drawing the ones in view. The server reads a log's trajectory once, then only what is appended.\n");
 }
 
 fn main() {

@@ -88,9 +88,14 @@ impl WebServer {
 
     /// `GET /api/sessions/{id}/events`, after `last_seen` when given.
     pub fn events(&self, session: &str, last_seen: Option<u64>) -> EventStream {
+        self.events_at(&format!("/api/sessions/{session}/events"), last_seen)
+    }
+
+    /// An event stream at `path` (its query included), after `last_seen` when given.
+    pub fn events_at(&self, path: &str, last_seen: Option<u64>) -> EventStream {
         let mut headers = self.page_headers();
         headers.extend(last_seen.map(|seq| ("Last-Event-ID".to_owned(), seq.to_string())));
-        let stream = self.send("GET", &format!("/api/sessions/{session}/events"), &headers, None);
+        let stream = self.send("GET", path, &headers, None);
         let mut reader = BufReader::new(stream);
         let mut status = String::new();
         reader.read_line(&mut status).unwrap();

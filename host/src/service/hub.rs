@@ -10,7 +10,7 @@ use super::types::{ServiceError, Setup, Update};
 use dsh_session::store::SessionStore;
 
 /// What a worker reaches of its service: the set-up, the store, the feed, the operator's notes,
-/// and the way to be forgotten once it ends.
+/// and the way to leave the service's sessions.
 #[derive(Clone)]
 pub(super) struct Hub {
     pub setup: Arc<Setup>,
@@ -20,14 +20,23 @@ pub(super) struct Hub {
     /// ([`super::Subscription`]).
     pub live: Arc<Live>,
     pub notes: Arc<dyn Fn(&str) + Send + Sync>,
-    pub forget: Arc<Forget>,
+    pub leave: Arc<Leave>,
     /// Set once the service stops: what is still queued is refused.
     pub shutting_down: Arc<AtomicBool>,
 }
 
-/// How a worker that ended is forgotten: its session id and its pending count, which tells it
-/// from a newer worker of that session.
-pub(super) type Forget = dyn Fn(&str, &watch::Sender<usize>) + Send + Sync;
+/// How a worker leaves the service's sessions: its session id, its pending count (which tells it
+/// from a newer worker of that session) and how.
+pub(super) type Leave = dyn Fn(&str, &watch::Sender<usize>, Leaving<'_>) + Send + Sync;
+
+/// How a worker leaves.
+pub(super) enum Leaving<'a> {
+    /// It is about to close its session: `close_commands` runs while no request can be handed to
+    /// it, and a later one starts a worker that opens the session once this one is done.
+    Closing(&'a mut (dyn FnMut() + Send)),
+    /// It is done: it is forgotten.
+    Gone,
+}
 
 impl Hub {
     pub(super) fn publish(&self, update: Update) {

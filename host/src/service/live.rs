@@ -1,8 +1,8 @@
-//! What followers of a session see live: the feed of updates, and the board of what holds right
-//! now — whether a turn runs, the text the running attempt has streamed so far, the tools it
-//! offers — kept under
-//! one lock with the feed, so a follower that starts (or falls behind and starts again) takes a
-//! snapshot that the updates after it continue exactly.
+//! What followers of a session see live: the session's feed of updates, and the board of what
+//! holds right now — whether a turn runs, the text the running attempt has streamed so far, the
+//! tools it offers — kept under one lock with the feeds, so a follower that starts (or falls
+//! behind and starts again) takes a snapshot that the updates after it continue exactly. Each
+//! session has a feed of its own: a follower falls behind only when it is slow for its session.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,17 +12,19 @@ use tokio::sync::broadcast;
 
 use super::types::Update;
 
-/// How many updates a follower may fall behind the live feed before it starts again from the
+/// How many updates of its session a follower may fall behind before it starts again from the
 /// log and the board.
 const FOLLOWER_BACKLOG: usize = 4096;
 
-/// The live feed and the board, for every session of a service.
+/// The feeds and the board, for every session of a service.
+#[derive(Default)]
 pub(super) struct Live {
-    inner: Mutex<Feed>,
+    inner: Mutex<Feeds>,
 }
 
-struct Feed {
-    sender: broadcast::Sender<Update>,
+#[derive(Default)]
+struct Feeds {
+    senders: HashMap<Arc<str>, broadcast::Sender<Update>>,
     board: HashMap<Arc<str>, Now>,
 }
 
@@ -36,49 +38,55 @@ pub struct Now {
     pub tools: Option<Arc<Value>>,
 }
 
-impl Default for Live {
-    fn default() -> Live {
-        let feed = Feed { sender: broadcast::Sender::new(FOLLOWER_BACKLOG), board: HashMap::new() };
-        Live { inner: Mutex::new(feed) }
+impl Feeds {
+    fn sender(&mut self, session: &Arc<str>) -> &broadcast::Sender<Update> {
+        self.senders.entry(session.clone()).or_insert_with(|| broadcast::Sender::new(FOLLOWER_BACKLOG))
     }
-}
 
-impl Live {
-    /// Notes `update` on the board and sends it to every follower.
-    pub(super) fn publish(&self, update: &Update) {
-        let mut feed = self.inner.lock().expect("not poisoned");
+    fn note(&mut self, session: &Arc<str>, update: &Update) {
+        let now = self.board.entry(session.clone()).or_default();
         match update {
-            Update::Event { .. } => {}
-            Update::Status { session, running } => {
-                let now = feed.board.entry(session.clone()).or_default();
+            Update::Status { running, .. } => {
                 now.running = *running;
                 if !running {
                     now.draft.clear();
                 }
             }
-            Update::Text { session, delta } => feed.board.entry(session.clone()).or_default().draft.push_str(delta),
-            Update::AttemptEnded { session, .. } => {
-                feed.board.entry(session.clone()).or_default().draft.clear();
-            }
-            Update::Tools { session, servers } => {
-                feed.board.entry(session.clone()).or_default().tools = Some(servers.clone());
-            }
+            Update::Text { delta, .. } => now.draft.push_str(delta),
+            Update::AttemptEnded { .. } => now.draft.clear(),
+            Update::Tools { servers, .. } => now.tools = Some(servers.clone()),
+            Update::Event { .. } | Update::Reread { .. } => {}
         }
-        if feed.sender.receiver_count() > 0 {
-            let _ = feed.sender.send(update.clone());
+    }
+}
+
+impl Live {
+    /// Notes `update` on the board and sends it to its session's followers.
+    pub(super) fn publish(&self, update: &Update) {
+        let session = update.session().clone();
+        let mut feeds = self.inner.lock().expect("not poisoned");
+        feeds.note(&session, update);
+        let sender = feeds.sender(&session);
+        if sender.receiver_count() > 0 {
+            let _ = sender.send(update.clone());
         }
     }
 
-    /// A receiver of every update from now on, and what holds for `session` now: the updates
+    /// A receiver of `session`'s updates from now on, and what holds for it now: the updates
     /// the receiver gets are exactly those after the snapshot.
     pub(super) fn follow(&self, session: &str) -> (broadcast::Receiver<Update>, Now) {
-        let feed = self.inner.lock().expect("not poisoned");
-        let now = feed.board.get(session).cloned().unwrap_or_default();
-        (feed.sender.subscribe(), now)
+        let session: Arc<str> = Arc::from(session);
+        let mut feeds = self.inner.lock().expect("not poisoned");
+        let now = feeds.board.get(&session).cloned().unwrap_or_default();
+        (feeds.sender(&session).subscribe(), now)
     }
 
-    /// Forgets `session`'s board once no worker serves it.
+    /// Forgets `session`'s board once no worker serves it, and its feed when nobody follows it.
     pub(super) fn forget(&self, session: &str) {
-        self.inner.lock().expect("not poisoned").board.remove(session);
+        let mut feeds = self.inner.lock().expect("not poisoned");
+        feeds.board.remove(session);
+        if feeds.senders.get(session).is_some_and(|sender| sender.receiver_count() == 0) {
+            feeds.senders.remove(session);
+        }
     }
 }

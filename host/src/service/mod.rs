@@ -27,7 +27,7 @@ use crate::agent::target::Resolved;
 use crate::agent::turn::{Agent, TurnEnd};
 use crate::context::{Services, SystemServices};
 use dsh_session::store::SessionStore;
-use hub::Hub;
+use hub::{Hub, Leaving};
 pub use subscription::{Seen, Subscription};
 use types::Open;
 pub use types::{ServiceError, Setup, Update, ViewFactory};
@@ -55,15 +55,15 @@ impl SessionService {
         let (updates, receiver) = mpsc::unbounded_channel();
         let inner = Arc::new_cyclic(|me: &Weak<Inner>| {
             let me = me.clone();
-            let forget = move |id: &str, worker: &watch::Sender<usize>| {
+            let leave = move |id: &str, worker: &watch::Sender<usize>, leaving: Leaving<'_>| {
                 if let Some(inner) = me.upgrade() {
-                    SessionService(inner).forget(id, worker);
+                    SessionService(inner).leave(id, worker, leaving);
                 }
             };
             let (setup, notes) = (Arc::new(setup), Arc::from(notes));
             let live = Arc::default();
-            let (forget, shutting_down) = (Arc::new(forget), Arc::default());
-            let hub = Hub { setup, store, updates, live, notes, forget, shutting_down };
+            let (leave, shutting_down) = (Arc::new(leave), Arc::default());
+            let hub = Hub { setup, store, updates, live, notes, leave, shutting_down };
             Inner { hub, sessions: Mutex::default(), stopped: watch::Sender::new(false) }
         });
         Ok((SessionService(inner), receiver))
@@ -73,7 +73,7 @@ impl SessionService {
     /// — after the turns already asked for. Answers the message's id once it is durably received.
     pub async fn prompt(&self, id: &str, text: String) -> Result<String, ServiceError> {
         let (reply, answer) = oneshot::channel();
-        self.send(id, Some(Open::OrCreate), None, Command::Prompt { text, reply, ended: None })?;
+        self.send(id, Some(Open::OrCreate), None, Command::Prompt { text, reply, ended: None, queued: None })?;
         answer.await.unwrap_or(Err(ServiceError::ShuttingDown))
     }
 
@@ -81,7 +81,7 @@ impl SessionService {
     /// it, and answers its id once it is open.
     pub async fn open(&self, target: Resolved) -> Result<String, ServiceError> {
         let id = target.existing.as_ref().map_or_else(|| SystemServices.new_id(), |log| log.id().to_owned());
-        if self.0.sessions.lock().expect("not poisoned").contains_key(&id) {
+        if self.serves(&id) {
             return Err(ServiceError::AlreadyOpen(id));
         }
         let (opened, answer) = oneshot::channel();
@@ -97,7 +97,7 @@ impl SessionService {
     pub async fn turn(&self, id: &str, text: String) -> Result<TurnEnd, ServiceError> {
         let (reply, _receipt) = oneshot::channel();
         let (ended, end) = oneshot::channel();
-        self.send(id, None, None, Command::Prompt { text, reply, ended: Some(ended) })?;
+        self.send(id, None, None, Command::Prompt { text, reply, ended: Some(ended), queued: None })?;
         end.await.unwrap_or(Err(ServiceError::ShuttingDown))
     }
 
@@ -116,7 +116,7 @@ impl SessionService {
     /// Opens the persisted session `id` (repairing a turn a crash left open) and runs the
     /// continuations its rows ask for; answers once the log is open.
     pub async fn resume(&self, id: &str) -> Result<(), ServiceError> {
-        if self.0.sessions.lock().expect("not poisoned").contains_key(id) {
+        if self.serves(id) {
             return Err(ServiceError::AlreadyOpen(id.to_owned()));
         }
         let (reply, answer) = oneshot::channel();
@@ -128,15 +128,19 @@ impl SessionService {
     /// log holds, then each event as it becomes durable, each once, and its status changes.
     pub async fn subscribe(&self, id: &str, after: Option<u64>) -> Result<Subscription, ServiceError> {
         check_id(id)?;
-        let served = self.0.sessions.lock().expect("not poisoned").contains_key(id);
+        let served = self.serves(id);
         if !served && self.0.hub.store.session_by_id(id).ok().is_none_or(|log| log.id() != id) {
             return Err(ServiceError::NotFound(id.to_owned()));
         }
         let (inner, session) = (Arc::downgrade(&self.0), id.to_owned());
-        let served = Box::new(move || {
-            inner.upgrade().is_some_and(|inner| inner.sessions.lock().expect("not poisoned").contains_key(&session))
-        });
+        let served = Box::new(move || inner.upgrade().is_some_and(|inner| SessionService(inner).serves(&session)));
         Subscription::start(id, self.0.hub.store.clone(), (self.0.hub.live.clone(), served), after).await
+    }
+
+    /// How many requests session `id`'s worker has in hand (the running one included); `None`
+    /// when no worker serves it.
+    pub fn pending(&self, id: &str) -> Option<usize> {
+        self.served(id, |served| *served.pending.borrow()).ok()
     }
 
     /// Waits until session `id` has no turn running or asked for.
@@ -171,11 +175,15 @@ impl SessionService {
     /// Refuses every new request and those still queued, cancels the running turns (each is
     /// closed in its log) and waits for every worker to end (a second call waits for the first).
     pub async fn shutdown(&self) {
-        if self.0.hub.shutting_down.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let _ = self.0.stopped.subscribe().wait_for(|stopped| *stopped).await;
-            return;
-        }
-        let served: Vec<Served> = self.0.sessions.lock().expect("not poisoned").drain().map(|(_, s)| s).collect();
+        let served: Vec<Served> = {
+            let mut sessions = self.0.sessions.lock().expect("not poisoned");
+            if self.0.hub.shutting_down.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                drop(sessions);
+                let _ = self.0.stopped.subscribe().wait_for(|stopped| *stopped).await;
+                return;
+            }
+            sessions.drain().map(|(_, served)| served).collect()
+        };
         for session in &served {
             session.cancel_running();
         }
@@ -183,6 +191,11 @@ impl SessionService {
             session.finished().await;
         }
         self.0.stopped.send_replace(true);
+    }
+
+    /// Whether a worker of this service serves session `id` (and is not closing it).
+    fn serves(&self, id: &str) -> bool {
+        self.0.sessions.lock().expect("not poisoned").get(id).is_some_and(|served| !served.is_closed())
     }
 
     fn served<T>(&self, id: &str, with: impl FnOnce(&Served) -> T) -> Result<T, ServiceError> {
@@ -199,16 +212,17 @@ impl SessionService {
         opened: Option<oneshot::Sender<Result<(), ServiceError>>>,
         command: Command,
     ) -> Result<(), ServiceError> {
+        check_id(id)?;
+        let mut sessions = self.0.sessions.lock().expect("not poisoned");
         if self.0.hub.is_shutting_down() {
             return Err(ServiceError::ShuttingDown);
         }
-        check_id(id)?;
-        let mut sessions = self.0.sessions.lock().expect("not poisoned");
         let served = match (sessions.get(id), open) {
             (Some(served), _) if !served.is_closed() => served,
             (_, None) => return Err(ServiceError::Unknown(id.to_owned())),
-            (_, Some(open)) => {
-                let started = worker::start(self.0.hub.clone(), id, open, opened);
+            (closing, Some(open)) => {
+                let after = closing.map(Served::done);
+                let started = worker::start(self.0.hub.clone(), id, (open, after), opened);
                 sessions.insert(id.to_owned(), started);
                 &sessions[id]
             }
@@ -217,13 +231,18 @@ impl SessionService {
         Ok(())
     }
 
-    /// Forgets session `id`'s worker when it is the one that ended (a later request opens the
-    /// log again).
-    fn forget(&self, id: &str, worker: &watch::Sender<usize>) {
+    /// Session `id`'s worker `worker` leaves: closing (its commands closed while no request can
+    /// reach it), or gone (forgotten, when it is the one the service holds; a later request
+    /// opens the log again).
+    fn leave(&self, id: &str, worker: &watch::Sender<usize>, leaving: Leaving<'_>) {
         let mut sessions = self.0.sessions.lock().expect("not poisoned");
-        if sessions.get(id).is_some_and(|served| served.pending.same_channel(worker)) {
-            sessions.remove(id);
-            self.0.hub.live.forget(id);
+        match leaving {
+            Leaving::Closing(close_commands) => close_commands(),
+            Leaving::Gone if sessions.get(id).is_some_and(|served| served.pending.same_channel(worker)) => {
+                sessions.remove(id);
+                self.0.hub.live.forget(id);
+            }
+            Leaving::Gone => {}
         }
     }
 }

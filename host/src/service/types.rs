@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::watch;
 
 use crate::agent::target::Resolved;
 use crate::agent::view::TurnView;
@@ -53,9 +52,24 @@ pub enum Update {
     AttemptEnded { session: Arc<str>, completed: bool },
     /// The tools `session` offers the model now, each name with its server's `mcp` row.
     Tools { session: Arc<str>, servers: Arc<Value> },
+    /// `session`'s log holds events its followers were not sent (written while it was opened,
+    /// before they could reach the feed): they read it again.
+    Reread { session: Arc<str> },
 }
 
 impl Update {
+    /// The session the update is about.
+    pub fn session(&self) -> &Arc<str> {
+        match self {
+            Update::Event { session, .. }
+            | Update::Status { session, .. }
+            | Update::Text { session, .. }
+            | Update::AttemptEnded { session, .. }
+            | Update::Tools { session, .. }
+            | Update::Reread { session } => session,
+        }
+    }
+
     /// Whether the update is part of the log's story (an event or a status), which every front
     /// end hears; the others only followers of a session do.
     pub fn is_durable_story(&self) -> bool {
@@ -106,7 +120,8 @@ pub enum Open {
 }
 
 /// The per-turn cancellation of a served session: the running turn's, while one runs, and a
-/// stop asked for while a turn was handed over but not yet started (it starts cancelled).
+/// stop asked for while prompts were handed over but none had started yet (the next to start
+/// starts cancelled; the stop lapses when no prompt is left to start).
 #[derive(Clone, Default)]
 pub struct Running(Arc<Mutex<Turn>>);
 
@@ -114,17 +129,41 @@ pub struct Running(Arc<Mutex<Turn>>);
 struct Turn {
     cancel: Option<Cancel>,
     stop_asked: bool,
+    prompts_queued: usize,
+}
+
+/// A prompt handed to a session's worker and not started yet, counted while it lives: it is
+/// started ([`Running::start`]) or dropped with the command that carried it.
+pub struct QueuedPrompt(Running);
+
+impl Drop for QueuedPrompt {
+    fn drop(&mut self) {
+        let mut turn = self.0 .0.lock().expect("not poisoned");
+        turn.prompts_queued -= 1;
+        if turn.prompts_queued == 0 {
+            turn.stop_asked = false;
+        }
+    }
 }
 
 impl Running {
-    /// The cancellation of a turn that starts now (already cancelled when a stop was asked).
-    pub fn start(&self) -> Cancel {
+    /// Counts a prompt handed over, until the returned guard goes.
+    pub fn queue_prompt(&self) -> QueuedPrompt {
+        self.0.lock().expect("not poisoned").prompts_queued += 1;
+        QueuedPrompt(self.clone())
+    }
+
+    /// The cancellation of a turn that starts now — for `prompt`, cancelled already when a stop
+    /// was asked while it waited.
+    pub fn start(&self, prompt: Option<QueuedPrompt>) -> Cancel {
         let cancel = Cancel::default();
         let mut turn = self.0.lock().expect("not poisoned");
-        if std::mem::take(&mut turn.stop_asked) {
+        if prompt.is_some() && std::mem::take(&mut turn.stop_asked) {
             cancel.cancel();
         }
         turn.cancel = Some(cancel.clone());
+        drop(turn);
+        drop(prompt);
         cancel
     }
 
@@ -132,25 +171,16 @@ impl Running {
         self.0.lock().expect("not poisoned").cancel = None;
     }
 
-    /// Cancels the running turn; with none running but commands `pending`, the next turn to
-    /// start. `false`: nothing was running or asked for.
-    pub fn cancel(&self, pending: &watch::Sender<usize>) -> bool {
+    /// Cancels the running turn; with none running but prompts waiting, the next to start.
+    /// `false`: nothing was running or waiting.
+    pub fn cancel(&self) -> bool {
         let mut turn = self.0.lock().expect("not poisoned");
         if let Some(cancel) = &turn.cancel {
             cancel.cancel();
             return true;
         }
-        turn.stop_asked = *pending.borrow() > 0;
+        turn.stop_asked = turn.prompts_queued > 0;
         turn.stop_asked
-    }
-
-    /// Counts a command done; a stop asked for lapses once nothing is pending.
-    pub fn command_done(&self, pending: &watch::Sender<usize>) {
-        let mut turn = self.0.lock().expect("not poisoned");
-        pending.send_modify(|count| *count -= 1);
-        if *pending.borrow() == 0 {
-            turn.stop_asked = false;
-        }
     }
 }
 
@@ -159,32 +189,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stop_asked_while_a_turn_is_handed_over_cancels_that_turn_when_it_starts() {
-        let (running, pending) = (Running::default(), watch::Sender::new(1));
-        assert!(running.cancel(&pending), "a command is pending: the stop is kept");
-        assert!(running.start().is_cancelled(), "the turn that starts next starts cancelled");
+    fn a_stop_asked_while_a_prompt_waits_cancels_that_prompt_s_turn_when_it_starts() {
+        let running = Running::default();
+        let queued = running.queue_prompt();
+        assert!(running.cancel(), "a prompt waits: the stop is kept");
+        assert!(running.start(Some(queued)).is_cancelled(), "the turn that starts next starts cancelled");
         running.end();
-        running.command_done(&pending);
-        assert!(!running.start().is_cancelled(), "the stop was used once");
+        let next = running.queue_prompt();
+        assert!(!running.start(Some(next)).is_cancelled(), "the stop was used once");
     }
 
     #[test]
-    fn a_stop_asked_with_nothing_pending_or_left_over_is_nothing() {
-        let (running, pending) = (Running::default(), watch::Sender::new(0));
-        assert!(!running.cancel(&pending), "nothing runs and nothing is asked for");
-        assert!(!running.start().is_cancelled());
+    fn a_stop_with_no_prompt_waiting_is_nothing_and_one_whose_prompt_was_dropped_lapses() {
+        let running = Running::default();
+        assert!(!running.cancel(), "nothing runs and nothing waits");
+        let dropped = running.queue_prompt();
+        assert!(running.cancel());
+        drop(dropped);
+        let later = running.queue_prompt();
+        assert!(!running.start(Some(later)).is_cancelled(), "the stop lapsed with the prompt it was asked for");
         running.end();
-        pending.send_replace(1);
-        assert!(running.cancel(&pending));
-        running.command_done(&pending);
-        assert!(!running.start().is_cancelled(), "the stop lapsed with the command it was asked during");
+        assert!(!running.start(None).is_cancelled(), "a resume is no prompt a stop waits for");
     }
 
     #[test]
     fn a_running_turn_is_cancelled_at_once() {
-        let (running, pending) = (Running::default(), watch::Sender::new(1));
-        let cancel = running.start();
-        assert!(running.cancel(&pending));
+        let running = Running::default();
+        let cancel = running.start(None);
+        assert!(running.cancel());
         assert!(cancel.is_cancelled());
     }
 }

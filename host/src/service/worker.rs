@@ -9,9 +9,9 @@ use dsh_abi::SessionStartSource;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::hub::{Hub, Receipt, Reply};
+use super::hub::{Hub, Leaving, Receipt, Reply};
 use super::swap::{self, Snapshot};
-use super::types::{Open, Running, ServiceError, Update};
+use super::types::{Open, QueuedPrompt, Running, ServiceError, Update};
 use super::view::ServiceView;
 use crate::agent::session::{self, Opening, ResumeEvent, StartError};
 use crate::agent::target::{resolve_for, Resolved};
@@ -31,6 +31,8 @@ pub(super) enum Command {
         text: String,
         reply: Reply<String>,
         ended: Option<Reply<TurnEnd>>,
+        /// Set when the command is handed to its worker.
+        queued: Option<QueuedPrompt>,
     },
     /// Run the continuations the session's rows ask for on a cold resume.
     Resume,
@@ -64,10 +66,16 @@ pub(super) struct Served {
     pub(super) pending: watch::Sender<usize>,
     running: Running,
     handle: tokio::task::JoinHandle<()>,
+    /// Becomes `true` once the worker let go of its session (its lock released, its tools
+    /// closed): the worker after it opens the session then.
+    done: watch::Receiver<bool>,
 }
 
 impl Served {
-    pub(super) fn send(&self, command: Command) {
+    pub(super) fn send(&self, mut command: Command) {
+        if let Command::Prompt { queued, .. } = &mut command {
+            *queued = Some(self.running.queue_prompt());
+        }
         self.pending.send_modify(|count| *count += 1);
         if let Err(refused) = self.commands.send(command) {
             self.pending.send_modify(|count| *count -= 1);
@@ -79,8 +87,12 @@ impl Served {
         self.commands.is_closed()
     }
 
+    pub(super) fn done(&self) -> watch::Receiver<bool> {
+        self.done.clone()
+    }
+
     pub(super) fn cancel_running(&self) -> bool {
-        self.running.cancel(&self.pending)
+        self.running.cancel()
     }
 
     /// Lets the worker end after what it was asked, and waits for it.
@@ -96,6 +108,7 @@ struct Worker {
     pending: watch::Sender<usize>,
     running: Running,
     receipt: Receipt,
+    done: watch::Sender<bool>,
 }
 
 /// A worker's open session: its agent, where it works, what it runs with and what that
@@ -107,21 +120,32 @@ struct Session {
     composed: Snapshot,
 }
 
-/// Starts the worker of session `id`, which opens it (`opened` hears how that went) and then
-/// runs its commands.
-pub(super) fn start(hub: Hub, id: &str, open: Open, opened: Option<Reply<()>>) -> Served {
+/// Starts the worker of session `id`, which opens it — once the worker `after` it is done with
+/// the session, when one is closing it — (`opened` hears how that went) and then runs its
+/// commands.
+pub(super) fn start(
+    hub: Hub,
+    id: &str,
+    (open, after): (Open, Option<watch::Receiver<bool>>),
+    opened: Option<Reply<()>>,
+) -> Served {
     let (commands, receiver) = mpsc::unbounded_channel();
-    let pending = watch::Sender::new(0);
-    let running = Running::default();
+    let (pending, running, (done, done_receiver)) = (watch::Sender::new(0), Running::default(), watch::channel(false));
     let worker = Worker {
         hub,
         id: Arc::from(id),
         pending: pending.clone(),
         running: running.clone(),
         receipt: Receipt::default(),
+        done,
     };
-    let handle = tokio::spawn(worker.run(open, opened, receiver));
-    Served { commands, pending, running, handle }
+    let handle = tokio::spawn(async move {
+        if let Some(mut after) = after {
+            let _ = after.wait_for(|done| *done).await;
+        }
+        worker.run(open, opened, receiver).await
+    });
+    Served { commands, pending, running, handle, done: done_receiver }
 }
 
 impl Worker {
@@ -140,21 +164,35 @@ impl Worker {
             } else {
                 self.serve(&mut session, command).await
             };
-            self.running.command_done(&self.pending);
+            self.pending.send_modify(|count| *count -= 1);
             if let Err(err) = served {
-                session.agent.assembly.tools.close().await;
-                drop(session);
+                self.let_go(session).await;
                 let error = ServiceError::failed_with(format!("session {} can no longer be written: {err}", self.id));
                 self.hub.note(&error.to_string());
                 return self.refuse_all(error, None, commands).await;
             }
         }
-        session.agent.assembly.tools.close().await;
+        self.let_go(session).await;
+        self.gone();
+    }
+
+    /// Closes the session: its log first (its lock released, so the worker after this one can
+    /// open it), then its MCP servers.
+    async fn let_go(&self, mut session: Session) {
+        let tools = std::mem::take(&mut session.agent.assembly.tools);
+        drop(session);
+        tools.close().await;
+    }
+
+    /// Forgets this worker and tells the one after it that the session is free.
+    fn gone(&self) {
+        (self.hub.leave)(&self.id, &self.pending, Leaving::Gone);
+        self.done.send_replace(true);
     }
 
     /// The next command; with [`Setup::keep_open`] set, none once the session was idle that
-    /// long: the worker is forgotten first (no request reaches it after), so only what was
-    /// already queued is still served before the session is closed and its lock released.
+    /// long: its commands are closed while no request can reach it (a later one starts the next
+    /// worker), so only what was already queued is still served before the session is closed.
     ///
     /// [`Setup::keep_open`]: super::Setup::keep_open
     async fn next_command(&self, commands: &mut mpsc::UnboundedReceiver<Command>) -> Option<Command> {
@@ -162,8 +200,7 @@ impl Worker {
         match tokio::time::timeout(keep_open, commands.recv()).await {
             Ok(command) => command,
             Err(_) => {
-                (self.hub.forget)(&self.id, &self.pending);
-                commands.close();
+                (self.hub.leave)(&self.id, &self.pending, Leaving::Closing(&mut || commands.close()));
                 commands.recv().await
             }
         }
@@ -177,20 +214,20 @@ impl Worker {
         opened: Option<Reply<()>>,
         mut commands: mpsc::UnboundedReceiver<Command>,
     ) {
-        (self.hub.forget)(&self.id, &self.pending);
+        self.gone();
         if let Some(opened) = opened {
             let _ = opened.send(Err(error.clone()));
         }
         commands.close();
         while let Some(command) = commands.recv().await {
             command.fail(error.clone());
-            self.running.command_done(&self.pending);
+            self.pending.send_modify(|count| *count -= 1);
         }
     }
 
     async fn serve(&self, session: &mut Session, command: Command) -> Result<(), ServiceError> {
         match command {
-            Command::Prompt { text, reply, ended } => self.prompt(session, text, reply, ended).await,
+            Command::Prompt { text, reply, ended, queued } => self.prompt(session, text, (reply, ended), queued).await,
             Command::Resume => self.resume(session).await.map_err(ServiceError::failed),
             Command::WorkingDirectory { path, reply } => {
                 let _ = reply.send(self.working_directory(session, path));
@@ -207,16 +244,17 @@ impl Worker {
         &self,
         session: &mut Session,
         text: String,
-        reply: Reply<String>,
-        ended: Option<Reply<TurnEnd>>,
+        (reply, ended): (Reply<String>, Option<Reply<TurnEnd>>),
+        queued: Option<QueuedPrompt>,
     ) -> Result<(), ServiceError> {
-        let cancel = self.running.start();
+        let cancel = self.running.start(queued);
         self.swap_if_changed(session).await;
         let agent = &mut session.agent;
         let input = UserInput { id: agent.services.new_id(), text, source: json!({"kind": "user"}) };
         if let Err(err) = input.message_data() {
             self.running.end();
-            Command::Prompt { text: String::new(), reply, ended }.fail(ServiceError::Invalid(err.to_string()));
+            Command::Prompt { text: String::new(), reply, ended, queued: None }
+                .fail(ServiceError::Invalid(err.to_string()));
             return Ok(());
         }
         *self.receipt.lock().expect("not poisoned") = Some(reply);
@@ -258,7 +296,7 @@ impl Worker {
 
     async fn resume(&self, session: &mut Session) -> Result<(), AppendError> {
         let agent = &mut session.agent;
-        agent.cancel = self.running.start();
+        agent.cancel = self.running.start(None);
         let (service, id) = (&self.hub, &self.id);
         let resumed = session::resume(agent, &mut |event| match event {
             ResumeEvent::AlreadyInLog { id: continuation } => {
@@ -353,6 +391,7 @@ impl Worker {
         }
         let composed = Snapshot::of(&profile, &composition);
         self.publish_tools(&agent);
+        self.hub.publish(Update::Reread { session: self.id.clone() });
         Ok(Session { agent, cwd, target, composed })
     }
 

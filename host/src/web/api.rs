@@ -50,12 +50,15 @@ pub async fn create(State(web): State<Web>, body: Option<Json<NewSession>>) -> R
     Ok(Json(json!({"id": id, "profile": profile, "provider": overrides.provider, "model": overrides.model})))
 }
 
-/// `GET /api/sessions/{id}`: the session's summary.
+/// `GET /api/sessions/{id}`: the session's summary, and (`pending`) how many requests this
+/// server's worker of it has in hand (null when none serves it).
 pub async fn show(State(web): State<Web>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let log = web.log_of(&id)?;
     let summarized = tokio::task::spawn_blocking(move || summary::summarize(&log)).await;
     let summary = summarized.map_err(internal)?.map_err(|err| internal(format!("{err:#}")))?;
-    Ok(Json(summary.json()))
+    let mut shown = summary.json();
+    shown["pending"] = json!(web.service.pending(&id));
+    Ok(Json(shown))
 }
 
 #[derive(Deserialize)]
@@ -118,10 +121,14 @@ pub async fn events(
 /// more turns than that, or no log yet).
 async fn before_last_turns(web: &Web, id: &str, turns: usize) -> Result<Option<u64>, ApiError> {
     let Ok(log) = web.log_of(id) else { return Ok(None) };
-    let trajectory = web.trajectories.of(log).await?;
-    let starts: Vec<u64> =
-        trajectory.spans.iter().filter(|span| span.kind == "turn").map(|span| span.seqs[0]).collect();
-    let first = starts.len().checked_sub(turns.max(1)).map(|index| starts[index]);
+    let first = web
+        .trajectories
+        .with(log, move |trajectory| {
+            let starts: Vec<u64> =
+                trajectory.spans.iter().filter(|span| span.kind == "turn").map(|span| span.seqs[0]).collect();
+            starts.len().checked_sub(turns.max(1)).map(|index| starts[index])
+        })
+        .await?;
     Ok(first.and_then(|seq| seq.checked_sub(1)))
 }
 

@@ -121,6 +121,9 @@ pub async fn replay(
     web.log_of(&id)?;
     let layer = body.layer.filter(|layer| !layer.trim().is_empty()).map(layer_file).transpose()?;
     let profile = body.profile.filter(|profile| !profile.is_empty()).unwrap_or_default();
+    if profile.contains([':', ',']) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("{profile:?} is not a profile name")));
+    }
     let versus = match &layer {
         Some(file) => format!("{profile}:{}", file.path().display()),
         None if profile.is_empty() => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::error::{internal, ApiError};
 
@@ -38,16 +38,13 @@ impl Commands {
             .kill_on_drop(true)
             .spawn()
             .map_err(|err| internal(format!("cannot run {}: {err}", self.dsh.display())))?;
-        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-        let mut out = child.stdout.take().expect("piped").take(MAX_COMMAND_OUTPUT + 1);
-        let mut err = child.stderr.take().expect("piped").take(MAX_ERROR_BYTES);
+        let (out, err) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
         let ran = tokio::time::timeout(deadline, async {
-            let (read_out, read_err) = tokio::join!(out.read_to_end(&mut stdout), err.read_to_end(&mut stderr));
-            read_out.and(read_err)?;
-            child.wait().await
+            let (stdout, stderr) = tokio::join!(kept(out, MAX_COMMAND_OUTPUT + 1), kept(err, MAX_ERROR_BYTES));
+            Ok::<_, std::io::Error>((stdout?, stderr?, child.wait().await?))
         });
-        let status = match ran.await {
-            Ok(status) => status.map_err(internal)?,
+        let (stdout, stderr, status) = match ran.await {
+            Ok(ran) => ran.map_err(internal)?,
             Err(_) => return Err(internal(format!("dsh {} took longer than {deadline:?}", args.join(" ")))),
         };
         if stdout.len() as u64 > MAX_COMMAND_OUTPUT {
@@ -60,6 +57,15 @@ impl Commands {
         }
         parse(&stdout, lines)
     }
+}
+
+/// What `pipe` says, up to `most` bytes; the rest is read and dropped, so the child never
+/// blocks on a full pipe.
+async fn kept(mut pipe: impl AsyncRead + Unpin, most: u64) -> std::io::Result<Vec<u8>> {
+    let mut said = Vec::new();
+    (&mut pipe).take(most).read_to_end(&mut said).await?;
+    tokio::io::copy(&mut pipe, &mut tokio::io::sink()).await?;
+    Ok(said)
 }
 
 /// The command's JSON, every secret this process knows taken out first.

@@ -37,22 +37,26 @@ pub async fn window(
     Query(window): Query<Window>,
 ) -> Result<Json<Value>, ApiError> {
     let log = web.log_of(&id)?;
-    let trajectory = web.trajectories.of(log).await?;
     let limit = window.limit.unwrap_or(MAX_SPANS_PER_WINDOW).min(MAX_SPANS_PER_WINDOW);
-    let spans = trajectory.spans.iter().skip(window.offset).take(limit);
+    let answer = web.trajectories.with(log, move |trajectory| window_of(trajectory, window.offset, limit)).await?;
+    Ok(Json(answer))
+}
+
+fn window_of(trajectory: &Trajectory, offset: usize, limit: usize) -> Value {
+    let spans = trajectory.spans.iter().skip(offset).take(limit);
     let mut turns = Map::new();
     for span in spans.clone() {
-        turns.entry(span.turn.to_string()).or_insert_with(|| turn_bounds(&trajectory, span.turn));
+        turns.entry(span.turn.to_string()).or_insert_with(|| turn_bounds(trajectory, span.turn));
     }
-    Ok(Json(json!({
+    json!({
         "start": trajectory.start,
         "end": trajectory.end,
         "total": trajectory.spans.len(),
-        "offset": window.offset,
+        "offset": offset,
         "spans": spans.collect::<Vec<_>>(),
         "turns": turns,
         "overview": trajectory.overview(OVERVIEW_SLICES),
-    })))
+    })
 }
 
 /// Where turn `turn`'s rows are drawn: from its start to its end (or the log's last event).

@@ -71,12 +71,16 @@ pub trait Log: Send + Sync + Debug {
     fn reader(&self) -> Result<LogReader, ReadError>;
     /// The log's lines exactly as stored (a compressed file decompressed).
     fn lines(&self) -> Result<Box<dyn BufRead + Send>, ReadError>;
-    /// The complete lines after `position`, and the position after them, so a follower of a
-    /// log another process appends to reads only what is new. A position is what an earlier
-    /// call answered, or 0 (the start: the header line first, where the store keeps it in the
-    /// log). This one counts lines; a store that can go straight to a position does.
-    fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
-        lines_counted_after(self.lines()?, position)
+    /// The complete lines after `tail`, and the tail after them, so a follower of a log another
+    /// process appends to reads only what is new. `Tail::default()` is the start: the header
+    /// line first, where the store keeps it in the log. This one counts lines; a store that can
+    /// go straight to a place does.
+    fn lines_after(&self, tail: Tail) -> Result<(Vec<String>, Tail), ReadError> {
+        lines_counted_after(self.lines()?, tail)
+    }
+    /// Where the log ends now: after its last complete line.
+    fn end(&self) -> Result<Tail, ReadError> {
+        Ok(self.lines_after(Tail::default())?.1)
     }
     /// The process writing the log now, if one is (stored logs: on any machine).
     fn writer(&self) -> Option<u32>;
@@ -100,20 +104,29 @@ pub trait Log: Send + Sync + Debug {
     fn lock(&self, local: &Path) -> Result<SessionLock, LockError>;
 }
 
-/// The lines of `lines` after the first `position`, and how many it holds in all.
+/// Where a follower of a log is, in its store's terms: for a plain file, the bytes up to the
+/// end of the last complete line read; for a compressed one, its size and the lines read; for a
+/// stored log, the number of its last line read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tail {
+    pub(crate) bytes: u64,
+    pub(crate) lines: u64,
+}
+
+/// The lines of `lines` after `tail`'s count, and how many it holds in all.
 pub(crate) fn lines_counted_after(
     lines: Box<dyn BufRead + Send>,
-    position: u64,
-) -> Result<(Vec<String>, u64), ReadError> {
+    tail: Tail,
+) -> Result<(Vec<String>, Tail), ReadError> {
     let mut after = Vec::new();
     let mut count = 0;
     for line in lines.lines() {
         count += 1;
-        if count > position {
+        if count > tail.lines {
             after.push(line?);
         }
     }
-    Ok((after, count.max(position)))
+    Ok((after, Tail { lines: count.max(tail.lines), ..tail }))
 }
 
 /// A held writer lock: opening the log for appending reads it to its end and hands the lock to
@@ -193,10 +206,16 @@ impl LogRef {
 
     /// The log's lines exactly as stored: what `session export` writes.
     /// See [`Log::lines_after`].
-    pub fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
-        self.0.lines_after(position)
+    pub fn lines_after(&self, tail: Tail) -> Result<(Vec<String>, Tail), ReadError> {
+        self.0.lines_after(tail)
     }
 
+    /// See [`Log::end`].
+    pub fn end(&self) -> Result<Tail, ReadError> {
+        self.0.end()
+    }
+
+    /// The log's lines exactly as stored (a compressed file decompressed).
     pub fn lines(&self) -> Result<Box<dyn BufRead + Send>, ReadError> {
         self.0.lines()
     }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::backend::{
     created_at, lines_counted_after, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError,
+    Tail,
 };
 use crate::format::Format;
 use crate::fsutil;
@@ -143,6 +144,23 @@ impl LogRef {
 #[derive(Debug)]
 pub struct FileLog(pub PathBuf);
 
+impl FileLog {
+    /// Whether the file is of a generation (v1–v3) the reader migrates to v4.
+    fn is_migrated_on_read(&self) -> bool {
+        let name = self.0.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+        let name = name.strip_suffix(".zstd").unwrap_or(name);
+        (1..4).any(|generation| name == crate::format::generation_log_file(generation))
+    }
+
+    /// The file, and whether it is compressed.
+    fn open_checked(&self) -> io::Result<(File, bool)> {
+        let mut file = fsutil::open_regular(&self.0)?;
+        let mut magic = [0u8; 4];
+        let read = file.read(&mut magic)?;
+        Ok((file, is_compressed(&magic[..read])))
+    }
+}
+
 impl Log for FileLog {
     fn name(&self) -> String {
         self.0.display().to_string()
@@ -160,26 +178,54 @@ impl Log for FileLog {
         Ok(crate::reader::open_lines(&self.0)?)
     }
 
-    /// A plain file's position is a byte offset: only what was appended since is read (a
-    /// compressed one counts lines).
-    fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
-        let mut file = fsutil::open_regular(&self.0)?;
-        let mut magic = [0u8; 4];
-        let start = file.read(&mut magic)?;
-        if crate::reader::is_compressed(&magic[..start]) {
-            return lines_counted_after(self.lines()?, position);
+    /// A plain file is read from the byte after the last complete line read; a compressed one,
+    /// counted again only when its size changed (DeepSeek Harness 0.2 appends frames). A v1–v3
+    /// log has nothing new: it is never appended to (continuing it publishes a v4 log beside it),
+    /// and its readers see it migrated, not as its lines.
+    fn lines_after(&self, tail: Tail) -> Result<(Vec<String>, Tail), ReadError> {
+        if self.is_migrated_on_read() {
+            return Ok((Vec::new(), tail));
         }
+        let (mut file, compressed) = self.open_checked()?;
         let length = file.metadata()?.len();
-        if length <= position {
-            return Ok((Vec::new(), position));
+        if compressed {
+            if tail.lines > 0 && tail.bytes == length {
+                return Ok((Vec::new(), tail));
+            }
+            let (lines, tail) = lines_counted_after(self.lines()?, tail)?;
+            return Ok((lines, Tail { bytes: length, ..tail }));
         }
-        file.seek(SeekFrom::Start(position))?;
+        if length <= tail.bytes {
+            return Ok((Vec::new(), tail));
+        }
+        file.seek(SeekFrom::Start(tail.bytes))?;
         let mut bytes = Vec::new();
-        file.take(length - position).read_to_end(&mut bytes)?;
+        file.take(length - tail.bytes).read_to_end(&mut bytes)?;
         let complete = bytes.iter().rposition(|byte| *byte == b'\n').map_or(0, |end| end + 1);
         let lines = bytes[..complete].split(|byte| *byte == b'\n').filter(|line| !line.is_empty());
         let lines = lines.map(|line| String::from_utf8_lossy(line).into_owned()).collect();
-        Ok((lines, position + complete as u64))
+        Ok((lines, Tail { bytes: tail.bytes + complete as u64, lines: 0 }))
+    }
+
+    /// A plain file ends after its last newline: only the torn tail is read, backwards.
+    fn end(&self) -> Result<Tail, ReadError> {
+        let (mut file, compressed) = self.open_checked()?;
+        if compressed || self.is_migrated_on_read() {
+            return Ok(self.lines_after(Tail::default())?.1);
+        }
+        let mut end = file.metadata()?.len();
+        let mut block = vec![0u8; 64 * 1024];
+        while end > 0 {
+            let start = end.saturating_sub(block.len() as u64);
+            file.seek(SeekFrom::Start(start))?;
+            let read = &mut block[..(end - start) as usize];
+            file.read_exact(read)?;
+            if let Some(newline) = read.iter().rposition(|byte| *byte == b'\n') {
+                return Ok(Tail { bytes: start + newline as u64 + 1, lines: 0 });
+            }
+            end = start;
+        }
+        Ok(Tail::default())
     }
 
     fn writer(&self) -> Option<u32> {
@@ -320,14 +366,30 @@ mod tests {
         let path = dir.path().join("session.jsonl");
         std::fs::write(&path, "header\none\n").unwrap();
         let log = FileLog(path.clone());
-        let (lines, position) = log.lines_after(0).unwrap();
-        assert_eq!((lines, position), (vec!["header".to_owned(), "one".to_owned()], 11));
+        let at = |bytes: u64| Tail { bytes, lines: 0 };
+        let (lines, tail) = log.lines_after(Tail::default()).unwrap();
+        assert_eq!((lines, tail), (vec!["header".to_owned(), "one".to_owned()], at(11)));
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
         file.write_all(b"two\nthr").unwrap();
-        assert_eq!(log.lines_after(position).unwrap(), (vec!["two".to_owned()], 15));
+        assert_eq!(log.end().unwrap(), at(15), "the end is after the last complete line");
+        assert_eq!(log.lines_after(tail).unwrap(), (vec!["two".to_owned()], at(15)));
         file.write_all(b"ee\n").unwrap();
-        assert_eq!(log.lines_after(15).unwrap(), (vec!["three".to_owned()], 21));
-        assert_eq!(log.lines_after(21).unwrap(), (Vec::new(), 21));
+        assert_eq!(log.lines_after(at(15)).unwrap(), (vec!["three".to_owned()], at(21)));
+        assert_eq!(log.lines_after(at(21)).unwrap(), (Vec::new(), at(21)));
+        assert_eq!(log.end().unwrap(), at(21));
+    }
+
+    #[test]
+    fn the_end_of_a_file_whose_last_line_is_longer_than_a_block_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let long = "x".repeat(200 * 1024);
+        std::fs::write(&path, format!("header\n{long}\n{long}")).unwrap();
+        let end = FileLog(path).end().unwrap();
+        assert_eq!(end, Tail { bytes: 7 + long.len() as u64 + 1, lines: 0 });
+        let empty = dir.path().join("empty.jsonl");
+        std::fs::write(&empty, "torn").unwrap();
+        assert_eq!(FileLog(empty).end().unwrap(), Tail::default());
     }
 
     #[test]
@@ -336,6 +398,10 @@ mod tests {
         let path = dir.path().join("session.jsonl.zstd");
         std::fs::write(&path, zstd::encode_all(&b"header\none\ntwo\n"[..], 3).unwrap()).unwrap();
         let log = FileLog(path);
-        assert_eq!(log.lines_after(2).unwrap(), (vec!["two".to_owned()], 3));
+        let read_two = Tail { bytes: 0, lines: 2 };
+        let (lines, tail) = log.lines_after(read_two).unwrap();
+        assert_eq!(lines, ["two"]);
+        assert_eq!(log.lines_after(tail).unwrap(), (Vec::new(), tail), "an unchanged file is not read again");
+        assert_eq!(log.end().unwrap(), tail);
     }
 }

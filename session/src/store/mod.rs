@@ -20,7 +20,7 @@ use crate::import::ImportError;
 use crate::writer::Sink;
 use crate::{locate, NotFound};
 pub use backend::{
-    created_at, sound_id, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError,
+    created_at, sound_id, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError, Tail,
     ATTACHMENT_PREFIX,
 };
 

@@ -16,7 +16,7 @@ use connection::StoredLines;
 pub use connection::{hostname, lock_key, parse_holder, session_key, Connection, Database, CONNECT_DEADLINE};
 
 use super::backend::{
-    created_at, sound_id, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError,
+    created_at, sound_id, Backend, Held, Importing, Log, LogRef, OpenSinkError, SessionLock, StoreError, Tail,
 };
 use crate::format::Format;
 use crate::import::ImportError;
@@ -232,11 +232,24 @@ impl Log for StoredLog {
         Ok(Box::new(StoredLines::new(reads.clone(), &self.id, &header)))
     }
 
-    /// A stored log's position is its last line number (the header is kept apart).
-    fn lines_after(&self, position: u64) -> Result<(Vec<String>, u64), ReadError> {
-        let after = i64::try_from(position).unwrap_or(i64::MAX);
-        let (lines, last) = self.store.0.reads.lines_after(&self.id, after)?;
-        Ok((lines, last.max(0) as u64))
+    /// A stored log's place is its last line's number (the header is kept apart); every new
+    /// line is read, a batch at a time.
+    fn lines_after(&self, tail: Tail) -> Result<(Vec<String>, Tail), ReadError> {
+        let mut after = i64::try_from(tail.lines).unwrap_or(i64::MAX);
+        let mut lines = Vec::new();
+        loop {
+            let (batch, last, complete) = self.store.0.reads.lines_after(&self.id, after)?;
+            lines.extend(batch);
+            after = last;
+            if complete {
+                return Ok((lines, Tail { bytes: 0, lines: after.max(0) as u64 }));
+            }
+        }
+    }
+
+    fn end(&self) -> Result<Tail, ReadError> {
+        let last = self.store.0.reads.last_line(&self.id)?;
+        Ok(Tail { bytes: 0, lines: last.max(0) as u64 })
     }
 
     fn writer(&self) -> Option<u32> {

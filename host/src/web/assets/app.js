@@ -247,7 +247,8 @@ function follow(id, all) {
   });
   source.addEventListener("text", (message) => {
     const { text, whole } = JSON.parse(message.data);
-    if (whole || text) showDraft(text, whole);
+    if (text) showDraft(text, whole);
+    else if (whole) dropDraft();
   });
   source.addEventListener("tools", (message) => { toolServers = JSON.parse(message.data); });
   source.addEventListener("attempt-end", (message) => {

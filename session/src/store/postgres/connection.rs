@@ -302,9 +302,9 @@ impl BufRead for StoredLines {
 }
 
 impl Connection {
-    /// The session's lines after line number `after` (at most a read batch of them), with
-    /// the number of the last.
-    pub fn lines_after(&self, session: &str, after: i64) -> Result<(Vec<String>, i64), StoreError> {
+    /// The session's lines after line number `after` (at most a read batch of them), the
+    /// number of the last, and whether they were all there were.
+    pub fn lines_after(&self, session: &str, after: i64) -> Result<(Vec<String>, i64, bool), StoreError> {
         let session = session.to_owned();
         self.call("read new lines", async move |client| {
             let rows = client
@@ -314,7 +314,19 @@ impl Connection {
                 )
                 .await?;
             let last = rows.last().map_or(after, |row| row.get(0));
-            Ok((rows.iter().map(|row| row.get(1)).collect(), last))
+            let complete = (rows.len() as i64) < READ_BATCH;
+            Ok((rows.iter().map(|row| row.get(1)).collect(), last, complete))
+        })
+    }
+
+    /// The number of the session's last line (0 when it has none).
+    pub fn last_line(&self, session: &str) -> Result<i64, StoreError> {
+        let session = session.to_owned();
+        self.call("last line", async move |client| {
+            let row = client
+                .query_one("SELECT coalesce(max(line), 0) FROM dsh_events WHERE session = $1", &[&session])
+                .await?;
+            Ok(row.get(0))
         })
     }
 
