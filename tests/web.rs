@@ -39,6 +39,33 @@ fn prompt(web: &WebServer, session: &str, text: &str) -> Value {
     sent.json()
 }
 
+/// A server over a v4 home whose route is a mock serving `script` with `policy`, with one new
+/// session, watched from its first event.
+struct Watched {
+    home: TestHome,
+    mock: MockProcess,
+    patch: PathBuf,
+    web: WebServer,
+    session: String,
+    events: dsh_e2e::web::EventStream,
+}
+
+fn watched(script: &str, policy: &str) -> Watched {
+    let (home, mock, patch) = web_home(script, policy);
+    let web = serve(&home, &patch, &[]);
+    let session = new_session(&web);
+    let events = web.events(&session, None);
+    Watched { home, mock, patch, web, session, events }
+}
+
+impl Watched {
+    /// Sends `text` and reads the stream up to the first event of type `until`.
+    fn say(&mut self, text: &str, until: &str) -> Vec<Sent> {
+        prompt(&self.web, &self.session, text);
+        self.events.until(until)
+    }
+}
+
 fn log_of(home: &TestHome, session: &str) -> PathBuf {
     home.path().join("sessions").join(session).join("session.v4.jsonl")
 }
@@ -147,17 +174,13 @@ fn a_turn_with_two_retries_reaches_two_watchers_once_each_in_log_order_and_a_rec
 #[test]
 fn stop_during_a_retry_wait_ends_the_turn_aborted() {
     let policy = "{mode: normal, backoff: {initialDelayMs: 30000, maxDelayMs: 30000, jitterRatio: 0}}";
-    let (home, _mock, patch) = web_home("- status: 503\n- ok: never\n", policy);
-    let web = serve(&home, &patch, &[]);
-    let session = new_session(&web);
-    let mut events = web.events(&session, None);
-    prompt(&web, &session, "hello");
-    events.until("llm/retry");
-    let cancelled = web.api("POST", &format!("/api/sessions/{session}/cancel"), Some("{}"));
+    let mut site = watched("- status: 503\n- ok: never\n", policy);
+    site.say("hello", "llm/retry");
+    let cancelled = site.web.api("POST", &format!("/api/sessions/{}/cancel", site.session), Some("{}"));
     assert_eq!(cancelled.json()["cancelled"], true);
-    let end = events_only(&events.until("turn/end")).pop().unwrap();
+    let end = events_only(&site.events.until("turn/end")).pop().unwrap();
     assert_eq!(end["data"]["reason"]["kind"], "aborted", "{end}");
-    home.run(&["session", "verify", &session]).expect_code(0);
+    site.home.run(&["session", "verify", &site.session]).expect_code(0);
 }
 
 #[test]
@@ -190,12 +213,9 @@ fn a_session_another_process_writes_is_refused_busy_with_409() {
 
 #[test]
 fn a_server_killed_mid_turn_leaves_a_session_a_new_server_resumes_and_continues() {
-    let (home, mock, patch) = web_home("- ok: held\n  hold: first\n- ok: second answer\n", "");
-    let web = serve(&home, &patch, &[]);
-    let session = new_session(&web);
-    let mut events = web.events(&session, None);
-    prompt(&web, &session, "hello");
-    events.until("request/header");
+    let mut site = watched("- ok: held\n  hold: first\n- ok: second answer\n", "");
+    site.say("hello", "request/header");
+    let Watched { home, mock, patch, web, session, .. } = site;
     mock.wait_for_requests(1);
     web.kill();
     let web = serve(&home, &patch, &[]);
@@ -305,18 +325,16 @@ fn a_watcher_joining_mid_turn_sees_it_running_and_the_answer_streamed_so_far() {
 
 #[test]
 fn a_trajectory_comes_a_window_at_a_time_and_a_span_opens_the_events_it_covers() {
-    let (home, _mock, patch) = web_home("- status: 503\n- status: 429\n- ok: recovered\n- ok: again\n", TINY);
-    let web = serve(&home, &patch, &[]);
-    let session = new_session(&web);
-    let mut events = web.events(&session, None);
-    prompt(&web, &session, "hello");
-    events.until("turn/end");
+    let mut site = watched("- status: 503\n- status: 429\n- ok: recovered\n- ok: again\n", TINY);
+    site.say("hello", "turn/end");
+    let session = site.session.clone();
+    let get = |path: &str| site.web.api("GET", path, None);
     let path = format!("/api/sessions/{session}/trajectory");
-    let first = web.api("GET", &format!("{path}?limit=4"), None).json();
+    let first = get(&format!("{path}?limit=4")).json();
     let total = first["total"].as_u64().unwrap();
     assert_eq!((first["spans"].as_array().unwrap().len(), first["offset"].as_u64()), (4, Some(0)));
     assert_eq!(first["overview"].as_array().unwrap().len(), 120);
-    let rest = web.api("GET", &format!("{path}?offset=4&limit=1000"), None).json();
+    let rest = get(&format!("{path}?offset=4&limit=1000")).json();
     let spans: Vec<&Value> =
         first["spans"].as_array().unwrap().iter().chain(rest["spans"].as_array().unwrap()).collect();
     assert_eq!(spans.len() as u64, total);
@@ -325,23 +343,20 @@ fn a_trajectory_comes_a_window_at_a_time_and_a_span_opens_the_events_it_covers()
     assert_eq!(codes, ["SERVER", "RATE_LIMIT"]);
     assert!(rest["turns"]["1"].is_array(), "the axis of each turn in the window: {rest}");
     let [from, to] = [waits[0]["seqs"][0].as_u64().unwrap(), waits[0]["seqs"][1].as_u64().unwrap()];
-    let covered = web.api("GET", &format!("/api/sessions/{session}/log?from={from}&to={to}"), None).json();
+    let covered = get(&format!("/api/sessions/{session}/log?from={from}&to={to}")).json();
     let types: Vec<&str> = covered["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(types, ["llm/retry", "llm/retry-started"]);
-    let too_many = format!("/api/sessions/{session}/log?from=0&to=2000");
-    assert_eq!(web.api("GET", &too_many, None).status, 400, "one past the most a range may name");
-    assert_eq!(web.api("GET", &format!("/api/sessions/{session}/log?from=0&to=1999"), None).status, 200);
-    assert_eq!(web.api("GET", "/api/sessions/no-such-session/trajectory", None).status, 404);
-    prompt(&web, &session, "again");
-    events.until("turn/end");
-    let grown = web.api("GET", &format!("{path}?limit=2000"), None).json();
-    let turns: Vec<&str> = grown["spans"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|span| span["kind"] == "turn")
-        .map(|span| span["label"].as_str().unwrap())
-        .collect();
+    assert_eq!(
+        get(&format!("/api/sessions/{session}/log?from=0&to=2000")).status,
+        400,
+        "one past the most a range may name"
+    );
+    assert_eq!(get(&format!("/api/sessions/{session}/log?from=0&to=1999")).status, 200);
+    assert_eq!(get("/api/sessions/no-such-session/trajectory").status, 404);
+    site.say("again", "turn/end");
+    let grown = site.web.api("GET", &format!("{path}?limit=2000"), None).json();
+    let turn_rows = grown["spans"].as_array().unwrap().iter().filter(|span| span["kind"] == "turn");
+    let turns: Vec<&str> = turn_rows.map(|span| span["label"].as_str().unwrap()).collect();
     assert_eq!(turns, ["turn 1 · completed", "turn 2 · completed"], "what was appended is read on the next request");
 }
 
@@ -375,12 +390,9 @@ fn plugins_and_rows_change_from_the_api_and_the_page_never_sees_an_inline_creden
 
 #[test]
 fn a_session_replays_beside_a_candidate_layer_and_a_request_naming_neither_is_refused() {
-    let (home, _mock, patch) = web_home("- status: 503\n- ok: recovered\n", TINY);
-    let web = serve(&home, &patch, &[]);
-    let session = new_session(&web);
-    let mut events = web.events(&session, None);
-    prompt(&web, &session, "hello");
-    events.until("turn/end");
+    let mut site = watched("- status: 503\n- ok: recovered\n", TINY);
+    site.say("hello", "turn/end");
+    let (web, session) = (&site.web, &site.session);
     let body = serde_json::json!({"layer": "- {id: llm-retry, disabled: true}\n"}).to_string();
     let replayed = web.api("POST", &format!("/api/sessions/{session}/replay"), Some(&body));
     assert_eq!(replayed.status, 200, "{replayed:?}");
@@ -414,14 +426,11 @@ fn sigterm_while_a_prompt_waits_behind_a_turn_closes_the_turn_refuses_the_prompt
 
 #[test]
 fn an_event_stream_can_start_at_a_session_s_last_turns() {
-    let (home, _mock, patch) = web_home("- ok: one\n- ok: two\n- ok: three\n", "");
-    let web = serve(&home, &patch, &[]);
-    let session = new_session(&web);
-    let mut events = web.events(&session, None);
+    let mut site = watched("- ok: one\n- ok: two\n- ok: three\n", "");
     for text in ["first", "second", "third"] {
-        prompt(&web, &session, text);
-        events.until("turn/end");
+        site.say(text, "turn/end");
     }
+    let Watched { home, web, session, .. } = site;
     let path = format!("/api/sessions/{session}/events?turns=1");
     let mut last = web.events_at(&path, None);
     let shown = events_only(&last.until("turn/end"));
