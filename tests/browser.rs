@@ -66,6 +66,15 @@ fn new_session(browser: &Browser) -> String {
     title.as_str().unwrap().to_owned()
 }
 
+/// `site`'s server, a browser on its page, and a session started from the page.
+fn page_with_session(site: &Site) -> (WebServer, Browser, String) {
+    let web = site.serve(&[]);
+    let browser = Browser::start(&[]);
+    open(&browser, &web);
+    let session = new_session(&browser);
+    (web, browser, session)
+}
+
 fn say(browser: &Browser, text: &str) {
     browser.type_into("#message", text);
     browser.click("#send");
@@ -96,10 +105,7 @@ fn a_turn_with_two_retries_counts_down_answers_without_the_failed_text_and_its_t
     let policy = "{mode: normal, maxRetries: 5, retryableCodes: [SERVER, STREAM_CLOSED], \
                   backoff: {initialDelayMs: 2500, maxDelayMs: 2500, jitterRatio: 0}}";
     let site = site(&script, policy, "");
-    let web = site.serve(&[]);
-    let browser = Browser::start(&[]);
-    open(&browser, &web);
-    new_session(&browser);
+    let (_web, browser, _) = page_with_session(&site);
     say(&browser, "hello");
     wait_for_end(&browser, "turn 1 completed");
     let shown = browser.js("return window.shown;", vec![]);
@@ -147,10 +153,7 @@ fn a_tool_turn_shows_the_call_running_and_then_its_result() {
     );
     let script = "- tool_calls: [{name: append, arguments: {line: from-the-page}}]\n- ok: \"appended it\"\n";
     let site = site(script, TINY, &row);
-    let web = site.serve(&[]);
-    let browser = Browser::start(&[]);
-    open(&browser, &web);
-    new_session(&browser);
+    let (_web, browser, _) = page_with_session(&site);
     say(&browser, "use the tool");
     wait_for_end(&browser, "turn 1 completed");
     let tools = entries(&browser, "tool");
@@ -166,10 +169,7 @@ fn a_tool_turn_shows_the_call_running_and_then_its_result() {
 fn stop_during_a_retry_wait_ends_the_turn_aborted() {
     let policy = "{mode: normal, backoff: {initialDelayMs: 60000, maxDelayMs: 60000, jitterRatio: 0}}";
     let site = site("- status: 503\n- ok: never\n", policy, "");
-    let web = site.serve(&[]);
-    let browser = Browser::start(&[]);
-    open(&browser, &web);
-    let session = new_session(&browser);
+    let (_web, browser, session) = page_with_session(&site);
     say(&browser, "hello");
     browser.wait_for(
         "the countdown",
@@ -184,10 +184,7 @@ fn stop_during_a_retry_wait_ends_the_turn_aborted() {
 #[test]
 fn a_row_switched_off_from_the_page_takes_effect_at_the_next_turn() {
     let site = site("- status: 503\n- ok: first\n- status: 503\n- ok: never\n", TINY, "");
-    let web = site.serve(&[]);
-    let browser = Browser::start(&[]);
-    open(&browser, &web);
-    new_session(&browser);
+    let (_web, browser, _) = page_with_session(&site);
     say(&browser, "one");
     wait_for_end(&browser, "turn 1 completed");
     browser.click("#tab-plugins");
@@ -208,10 +205,7 @@ fn a_row_switched_off_from_the_page_takes_effect_at_the_next_turn() {
 #[test]
 fn a_page_reloaded_mid_turn_loses_nothing_and_shows_nothing_twice() {
     let site = site("- ok: \"held answer\"\n  hold: answer\n", TINY, "");
-    let web = site.serve(&[]);
-    let browser = Browser::start(&[]);
-    open(&browser, &web);
-    new_session(&browser);
+    let (_web, browser, _) = page_with_session(&site);
     say(&browser, "hello");
     site.mock.wait_for_requests(1);
     browser.refresh();
