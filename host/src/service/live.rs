@@ -13,8 +13,8 @@ use tokio::sync::broadcast;
 use super::types::Update;
 
 /// How many updates of its session a follower may fall behind before it starts again from the
-/// log and the board.
-const FOLLOWER_BACKLOG: usize = 4096;
+/// log and the board (a session's feed is made by its first follower).
+const FOLLOWER_BACKLOG: usize = 1024;
 
 /// The feeds and the board, for every session of a service.
 #[derive(Default)]
@@ -39,6 +39,7 @@ pub struct Now {
 }
 
 impl Feeds {
+    /// The session's feed, made when it has none.
     fn sender(&mut self, session: &Arc<str>) -> &broadcast::Sender<Update> {
         self.senders.entry(session.clone()).or_insert_with(|| broadcast::Sender::new(FOLLOWER_BACKLOG))
     }
@@ -66,8 +67,7 @@ impl Live {
         let session = update.session().clone();
         let mut feeds = self.inner.lock().expect("not poisoned");
         feeds.note(&session, update);
-        let sender = feeds.sender(&session);
-        if sender.receiver_count() > 0 {
+        if let Some(sender) = feeds.senders.get(&session).filter(|sender| sender.receiver_count() > 0) {
             let _ = sender.send(update.clone());
         }
     }
