@@ -309,3 +309,39 @@ fn after_the_server_is_killed_mid_turn_the_page_reconnects_to_the_next_one_and_r
     site.home.run(&["session", "verify", &session]).expect_code(0);
     drop(web);
 }
+
+#[test]
+fn the_plugins_tab_explains_a_code_adds_and_removes_a_package_and_replays_the_session_beside_a_layer() {
+    let site = site("- status: 503\n- ok: recovered\n", TINY, "");
+    let (_web, browser, _) = page_with_session(&site);
+    say(&browser, "hello");
+    wait_for_end(&browser, "turn 1 completed");
+    browser.click("#tab-plugins");
+    browser.wait_for("the explained codes", "document.querySelectorAll('#explain-code option').length > 3");
+    browser.js(
+        "const select = document.getElementById('explain-code'); select.value = 'SERVER'; \
+         select.dispatchEvent(new Event('change'));",
+        vec![],
+    );
+    let explained = browser.wait_for("SERVER's handling", "document.querySelector('#explain tbody').innerText");
+    assert!(explained.as_str().unwrap().contains("llm-retry"), "{explained}");
+    browser.type_into("#package-name", "relay-retry");
+    browser.click("#add-package button");
+    browser.wait_for(
+        "relay-retry in the waterfall",
+        "document.getElementById('waterfall').innerText.includes('relay-retry')",
+    );
+    browser.wait_for("its Remove button", "[...document.querySelectorAll('#packages li')].find((li) => li.innerText.startsWith('relay-retry'))?.querySelector('button')");
+    browser.js(
+        "[...document.querySelectorAll('#packages li')].find((li) => li.innerText.startsWith('relay-retry')).querySelector('button').click();",
+        vec![],
+    );
+    browser.wait_for("relay-retry gone", "!document.getElementById('waterfall').innerText.includes('relay-retry')");
+    browser.type_into("#replay-layer", "- {id: llm-retry, disabled: true}");
+    browser.click("#replay-form button");
+    let row = browser.wait_for("the replayed turn", "document.querySelector('#replay tbody tr')?.innerText");
+    let cells: Vec<&str> = row.as_str().unwrap().split('\t').collect();
+    assert_eq!(cells[0], "1", "{cells:?}");
+    assert!(cells[1].starts_with("completed") && cells[2].starts_with("completed"), "{cells:?}");
+    assert!(cells[3].starts_with("gave-up"), "without llm-retry the 503 is not retried: {cells:?}");
+}

@@ -307,7 +307,11 @@ fn a_watcher_joining_mid_turn_sees_it_running_and_the_answer_streamed_so_far() {
     let session = new_session(&web);
     let mut first = web.events(&session, None);
     prompt(&web, &session, "go on");
-    while first.next_sent().is_some_and(|sent| sent.event != "text") {}
+    // Two pieces seen by one tab are on the board before a second tab joins.
+    let mut pieces = 0;
+    while pieces < 2 {
+        pieces += usize::from(first.next_sent().unwrap().event == "text");
+    }
     let mut joined = web.events(&session, None);
     let mut seen = Vec::new();
     while !seen.iter().any(|sent: &Sent| sent.event == "text") {
@@ -442,4 +446,23 @@ fn an_event_stream_can_start_at_a_session_s_last_turns() {
     assert_eq!(shown, log[first..], "from the last turn's start, every event once");
     let every = web.events_at(&format!("/api/sessions/{session}/events?turns=5"), None).until("turn/end");
     assert_eq!(events_only(&every)[0], log[0], "a session with fewer turns than asked is sent whole");
+}
+
+#[test]
+fn a_session_idle_past_keep_open_is_released_and_a_later_prompt_opens_it_again() {
+    let (home, _mock, patch) = web_home("- ok: one\n- ok: two\n", "");
+    let web = serve(&home, &patch, &["--keep-open", "1"]);
+    let session = new_session(&web);
+    let mut events = web.events(&session, None);
+    prompt(&web, &session, "first");
+    events.until("turn/end");
+    let closed = wait_until(std::time::Duration::from_secs(60), || {
+        let shown = web.api("GET", &format!("/api/sessions/{session}"), None).json();
+        shown["pending"].is_null() && shown["writer"].is_null()
+    });
+    assert!(closed, "the idle session was closed and its writer lock released");
+    home.run(&["session", "verify", &session]).expect_code(0);
+    prompt(&web, &session, "second");
+    let second = events_only(&events.until("turn/end"));
+    assert_eq!(second.last().unwrap()["data"]["reason"]["kind"], "completed", "{second:?}");
 }
