@@ -188,6 +188,14 @@ fn an_inline_credential_is_warned_about_and_kept_out_of_the_sessions_copy_of_its
     check.expect_stderr("hint: apiKeyEnv: VARIABLE sends the key from the environment variable VARIABLE");
     check.expect_stderr("config.headers.X-Api-Key: holds a credential written inline in the layer");
     check.expect_stderr("hint: headerEnv: {X-Api-Key: VARIABLE}");
+    for dump in [&["--json"][..], &["--origins"], &["--origins", "--json"], &[]] {
+        let args = [&["config", "dump", "--patch", layer.to_str().unwrap()][..], dump].concat();
+        let shown = home.run(&args);
+        shown.expect_code(0).expect_stdout("[redacted]").expect_stderr(
+            "credentials written inline are shown as [redacted] (llm-deepseek config.baseUrl, llm-deepseek config.headers.X-Api-Key)",
+        );
+        assert!(!shown.stdout.contains("sk-INLINE") && !shown.stdout.contains("INLINE-header"), "{shown}");
+    }
     let run = Run::of(home.dsh().args(["run", "--patch"]).arg(&layer).arg("hi"));
     run.expect_code(0).expect_stdout("hello");
     let id = session_id(&run);

@@ -86,7 +86,15 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> Outcome {
         ConfigCommand::Dump { origins, bundles_only, json } => {
             let scope = if bundles_only { LayerScope::BundlesOnly } else { LayerScope::All };
             let patches = if bundles_only { &[][..] } else { &args.patches[..] };
-            let (_, composition) = compose(&home, &args.profile, patches, scope)?;
+            let (_, mut composition) = compose(&home, &args.profile, patches, scope)?;
+            let redacted = take_inline_credentials(&mut composition.rows);
+            if !redacted.is_empty() {
+                say!(
+                    "dsh: config dump: credentials written inline are shown as {} ({}); give them through the environment",
+                    dsh_session::redact::REDACTED,
+                    redacted.join(", ")
+                );
+            }
             out_text!("{}", render_dump(&composition, origins, json))?;
             Ok(())
         }
@@ -96,6 +104,19 @@ pub fn run(globals: &Globals, args: ConfigArgs) -> Outcome {
         ConfigCommand::Tools { json } => super::tools::run(&home, &args.profile, &args.patches, json),
         ConfigCommand::Counters(counters) => super::counters::run(&home, &args.profile, &args.patches, &counters),
     }
+}
+
+/// Replaces every credential written inline in the rows' configs by the redaction mark, so a
+/// dump pasted into a bug report holds none; returns `row config.path` for each.
+fn take_inline_credentials(rows: &mut [Value]) -> Vec<String> {
+    let mut taken = Vec::new();
+    for row in rows {
+        let id = row.get("id").and_then(Value::as_str).unwrap_or("?").to_owned();
+        let Some(config) = row.get_mut("config") else { continue };
+        let found = dsh_session::redact::take_inline_credentials(config);
+        taken.extend(found.into_iter().map(|credential| format!("{id} config.{}", credential.path)));
+    }
+    taken
 }
 
 fn render_dump(composition: &Composition, origins: bool, json: bool) -> String {

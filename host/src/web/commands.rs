@@ -15,7 +15,6 @@ use serde_json::{json, Value};
 
 use super::error::{internal, ApiError};
 use super::state::Web;
-use dsh_session::redact;
 
 /// How long a command may run (`plugin add` may build a crate: longer).
 const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
@@ -40,17 +39,11 @@ pub async fn explain(State(web): State<Web>, Path(profile): Path<String>) -> Res
     Ok(Json(web.commands.json(&args, COMMAND_DEADLINE, false).await?))
 }
 
-/// `GET /api/profiles/{profile}/rows`: the composed rows, disabled ones included, with every
-/// credential written inline in a config taken out (the page never sees a secret).
+/// `GET /api/profiles/{profile}/rows`: the composed rows, disabled ones included, as `config
+/// dump --json` prints them: with every credential written inline in a config taken out.
 pub async fn rows(State(web): State<Web>, Path(profile): Path<String>) -> Result<Json<Value>, ApiError> {
     let args = ["config", "--profile", &profile, "dump", "--json"];
-    let mut rows = web.commands.json(&args, COMMAND_DEADLINE, false).await?;
-    for row in rows.as_array_mut().into_iter().flatten() {
-        if let Some(config) = row.get_mut("config") {
-            redact::take_inline_credentials(config);
-        }
-    }
-    Ok(Json(json!({"rows": rows})))
+    Ok(Json(json!({"rows": web.commands.json(&args, COMMAND_DEADLINE, false).await?})))
 }
 
 /// `GET /api/profiles/{profile}/plugins`: `dsh plugin list --json`.
