@@ -182,7 +182,7 @@ fn stop_during_a_retry_wait_ends_the_turn_aborted() {
 }
 
 #[test]
-fn a_row_switched_off_from_the_page_takes_effect_at_the_next_turn() {
+fn a_row_switched_off_from_the_page_takes_effect_at_the_next_turn_which_says_so_in_the_chat() {
     let site = site("- status: 503\n- ok: first\n- status: 503\n- ok: never\n", TINY, "");
     let (_web, browser, _) = page_with_session(&site);
     say(&browser, "one");
@@ -200,6 +200,7 @@ fn a_row_switched_off_from_the_page_takes_effect_at_the_next_turn() {
     say(&browser, "two");
     wait_for_end(&browser, "turn 2 error SERVER");
     assert_eq!(site.mock.request_bodies().len(), 3, "the second turn's 503 was not retried");
+    assert_eq!(entries(&browser, "note"), ["profile web: llm-retry disabled"]);
 }
 
 #[test]

@@ -247,7 +247,11 @@ async fn forward(mut updates: mpsc::UnboundedReceiver<Update>, lines: mpsc::Unbo
         let line = match update {
             Update::Event { session, line } => wire::session_event(&session, &line),
             Update::Status { session, running } => Some(wire::session_status(&session, running)),
-            Update::Text { .. } | Update::AttemptEnded { .. } | Update::Tools { .. } | Update::Reread { .. } => None,
+            Update::Text { .. }
+            | Update::AttemptEnded { .. }
+            | Update::Tools { .. }
+            | Update::Note { .. }
+            | Update::Reread { .. } => None,
         };
         if line.is_some_and(|line| lines.send(line).is_err()) {
             return;

@@ -56,7 +56,7 @@ impl Feeds {
             Update::Text { delta, .. } => now.draft.push_str(delta),
             Update::AttemptEnded { .. } => now.draft.clear(),
             Update::Tools { servers, .. } => now.tools = Some(servers.clone()),
-            Update::Event { .. } | Update::Reread { .. } => {}
+            Update::Event { .. } | Update::Note { .. } | Update::Reread { .. } => {}
         }
     }
 }

@@ -37,6 +37,8 @@ pub enum Seen {
     AttemptEnded { completed: bool },
     /// The tools the session offers, by name: the `mcp` row of each one's server.
     Tools { servers: Arc<serde_json::Value> },
+    /// A line about the session that is not in its log ([`Update::Note`]).
+    Note { text: String },
 }
 
 /// One follower of one session.
@@ -115,6 +117,7 @@ impl Subscription {
             Update::Text { delta, .. } => Seen::Text { text: delta, whole: false },
             Update::AttemptEnded { completed, .. } => Seen::AttemptEnded { completed },
             Update::Tools { servers, .. } => Seen::Tools { servers },
+            Update::Note { text, .. } => Seen::Note { text },
             Update::Reread { .. } => return self.read_log().await.map(|_| true),
         };
         self.queued.push_back(seen);

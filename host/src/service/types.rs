@@ -52,6 +52,9 @@ pub enum Update {
     AttemptEnded { session: Arc<str>, completed: bool },
     /// The tools `session` offers the model now, each name with its server's `mcp` row.
     Tools { session: Arc<str>, servers: Arc<Value> },
+    /// A line for whoever watches `session`, as `dsh chat` prints it: what changed in its profile
+    /// before a turn, or why the change was not taken (secrets already taken out).
+    Note { session: Arc<str>, text: String },
     /// `session`'s log holds events its followers were not sent (written while it was opened,
     /// before they could reach the feed): they read it again.
     Reread { session: Arc<str> },
@@ -66,6 +69,7 @@ impl Update {
             | Update::Text { session, .. }
             | Update::AttemptEnded { session, .. }
             | Update::Tools { session, .. }
+            | Update::Note { session, .. }
             | Update::Reread { session } => session,
         }
     }

@@ -281,7 +281,11 @@ impl Worker {
 
     async fn swap_if_changed(&self, session: &mut Session) {
         let setup = &self.hub.setup;
-        let note = |note: &str| self.hub.note(note);
+        let note = |note: &str| {
+            self.hub.note(note);
+            let text = dsh_session::redact::text(note).into_owned();
+            self.hub.publish(Update::Note { session: self.id.clone(), text });
+        };
         let (home, target) = ((&setup.home, setup.verbose), &session.target);
         swap::swap_if_changed(home, &note, target, &mut session.agent, &mut session.composed).await;
         self.publish_tools(&session.agent);

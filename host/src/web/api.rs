@@ -146,6 +146,7 @@ async fn next_event((mut subscription, mut stopping): Following) -> Option<(Resu
             Event::default().event("text").data(json!({"text": text, "whole": whole}).to_string())
         }
         Ok(Seen::Tools { servers }) => Event::default().event("tools").data(servers.to_string()),
+        Ok(Seen::Note { text }) => Event::default().event("note").data(json!({"text": text}).to_string()),
         Ok(Seen::AttemptEnded { completed }) => {
             Event::default().event("attempt-end").data(json!({"completed": completed}).to_string())
         }

@@ -251,6 +251,7 @@ function follow(id, all) {
     else if (whole) dropDraft();
   });
   source.addEventListener("tools", (message) => { toolServers = JSON.parse(message.data); });
+  source.addEventListener("note", (message) => entry("note", JSON.parse(message.data).text));
   source.addEventListener("attempt-end", (message) => {
     if (!JSON.parse(message.data).completed) dropDraft();
   });
