@@ -55,13 +55,15 @@ fn open(browser: &Browser, web: &WebServer) {
     );
 }
 
-/// Starts a session from the page and answers its id.
+/// Starts a session from the page and answers its id, once the page follows its events (its
+/// state shows: the stream's first status arrived).
 fn new_session(browser: &Browser) -> String {
     browser.click("#new-session");
     let title = browser.wait_for(
         "the new session",
         "document.getElementById('session-title').textContent !== 'No session' && \
-         !document.getElementById('message').disabled && document.getElementById('session-title').textContent",
+         !document.getElementById('message').disabled && document.getElementById('session-state').textContent && \
+         document.getElementById('session-title').textContent",
     );
     title.as_str().unwrap().to_owned()
 }

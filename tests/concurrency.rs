@@ -5,10 +5,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, session_id, spawn_collecting as start, SECRET};
-use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome, PATIENCE};
 
 /// A finished quick turn's session id.
 fn session_with_one_turn(home: &TestHome) -> String {
@@ -25,8 +24,7 @@ fn log_of(home: &TestHome, id: &str) -> PathBuf {
 
 /// Waits until the log holds `needle` (the writer got that far).
 fn wait_for_log(log: &Path, needle: &str) {
-    let found =
-        wait_until(Duration::from_secs(20), || std::fs::read_to_string(log).unwrap_or_default().contains(needle));
+    let found = wait_until(PATIENCE, || std::fs::read_to_string(log).unwrap_or_default().contains(needle));
     assert!(found, "{} never held {needle}", log.display());
 }
 
@@ -78,7 +76,7 @@ fn repair_during_a_run_is_refused_and_no_acknowledged_event_is_lost() {
     let (run, acknowledged) = start(&home, &["run", "--json", "--patch", patch.to_str().unwrap(), "hi"]);
     let sessions = home.path().join("sessions");
     let new_log = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|dir| dsh_e2e::log_in(&dir.path()));
-    assert!(wait_until(Duration::from_secs(20), || new_log().is_some_and(|log| log.exists())));
+    assert!(wait_until(PATIENCE, || new_log().is_some_and(|log| log.exists())));
     let id = std::fs::read_dir(&sessions).unwrap().next().unwrap().unwrap().file_name().into_string().unwrap();
     // While the run retries and while its answer is held, every repair is refused.
     while mock.request_bodies().len() < 3 {
@@ -167,7 +165,7 @@ fn two_resumes_at_once_send_one_continuation() {
     let patch = route_patch(&home, &failing, "", "");
     let (mut run, _) = start(&home, &["run", "--profile", "fb", "--patch", patch.to_str().unwrap(), "hi"]);
     let sessions = home.path().join("sessions");
-    let scheduled = wait_until(Duration::from_secs(20), || {
+    let scheduled = wait_until(PATIENCE, || {
         std::fs::read_dir(&sessions).ok().and_then(|mut dir| dir.next()).is_some_and(|entry| {
             std::fs::read_to_string(dsh_e2e::log_in(&entry.unwrap().path()))
                 .unwrap_or_default()

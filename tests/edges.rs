@@ -2,10 +2,9 @@
 //! expand, stores that never answer, files swapped under dsh, and what reaches a terminal.
 
 use std::ffi::OsStr;
-use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, session_id, spawn_dsh, SECRET};
-use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 use dsh_session::reader::MAX_LINE_BYTES;
@@ -48,7 +47,7 @@ fn a_chat_skips_a_line_too_long_to_log_and_one_that_is_not_utf8_runs_the_rest_an
 
 /// Waits until `mock` has received `count` requests (it records each before answering).
 fn wait_for_requests(mock: &MockProcess, count: usize) {
-    let arrived = wait_until(Duration::from_secs(30), || mock.request_bodies().len() >= count);
+    let arrived = wait_until(PATIENCE, || mock.request_bodies().len() >= count);
     assert!(arrived, "the mock never received request {count}");
 }
 
@@ -155,7 +154,7 @@ fn waiting_in_a_retry(home: &TestHome, mock: &MockProcess, args: &[&str]) -> (st
         use std::io::Write;
         let _ = stdin.write_all(b"hi\nnever sent\n");
     }
-    let scheduled = wait_until(Duration::from_secs(30), || {
+    let scheduled = wait_until(PATIENCE, || {
         only_session_log(home)
             .is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("\"llm/retry\""))
     });

@@ -232,7 +232,6 @@ fn the_redis_breaker_script_follows_the_breaker_maths() {
 #[test]
 fn a_resumed_turn_continues_on_the_route_the_log_says() {
     use std::ffi::OsStr;
-    use std::time::Duration;
     let home = TestHome::new();
     home.run(&["plugin", "--profile", "f", "add", "dsh-retry"]).expect_code(0);
     home.write(
@@ -249,7 +248,7 @@ fn a_resumed_turn_continues_on_the_route_the_log_says() {
     let args =
         [OsStr::new("run"), "--profile".as_ref(), "f".as_ref(), "--patch".as_ref(), patch.as_os_str(), "hi".as_ref()];
     let mut child = dsh_e2e::turns::spawn_dsh(&home, args);
-    let waiting = dsh_e2e::wait_until(Duration::from_secs(20), || {
+    let waiting = dsh_e2e::wait_until(dsh_e2e::PATIENCE, || {
         dsh_e2e::only_session_log(&home)
             .is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("dsh-retry/v1"))
     });

@@ -4,10 +4,9 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, run_turn_in, session_id, spawn_dsh, SECRET};
-use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 /// A home whose `fb` profile has the dsh-retry bundle and `config` for its row.
@@ -91,7 +90,7 @@ fn run_until_own_retry(home: &TestHome, patch: &Path) -> (Child, PathBuf) {
         home,
         [OsStr::new("run"), "--profile".as_ref(), "fb".as_ref(), "--patch".as_ref(), patch.as_os_str(), "hi".as_ref()],
     );
-    let scheduled = wait_until(Duration::from_secs(20), || {
+    let scheduled = wait_until(PATIENCE, || {
         only_session_log(home)
             .is_some_and(|path| std::fs::read_to_string(path).unwrap_or_default().contains("dsh-retry/v1"))
     });

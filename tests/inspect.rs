@@ -160,6 +160,6 @@ fn a_library_whose_constructor_leaves_a_process_behind_cannot_hold_inspect() {
         .trim()
         .parse()
         .expect("a pid");
-    let gone = dsh_e2e::wait_until(std::time::Duration::from_secs(10), || !dsh_e2e::process::exists(pid));
+    let gone = dsh_e2e::wait_until(dsh_e2e::PATIENCE, || !dsh_e2e::process::exists(pid));
     assert!(gone, "the process the library left behind was stopped with the inspection");
 }

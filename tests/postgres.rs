@@ -4,10 +4,9 @@
 //! mid-turn, and clear errors for a wrong password, an unreachable server and a newer schema.
 
 use std::process::Child;
-use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, session_id, spawn_collecting as start, SECRET};
-use dsh_e2e::{wait_until, MockProcess, PostgresServer, Run, TestHome, PG_PASSWORD};
+use dsh_e2e::{wait_until, MockProcess, PostgresServer, Run, TestHome, PATIENCE, PG_PASSWORD};
 use serde_json::Value;
 
 /// A home whose sessions live in `server`'s `postgres` database, its schema in place.
@@ -37,7 +36,7 @@ fn events_of(text: &str) -> Vec<Value> {
 /// The id of the one session in the store, once there is one.
 fn only_stored_session(server: &PostgresServer) -> String {
     let mut id = String::new();
-    let found = wait_until(Duration::from_secs(20), || {
+    let found = wait_until(PATIENCE, || {
         id = server.sql("postgres", "SELECT id FROM dsh_sessions").trim().to_owned();
         !id.is_empty()
     });
@@ -134,7 +133,7 @@ fn ten_processes_on_one_stored_session_exactly_one_writes() {
     held.wait_for_requests(1);
     let mut children = children;
     let mut codes = Vec::new();
-    let refused = wait_until(Duration::from_secs(60), || {
+    let refused = wait_until(PATIENCE, || {
         children.retain_mut(|child| match child.try_wait().unwrap() {
             Some(status) => {
                 codes.push(status.code());
@@ -170,11 +169,12 @@ fn a_turn_killed_on_one_home_is_repaired_and_resumed_from_another_with_one_conti
     let (mut child, acknowledged) =
         start(&homes[0], &["run", "--json", "--profile", "fb", "--patch", patch.to_str().unwrap(), "hi"]);
     let id = only_stored_session(&server);
-    let scheduled = wait_until(Duration::from_secs(20), || {
+    let scheduled = wait_until(PATIENCE, || {
         server.sql("postgres", "SELECT count(*) FROM dsh_retry_records WHERE executor = 'dsh-retry'").trim() == "1"
     });
     assert!(scheduled, "dsh-retry never scheduled a retry");
     dsh_e2e::process::kill_9(&mut child);
+    server.wait_until_no_writer();
     let answering = MockProcess::start(&homes[1], "- ok: picking up where we left off\n");
     let patch_b = route_patch(&homes[1], &answering, "", "");
     let resume = |home: &TestHome| {

@@ -2,10 +2,9 @@
 //! binary, no rebuild), its schedule, code rules and display, an unbounded tail, and Ctrl-C.
 
 use std::ffi::OsStr;
-use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, run_turn_in, spawn_dsh, Turn};
-use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, TestHome};
+use dsh_e2e::{log_events, only_session_log, wait_until, MockProcess, TestHome, PATIENCE};
 
 /// A home whose `relay` profile has relay-retry installed and a user layer with `schedule` and
 /// `tail` (ms).
@@ -149,7 +148,7 @@ fn ctrl_c_ends_an_unbounded_chain_cleanly() {
         ],
     );
     let log = || only_session_log(&home);
-    let retried = wait_until(Duration::from_secs(20), || {
+    let retried = wait_until(PATIENCE, || {
         log().is_some_and(|path| {
             std::fs::read_to_string(path).unwrap_or_default().matches("\"llm/retry-started\"").count() >= 3
         })

@@ -2,10 +2,8 @@
 //! 127.0.0.1. Delays are tiny (a paused clock cannot reach another process); every log written is
 //! checked with `dsh session verify`.
 
-use std::time::Duration;
-
 use dsh_e2e::turns::{route_patch, run_turn, SECRET, TINY};
-use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, wait_until, MockProcess, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 #[test]
@@ -180,7 +178,7 @@ fn an_interrupt_during_a_wait_ends_the_turn_aborted_without_a_started_record() {
         .unwrap();
     let sessions = home.path().join("sessions");
     let log_path = || std::fs::read_dir(&sessions).ok()?.next()?.ok().map(|entry| dsh_e2e::log_in(&entry.path()));
-    let scheduled = wait_until(Duration::from_secs(20), || {
+    let scheduled = wait_until(PATIENCE, || {
         log_path().is_some_and(|log| std::fs::read_to_string(log).unwrap_or_default().contains("\"llm/retry\""))
     });
     assert!(scheduled, "the retry was never scheduled");

@@ -8,16 +8,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, SECRET, TINY};
-use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 use crate::tools::{everything_server, mcp_modules, result_codes, server_row, HttpServer};
-
-/// How long a test waits for a signal before it fails (never a wait for "long enough").
-const SIGNAL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The FIFOs through which a test holds the ledger server between "effect done" and "answered".
 struct Hold {
@@ -51,7 +47,7 @@ impl Hold {
         let signal = self.dir.join("signal");
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || sender.send(std::fs::read_to_string(signal).unwrap()));
-        receiver.recv_timeout(SIGNAL_TIMEOUT).ok()
+        receiver.recv_timeout(PATIENCE).ok()
     }
 
     /// The held call's signal, which must come.
@@ -292,7 +288,7 @@ fn polled_after_a_kill(format: &str) {
     let (home, _mock, patch) = home_with(format, script, &[], &row);
     hold.arm();
     let mut child = spawn_run(&home, &patch, "a long append");
-    let recorded = wait_until(SIGNAL_TIMEOUT, || {
+    let recorded = wait_until(PATIENCE, || {
         let events = only_log(&home).map(|log| log_events(&log)).unwrap_or_default();
         !of_type(&events, "tool/task").is_empty()
     });
@@ -485,13 +481,13 @@ fn exactly_once_with_cooperating_servers_across_kill_9_in_the_effect_window() {
         let mut child = spawn_run(&home, &patch, &format!("round {round}"));
         let log = || session_dirs(&home).difference(&before).next().map(|dir| log_in(dir));
         let calls_durable = |count: usize| {
-            wait_until(SIGNAL_TIMEOUT, || {
+            wait_until(PATIENCE, || {
                 log().is_some_and(|log| log.exists() && of_type(&log_events(&log), "tool/call").len() >= count)
             })
         };
         match armed {
             Some(2) => {
-                let task = wait_until(SIGNAL_TIMEOUT, || {
+                let task = wait_until(PATIENCE, || {
                     log().is_some_and(|log| log.exists() && !of_type(&log_events(&log), "tool/task").is_empty())
                 });
                 assert!(task, "round {round}: the task was recorded");

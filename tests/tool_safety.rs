@@ -8,7 +8,7 @@ use std::path::Path;
 
 use dsh_e2e::terminal::{dsh_line, Terminal};
 use dsh_e2e::turns::{run_turn, session_id, SECRET};
-use dsh_e2e::{log_events, wait_until, workspace_root, Run, TestHome};
+use dsh_e2e::{log_events, wait_until, workspace_root, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 use super::tools::{home_with_rows, result_codes, tool_home};
@@ -174,7 +174,7 @@ fn alive(pids: &Path) -> Vec<i32> {
 }
 
 fn gone(pids: &Path) -> bool {
-    wait_until(std::time::Duration::from_secs(10), || alive(pids).is_empty())
+    wait_until(PATIENCE, || alive(pids).is_empty())
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn no_server_process_outlives_dsh_when_it_ends_or_is_killed() {
         home_with_rows(hanging, &server("stubborn", &ledger, &env, "        callTimeoutMs: 600000\n"));
     let mut child =
         home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("go").spawn().unwrap();
-    let calling = wait_until(std::time::Duration::from_secs(60), || {
+    let calling = wait_until(PATIENCE, || {
         dsh_e2e::only_session_log(&home)
             .is_some_and(|log| log_events(&log).iter().any(|event| event["type"] == "tool/call"))
     });
@@ -219,7 +219,7 @@ fn a_server_that_exits_leaving_a_child_holding_its_pipes_does_not_keep_dsh_waiti
                 noted.lines().count() >= 2
                     && noted.lines().take(2).all(|pid| !alive(&pids).contains(&pid.parse().unwrap()))
             };
-            assert!(wait_until(std::time::Duration::from_secs(60), first_gone), "the first server never ended");
+            assert!(wait_until(PATIENCE, first_gone), "the first server never ended");
             mock.release("gone");
         });
         run_turn(&home, &patch, "go")
@@ -280,7 +280,7 @@ fn a_signal_mid_tool_call_closes_the_turn(signal: i32, code: i32) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let calling = wait_until(std::time::Duration::from_secs(60), || {
+    let calling = wait_until(PATIENCE, || {
         dsh_e2e::only_session_log(&tools.home)
             .is_some_and(|log| log_events(&log).iter().any(|event| event["type"] == "tool/call"))
     });

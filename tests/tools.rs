@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use dsh_e2e::turns::{route_patch, run_turn, session_id, Turn, SECRET, TINY};
-use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome};
+use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 /// A home whose route is a mock server running `script`, with the side-effect server as row
@@ -52,7 +52,7 @@ impl ToolHome {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let calls_durable = wait_until(std::time::Duration::from_secs(60), || {
+        let calls_durable = wait_until(PATIENCE, || {
             let log = dsh_e2e::only_session_log(&self.home);
             let events = log.map(|log| log_events(&log)).unwrap_or_default();
             let count = |kind: &str| events.iter().filter(|event| event["type"] == kind).count();
@@ -562,7 +562,7 @@ fn a_terminal_ctrl_c_in_chat_cancels_the_turn_and_leaves_the_servers_running() {
         .unwrap();
     let mut input = chat.stdin.take().unwrap();
     writeln!(input, "use the tools").unwrap();
-    let hanging = wait_until(std::time::Duration::from_secs(60), || {
+    let hanging = wait_until(PATIENCE, || {
         let events = dsh_e2e::only_session_log(&tools.home).map(|log| log_events(&log)).unwrap_or_default();
         events.iter().filter(|event| event["type"] == "tool/result").count() == 1
             && events.iter().filter(|event| event["type"] == "tool/call").count() == 2

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_e2e::turns::{route_patch, SECRET};
-use dsh_e2e::{session_dirs, wait_until, MockProcess, PostgresServer, Run, TestHome};
+use dsh_e2e::{session_dirs, wait_until, MockProcess, PostgresServer, Run, TestHome, PATIENCE};
 use serde_json::Value;
 
 const CI_ROUNDS: usize = 12;
@@ -63,8 +63,8 @@ fn run_and_kill(home: &TestHome, args: &[&str], ready: impl FnMut() -> bool, aft
             }
         })
     };
-    let started = wait_until(Duration::from_secs(30), ready);
-    assert!(started, "dsh {args:?} did not get as far as a session log in 30 s");
+    let started = wait_until(PATIENCE, ready);
+    assert!(started, "dsh {args:?} did not get as far as a session log");
     std::thread::sleep(after);
     let status = dsh_e2e::process::kill_9(&mut child);
     assert!(status.code().is_none_or(|code| [0, 1, 130].contains(&code)), "dsh {args:?} exited with {status}");
@@ -94,6 +94,13 @@ impl Place {
         homes[0].run(&["session", "list"]).expect_code(0);
         server.migrate(&server.url("postgres"));
         Place { homes, server: Some(server) }
+    }
+
+    /// Waits, after a `kill -9`, until the killed run holds no writer lock any more.
+    fn after_kill(&self) {
+        if let Some(server) = &self.server {
+            server.wait_until_no_writer();
+        }
     }
 
     /// The ids of the sessions there now.
@@ -205,11 +212,13 @@ fn torture(place: &Place, rounds: usize) {
             || new_session().is_some(),
             kill_after,
         );
+        place.after_kill();
         let id = new_session().expect("the run created its session");
         check_log(place, other, &id, &acknowledged, round);
         let resume = ["session", "resume", id.as_str(), "--profile", "t", "--patch", patch.as_str()];
         if rng.below(2) == 0 {
             run_and_kill(other, &resume, || true, Duration::from_millis(rng.below(400)));
+            place.after_kill();
         } else {
             let finished = Run::of(other.dsh().env("DEEPSEEK_API_KEY", SECRET).args(resume));
             assert!(

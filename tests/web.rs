@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use dsh_e2e::turns::{route_patch, SECRET, TINY};
 use dsh_e2e::web::{event_type, read_reply, send_to, Sent, WebServer};
-use dsh_e2e::{log_events, wait_until, MockProcess, PostgresServer, TestHome};
+use dsh_e2e::{log_events, wait_until, MockProcess, PostgresServer, TestHome, PATIENCE};
 use serde_json::Value;
 
 /// A v4 home whose `deepseek-official` route is a mock serving `script` with `policy`.
@@ -245,9 +245,8 @@ fn beyond_loopback_a_token_must_be_given_and_a_weak_one_is_refused() {
 
 /// Waits until no process writes session `session` (its writer lock is free), as `web` sees it.
 fn until_released(web: &WebServer, session: &str) {
-    let released = wait_until(std::time::Duration::from_secs(60), || {
-        web.api("GET", &format!("/api/sessions/{session}"), None).json()["writer"].is_null()
-    });
+    let released =
+        wait_until(PATIENCE, || web.api("GET", &format!("/api/sessions/{session}"), None).json()["writer"].is_null());
     assert!(released, "session {session} was never released");
 }
 
@@ -417,9 +416,8 @@ fn sigterm_while_a_prompt_waits_behind_a_turn_closes_the_turn_refuses_the_prompt
     mock.wait_for_requests(1);
     let path = format!("/api/sessions/{session}/prompt");
     let queued = send_to(&web.address, "POST", &path, &web.page_headers(), Some(r#"{"text":"second"}"#));
-    let in_hand = wait_until(std::time::Duration::from_secs(60), || {
-        web.api("GET", &format!("/api/sessions/{session}"), None).json()["pending"] == 2
-    });
+    let in_hand =
+        wait_until(PATIENCE, || web.api("GET", &format!("/api/sessions/{session}"), None).json()["pending"] == 2);
     assert!(in_hand, "the second prompt waits behind the running turn");
     assert_eq!(web.stop(), Some(0), "dsh web exits 0 without waiting for the held turn");
     assert_eq!(read_reply(queued).status, 503, "the queued prompt is refused, not taken");
@@ -456,7 +454,7 @@ fn a_session_idle_past_keep_open_is_released_and_a_later_prompt_opens_it_again()
     let mut events = web.events(&session, None);
     prompt(&web, &session, "first");
     events.until("turn/end");
-    let closed = wait_until(std::time::Duration::from_secs(60), || {
+    let closed = wait_until(PATIENCE, || {
         let shown = web.api("GET", &format!("/api/sessions/{session}"), None).json();
         shown["pending"].is_null() && shown["writer"].is_null()
     });

@@ -221,7 +221,7 @@ mod tests {
             .args(["sleep", "30"])
             .spawn()
             .expect("flock(1) from util-linux");
-        let held = (0..500).any(|_| {
+        let held = (0..12_000).any(|_| {
             std::thread::sleep(Duration::from_millis(10));
             live_holder(&path).is_some()
         });
@@ -248,7 +248,7 @@ mod tests {
         let path = dir.path().join("p.lock");
         let _held = WriterLock::try_acquire(&path, "profile p").unwrap();
         let mut told = 0;
-        let err = WriterLock::acquire_waiting(&path, "profile p", Duration::from_millis(50), |_| told += 1);
+        let err = WriterLock::acquire_waiting(&path, "profile p", Duration::from_secs(1), |_| told += 1);
         assert!(matches!(err, Err(LockError::Busy(_))));
         assert_eq!(told, 1);
     }

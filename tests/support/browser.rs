@@ -11,11 +11,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 
-use crate::process;
-
-/// How long a page may take to show what a test waits for before the test fails instead of
-/// hanging (never a pass condition: the test goes on the moment the page shows it).
-const STUCK: Duration = Duration::from_secs(120);
+use crate::{process, PATIENCE};
 
 /// The browser the page is tested in, and its driver.
 pub struct Browser {
@@ -81,7 +77,7 @@ impl Browser {
     }
 
     /// Waits until `expression` (JavaScript) is truthy in the page and answers its value; after
-    /// [`STUCK`] the test fails, saying `what` it waited for and what the page showed.
+    /// [`PATIENCE`] the test fails, saying `what` it waited for and what the page showed.
     pub fn wait_for(&self, what: &str, expression: &str) -> Value {
         let script = format!("return ({expression});");
         let started = Instant::now();
@@ -90,7 +86,7 @@ impl Browser {
             if !matches!(value, Value::Null | Value::Bool(false)) && value != json!("") && value != json!(0) {
                 return value;
             }
-            if started.elapsed() > STUCK {
+            if started.elapsed() > PATIENCE {
                 panic!("the page never showed {what} ({expression}); it shows:\n{}", self.text());
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -389,14 +389,16 @@ impl MockProcess {
 
     /// Waits until `count` requests have reached the server (a held one counts once it arrived).
     pub fn wait_for_requests(&self, count: usize) {
-        let arrived = wait_until(std::time::Duration::from_secs(60), || self.request_bodies().len() >= count);
+        let arrived = wait_until(PATIENCE, || self.request_bodies().len() >= count);
         assert!(arrived, "{count} requests did not reach the mock server");
     }
 
-    /// The bodies of the requests answered so far.
+    /// The bodies of the requests answered so far (a record the server is still writing, after
+    /// the last newline, is not one yet).
     pub fn request_bodies(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.record)
-            .unwrap_or_default()
+        let record = std::fs::read_to_string(&self.record).unwrap_or_default();
+        let complete = record.rfind('\n').map_or("", |end| &record[..end]);
+        complete
             .lines()
             .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON line"))
             .filter(|request| !request["request"].is_null())
@@ -453,7 +455,7 @@ impl RedisServer {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start redis-server (install it: apt-get install redis-server; .ci/run does)");
-        let ready = wait_until(std::time::Duration::from_secs(10), || {
+        let ready = wait_until(PATIENCE, || {
             use std::io::{Read, Write};
             let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
             let mut answer = [0u8; 7];
@@ -549,6 +551,15 @@ impl PostgresServer {
             .expect("run psql");
         assert!(output.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Waits until no session holds a writer lock: after a `kill -9`, the server frees the
+    /// killed process's advisory locks only once its backend notices the closed connection.
+    pub fn wait_until_no_writer(&self) {
+        let released = wait_until(PATIENCE, || {
+            self.sql("postgres", "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").trim() == "0"
+        });
+        assert!(released, "a killed process's advisory locks were never freed");
     }
 
     /// Brings database `url`'s dsh schema up to date, as dsh's first write would.
@@ -655,6 +666,10 @@ pub fn log_in(dir: &Path) -> PathBuf {
         dir.join("session.jsonl")
     }
 }
+
+/// How long a test waits for a signal before it fails: only a hang should reach it, on a
+/// machine as loaded as CI's two cores running the suite in parallel.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: std::time::Duration, mut condition: impl FnMut() -> bool) -> bool {

@@ -6,12 +6,10 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-/// How long a test waits for a line the runtime owes it before failing with everything seen.
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::PATIENCE;
 
 pub struct SdkRuntime {
     pub child: Child,

@@ -4,12 +4,8 @@
 use std::io::{Read, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
 
-use crate::TestHome;
-
-/// How long a test waits for a screen it expects before it fails (a safety net, never a pace).
-const PATIENCE: Duration = Duration::from_secs(120);
+use crate::{TestHome, PATIENCE};
 
 /// A `dsh` command running on a pseudo-terminal (stdin, stdout and stderr all terminals).
 pub struct Terminal {

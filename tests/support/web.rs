@@ -6,10 +6,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-/// How long a read may wait before a test fails instead of hanging (never a pass condition).
-const STUCK: Duration = Duration::from_secs(120);
+use crate::PATIENCE;
 
 /// A running `dsh web`.
 pub struct WebServer {
@@ -154,7 +152,7 @@ pub fn read_reply(mut stream: TcpStream) -> Reply {
 /// Connects to `address` and sends `method path` with exactly `headers` (a JSON body when given).
 pub fn send_to(address: &str, method: &str, path: &str, headers: &[(String, String)], body: Option<&str>) -> TcpStream {
     let mut stream = TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(STUCK)).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut request = format!("{method} {path} HTTP/1.0\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));

@@ -235,6 +235,7 @@ function follow(id, all) {
   dropDraft();
   runningTools.clear();
   $("conversation").replaceChildren();
+  $("session-state").textContent = "";
   liveLine("");
   const started = performance.now();
   const since = all ? "" : `?turns=${RECENT_TURNS}`;
