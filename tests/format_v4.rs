@@ -383,12 +383,13 @@ fn a_damaged_v0_log_is_not_migrated_and_nothing_is_left_behind() {
 /// generations"), by name, with the generations each comes in and the v4 log DeepSeek Harness
 /// 0.2.1-rc.2 migrated them to (`<name>-v4.jsonl`, its lines before its last `session/end-seed`:
 /// a fork's own marks its inherited cut).
-const GENERATIONS: [(&str, &[u32]); 5] = [
+const GENERATIONS: [(&str, &[u32]); 6] = [
     ("generations", &[0, 1, 2, 3]),
     ("compaction", &[0, 1, 2, 3]),
     ("rate-limit", &[1, 2, 3]),
     ("seeded", &[0, 1, 2, 3]),
     ("extension", &[3]),
+    ("legacy", &[0]),
 ];
 
 fn generation(name: &str) -> PathBuf {

@@ -13,6 +13,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 mod extensions;
+mod legacy;
 mod seed;
 mod v0_to_v4;
 use seed::InheritedCut;
@@ -236,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn forks_and_a_v3_log_with_extensions_migrate_to_the_bytes_0_2_1_rc_2_wrote() {
+    fn forks_an_early_v0_log_and_a_v3_log_with_extensions_migrate_to_the_bytes_0_2_1_rc_2_wrote() {
         let seeded = include_str!("../../../tests/fixtures/v4/generations/seeded-v4.jsonl");
         for (generation, log) in [
             (1, include_str!("../../../tests/fixtures/v4/generations/seeded-v1.jsonl")),
@@ -245,6 +246,8 @@ mod tests {
         ] {
             assert_eq!(migrated_text(log), seeded, "the seeded v{generation} log");
         }
+        let legacy = include_str!("../../../tests/fixtures/v4/generations/legacy-v0.jsonl");
+        assert_eq!(migrated_text(legacy), include_str!("../../../tests/fixtures/v4/generations/legacy-v4.jsonl"));
         let extension = include_str!("../../../tests/fixtures/v4/generations/extension-v3.jsonl");
         assert_eq!(migrated_text(extension), include_str!("../../../tests/fixtures/v4/generations/extension-v4.jsonl"));
     }

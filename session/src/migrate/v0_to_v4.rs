@@ -2,17 +2,20 @@
 //! v0→v1→v2→v3→v4 (its steps are described in `tests/fixtures/v4/FORMAT.md`), each generation
 //! entering the chain at its own step:
 //!
-//! - v0→v1 keeps the events as they are (v1 is v0 under another header);
+//! - v0→v1 keeps the events (v1 is v0 under another header) but for what 0.1's early builds
+//!   wrote, which takes today's shape ([`legacy`](super::legacy));
 //! - v1→v2: top-level `assistant/chunk`s and packed chunk rows go into the `stream` of the
 //!   `assistant/message` they precede (whose `sourceEventSeqs` go), or of an `assistant/attempt`
 //!   where they end in a finish error, at that chunk's time; a message without chunks gets
 //!   `stream: []`. dsh's own v0 attempts (`{turn, step, failure}`) take v4's shape too;
+//! - v1→v2 also marks a fork's inherited cut ([`seed`](super::seed));
 //! - v2→v3: the system prompt leaves `request/header` for `system/message` events — an empty head
 //!   right after the first `step/start`, replaced where the prompt first shows or changes — with
 //!   0.2's generated ids; a surface replacement (a compaction's summary) names its run
 //!   `{startSeq, endSeq}`; `tool/code-dispatch*` become `tool/ptc-dispatch*`;
-//! - v3→v4: a tool result becomes a `role: "tool"` message citing its call, and a plugin's
-//!   message source names its producer's kind;
+//! - v3→v4: a tool result becomes a `role: "tool"` message citing its call, a plugin's message
+//!   source names its producer's kind, and what v3 does not know is namespaced `plugin:…`
+//!   ([`extensions`](super::extensions));
 //! - a turn a new one started while it was open (a crash before 0.2 closed such turns) ends
 //!   `interrupted` there, as v1→v2 and v3→v4 close it;
 //! - seqs are renumbered densely and the references follow them (`sourceEventSeqs`, replaced
@@ -24,6 +27,7 @@ use dsh_abi::events;
 use serde_json::{json, Map, Value};
 
 use super::extensions;
+use super::legacy::Legacy;
 use super::seed::{self, InheritedCut};
 use crate::encode_v4;
 use crate::format::Format;
@@ -83,6 +87,8 @@ pub struct Migration {
     head: Option<(u64, String)>,
     /// A forked session's inherited cut.
     cut: InheritedCut,
+    /// v0→v1's normalisations (of a v0 log).
+    legacy: Legacy,
     /// The source seq of the first chunk of the attempt being read.
     stream_first: Option<u64>,
     /// How many source events were read (packed members each count), and the last one's time.
@@ -108,6 +114,7 @@ impl Migration {
             queued_next_turn: false,
             head: None,
             cut,
+            legacy: Legacy::new(session_id),
             stream_first: None,
             events: 0,
             last_time: created_at,
@@ -127,6 +134,10 @@ impl Migration {
             return self.chunk(event, origin, data, time);
         }
         let envelope: Value = serde_json::from_str(event.line).unwrap_or_default();
+        if self.from == 0 {
+            let replaces = envelope["surfaceOp"]["start"].as_u64().filter(|_| envelope["surfaceOp"]["op"] == "replace");
+            self.legacy.normalise(event.event_type, origin, replaces, &mut data)?;
+        }
         let mut out = Vec::new();
         let end_seed = event.event_type == events::SESSION_END_SEED;
         if end_seed {
