@@ -25,7 +25,8 @@
 #      unknown event type, header version 5, …): `dsh session verify`'s verdict beside the
 #      reference's (continuing it), and the disagreements counted.
 #   4  the older generations of tests/fixtures/v4/generations (v0–v3 logs: a tool step and a
-#      changed system prompt, the same with a compaction, the rc.8 reference's packed retries):
+#      changed system prompt, the same with a compaction, the rc.8 reference's packed retries, a
+#      fork, a v3 log with an extension's block, members and event, a log of 0.1's early shapes):
 #      the reference continues each (its write-open migrates it and publishes session.v4.jsonl
 #      beside it), dsh continues each, and the two v4 logs' migrated heads must be equal byte
 #      for byte.

@@ -800,7 +800,8 @@ def part3(ctx, base_log):
 # --- part 4: older generations ------------------------------------------------------------------------
 
 # The v0–v3 logs of tests/fixtures/v4/generations (made by its make.py), by name and generation.
-GENERATIONS = [("generations", [0, 1, 2, 3]), ("compaction", [0, 1, 2, 3]), ("rate-limit", [1, 2, 3])]
+GENERATIONS = [("generations", [0, 1, 2, 3]), ("compaction", [0, 1, 2, 3]), ("rate-limit", [1, 2, 3]),
+               ("seeded", [0, 1, 2, 3]), ("extension", [3]), ("legacy", [0])]
 GENERATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "tests", "fixtures", "v4", "generations")
 

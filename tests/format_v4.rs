@@ -381,9 +381,16 @@ fn a_damaged_v0_log_is_not_migrated_and_nothing_is_left_behind() {
 
 /// The older-generation logs of `tests/fixtures/v4/generations` (RECORDING.md, "Older
 /// generations"), by name, with the generations each comes in and the v4 log DeepSeek Harness
-/// 0.2.1-rc.2 migrated them to (`<name>-v4.jsonl`, its lines before its `session/end-seed`).
-const GENERATIONS: [(&str, &[u32]); 3] =
-    [("generations", &[0, 1, 2, 3]), ("compaction", &[0, 1, 2, 3]), ("rate-limit", &[1, 2, 3])];
+/// 0.2.1-rc.2 migrated them to (`<name>-v4.jsonl`, its lines before its last `session/end-seed`:
+/// a fork's own marks its inherited cut).
+const GENERATIONS: [(&str, &[u32]); 6] = [
+    ("generations", &[0, 1, 2, 3]),
+    ("compaction", &[0, 1, 2, 3]),
+    ("rate-limit", &[1, 2, 3]),
+    ("seeded", &[0, 1, 2, 3]),
+    ("extension", &[3]),
+    ("legacy", &[0]),
+];
 
 fn generation(name: &str) -> PathBuf {
     fixture(&format!("generations/{name}"))
@@ -427,6 +434,43 @@ fn logs_of_generations_one_to_three_are_read_everywhere_as_the_v4_log_0_2_migrat
             assert_eq!(std::fs::read_to_string(kept).unwrap(), expected, "{name} v{number} imported as v4");
         }
     }
+}
+
+/// `verify` and a continuation of the older-generation log `text` (generation `number`) both
+/// refuse it with `expected`, and nothing is written or published.
+fn refused_everywhere(text: &str, number: u32, expected: &str) {
+    let home = TestHome::new();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let id = header["id"].as_str().unwrap();
+    let log = home.write(&format!("sessions/{id}/session.v{number}.jsonl"), text);
+    let verify = home.run(&["session", "verify", id]);
+    verify.expect_code(5).expect_stderr(expected);
+    let refused = home.run(&["run", "--profile", "demo", "--session", id, "more"]);
+    assert_ne!(refused.code, Some(0), "{refused}");
+    refused.expect_stderr(expected);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "nothing was written");
+    assert!(!log.with_file_name("session.v4.jsonl").exists(), "nothing was published");
+}
+
+#[test]
+fn an_older_generation_s_untyped_block_or_unmarked_fork_is_refused_naming_its_line_and_byte() {
+    let extension = std::fs::read_to_string(generation("extension-v3.jsonl")).unwrap();
+    let untyped = extension.replacen("{\"type\":\"citation\"", "{\"kind\":\"citation\"", 1);
+    let line = untyped.lines().position(|line| line.contains("\"kind\":\"citation\"")).unwrap();
+    let offset: usize = untyped.lines().take(line).map(|line| line.len() + 1).sum();
+    let expected = format!(
+        "line {} (byte {offset}): user/message cannot be migrated to v4: format v3 user/message at seq {}[1] \
+         requires content blocks with string type tags",
+        line + 1,
+        line - 1
+    );
+    refused_everywhere(&untyped, 3, &expected);
+    let seeded = std::fs::read_to_string(generation("seeded-v3.jsonl")).unwrap();
+    let unmarked = seeded.replace("\"data\":{\"inherited\":true}", "\"data\":{}");
+    assert_ne!(unmarked, seeded);
+    let expected = "line 1 (byte 0): its header cannot be migrated to v4: format v3 seeded Session lacks an accepted \
+                    inherited end-seed marker";
+    refused_everywhere(&unmarked, 3, expected);
 }
 
 #[test]

@@ -12,7 +12,11 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+mod extensions;
+mod legacy;
+mod seed;
 mod v0_to_v4;
+use seed::InheritedCut;
 use v0_to_v4::Migration;
 
 use crate::format::{Format, MIGRATED_GENERATIONS};
@@ -45,49 +49,70 @@ pub enum MigrateError {
 /// Writes the v4 log that `source` (of generation 0 to 3) migrates to into `out`: the header
 /// line, then every event, each checked by the v4 gate before it is written.
 pub fn write_v4(source: &mut LogReader, out: &mut impl Write) -> Result<Counts, MigrateError> {
-    let header = v4_header(source.header())?;
+    let generation = source.generation();
+    let (header, cut) = v4_header(source.header(), generation)?;
     writeln!(out, "{}", dsh_abi::js::to_string(&header))?;
     let id = header["id"].as_str().unwrap_or_default();
-    let mut migration = Migration::new(id, source.generation());
-    let mut gate = Gate::new(Format::V4, Vec::new());
-    let mut counts = Counts { read: 0, written: 0 };
+    let created_at = header["createdAt"].as_u64().unwrap_or_default();
+    let mut migration = Migration::new(id, generation, created_at, cut);
+    let mut written = Written { gate: Gate::new(Format::V4, Vec::new()), count: 0 };
+    let mut read = 0;
     while let Some(next) = source.next_event() {
         let event = next?.map_err(MigrateError::Damaged)?;
         let refused =
             |reason: String| MigrateError::Refused { at: event.at, event_type: event.event_type.to_owned(), reason };
         for shaped in migration.take(&event).map_err(refused)? {
-            let new_event = shaped.as_new_event();
-            let line = envelope_line(&new_event, &new_event.data, counts.written, shaped.time, is_surface(&shaped));
-            let candidate = GateEvent {
-                event_type: &shaped.event_type,
-                seq: Some(counts.written as f64),
-                time: Some(shaped.time as f64),
-                data: &new_event.data,
-                ignorable: shaped.ignorable,
-                line: &line,
-            };
-            gate.admit(&candidate).map_err(|finding| refused(finding.message))?;
-            writeln!(out, "{line}")?;
-            counts.written += 1;
+            written.write(&shaped, out)?.map_err(refused)?;
         }
-        counts.read += 1;
+        read += 1;
     }
-    Ok(counts)
+    for shaped in migration.finish().map_err(MigrateError::Header)? {
+        written.write(&shaped, out)?.map_err(MigrateError::Header)?;
+    }
+    Ok(Counts { read, written: written.count })
+}
+
+/// The v4 log so far: its gate and how many events it holds.
+struct Written {
+    gate: Gate,
+    count: u64,
+}
+
+impl Written {
+    /// Writes `shaped` as the next event once the v4 gate admits it (`Ok(Err(finding))` when
+    /// it does not).
+    fn write(&mut self, shaped: &v0_to_v4::Shaped, out: &mut impl Write) -> io::Result<Result<(), String>> {
+        let new_event = shaped.as_new_event();
+        let line = envelope_line(&new_event, &new_event.data, self.count, shaped.time, is_surface(shaped));
+        let candidate = GateEvent {
+            event_type: &shaped.event_type,
+            seq: Some(self.count as f64),
+            time: Some(shaped.time as f64),
+            data: &new_event.data,
+            ignorable: shaped.ignorable,
+            line: &line,
+        };
+        if let Err(finding) = self.gate.admit(&candidate) {
+            return Ok(Err(finding.message));
+        }
+        writeln!(out, "{line}")?;
+        self.count += 1;
+        Ok(Ok(()))
+    }
 }
 
 fn is_surface(shaped: &v0_to_v4::Shaped) -> bool {
     crate::vocabulary::is_surface(Format::V4, &shaped.event_type)
 }
 
-/// The v4 header of an older one: `type, version, id, createdAt, [cwd], [parentSession],
-/// isSeeded, [origin], delegationDepth, [agentPreset]` (v3 renamed the `code` preset `ptc`). A
-/// forked (seeded) session's inherited cut is not migrated by dsh: it is refused.
-fn v4_header(header: &str) -> Result<Value, MigrateError> {
+/// The v4 header of an older one of `generation`: `type, version, id, createdAt, [cwd],
+/// [parentSession], isSeeded, [origin], delegationDepth, [agentPreset]` (v3 renamed the `code`
+/// preset `ptc`), with the log's inherited cut: a v0 or v1 header says a fork by its
+/// `seedLength` (how many events it inherited), a v2 or v3 one by `isSeeded`.
+fn v4_header(header: &str, generation: u32) -> Result<(Value, InheritedCut), MigrateError> {
     let old: Map<String, Value> =
         serde_json::from_str(header).map_err(|err| MigrateError::Header(format!("unreadable header: {err}")))?;
-    if old.contains_key("seedLength") || old.get("isSeeded") == Some(&Value::Bool(true)) {
-        return Err(MigrateError::Header("a forked (seeded) session is not migrated by dsh".into()));
-    }
+    let (seeded, length) = inherited(&old, generation).map_err(MigrateError::Header)?;
     let mut v4 = Map::new();
     v4.insert("type".into(), "session".into());
     v4.insert("version".into(), Format::V4.version().into());
@@ -99,7 +124,7 @@ fn v4_header(header: &str) -> Result<Value, MigrateError> {
     if !v4.contains_key("id") || !v4.contains_key("createdAt") {
         return Err(MigrateError::Header("it has no id or no createdAt".into()));
     }
-    v4.insert("isSeeded".into(), false.into());
+    v4.insert("isSeeded".into(), seeded.into());
     for key in ["origin", "delegationDepth", "agentPreset"] {
         if let Some(value) = old.get(key) {
             let renamed = (key == "agentPreset" && value == "code").then(|| Value::from("ptc"));
@@ -107,7 +132,26 @@ fn v4_header(header: &str) -> Result<Value, MigrateError> {
         }
     }
     v4.entry("delegationDepth").or_insert(0.into());
-    Ok(Value::Object(v4))
+    Ok((Value::Object(v4), InheritedCut::new(generation, seeded, length)))
+}
+
+/// Whether a header of `generation` is a fork's, and before v2 how many events it inherited.
+fn inherited(header: &Map<String, Value>, generation: u32) -> Result<(bool, Option<u64>), String> {
+    let seed_length = header.get("seedLength");
+    if generation <= 1 {
+        let length = seed_length.map(|length| length.as_u64().ok_or(length));
+        let length = length.transpose().map_err(|length| {
+            format!("released v{generation} header seedLength must be a non-negative safe integer, not {length}")
+        })?;
+        return Ok((length.is_some(), length));
+    }
+    if seed_length.is_some() {
+        return Err("session header has invalid field \"seedLength\"".to_owned());
+    }
+    match header.get("isSeeded") {
+        Some(Value::Bool(seeded)) => Ok((*seeded, None)),
+        _ => Err(format!("format v{generation} header isSeeded must be boolean")),
+    }
 }
 
 /// A reader of `source`: a v0 or v4 log as it is, a v1–v3 log as the v4 log its migration
@@ -136,6 +180,7 @@ pub fn open(path: &Path) -> Result<LogReader, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn migrated(log: &str) -> Result<Vec<Value>, MigrateError> {
         let mut source = LogReader::source(Box::new(io::Cursor::new(log.to_owned().into_bytes()))).unwrap();
@@ -162,15 +207,155 @@ mod tests {
     }
 
     #[test]
-    fn a_forked_session_and_a_citation_of_nothing_are_refused_naming_why() {
-        let seeded = r#"{"type":"session","version":1,"id":"s","createdAt":1,"seedLength":0,"delegationDepth":0}"#;
-        let refused = migrated(&format!("{seeded}\n")).unwrap_err().to_string();
-        assert!(refused.contains("a forked (seeded) session is not migrated by dsh"), "{refused}");
+    fn a_citation_of_nothing_is_refused_naming_its_line() {
         let dangling = r#"{"type":"session/title","seq":0,"time":2,"data":{"title":"t","messageSeqs":[7],"source":{"kind":"fallback"}}}"#;
         let refused = migrated(&format!("{V1_HEADER}\n{dangling}\n")).unwrap_err().to_string();
         assert!(
             refused.starts_with("line 2 (byte 74): session/title cannot be migrated to v4: it cites seq 7"),
             "{refused}"
+        );
+    }
+
+    fn header_of(log: &str) -> Value {
+        let mut source = LogReader::source(Box::new(io::Cursor::new(log.to_owned().into_bytes()))).unwrap();
+        let mut out = Vec::new();
+        write_v4(&mut source, &mut out).unwrap();
+        serde_json::from_str(String::from_utf8(out).unwrap().lines().next().unwrap()).unwrap()
+    }
+
+    const TURN: [&str; 2] = [
+        r#"{"type":"turn/start","seq":0,"time":2,"data":{"turn":1}}"#,
+        r#"{"type":"turn/end","seq":1,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    ];
+
+    /// The v4 log `log` migrates to, as written.
+    fn migrated_text(log: &str) -> String {
+        let mut source = LogReader::source(Box::new(io::Cursor::new(log.to_owned().into_bytes()))).unwrap();
+        let mut out = Vec::new();
+        write_v4(&mut source, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn forks_an_early_v0_log_and_a_v3_log_with_extensions_migrate_to_the_bytes_0_2_1_rc_2_wrote() {
+        let seeded = include_str!("../../../tests/fixtures/v4/generations/seeded-v4.jsonl");
+        for (generation, log) in [
+            (1, include_str!("../../../tests/fixtures/v4/generations/seeded-v1.jsonl")),
+            (2, include_str!("../../../tests/fixtures/v4/generations/seeded-v2.jsonl")),
+            (3, include_str!("../../../tests/fixtures/v4/generations/seeded-v3.jsonl")),
+        ] {
+            assert_eq!(migrated_text(log), seeded, "the seeded v{generation} log");
+        }
+        let legacy = include_str!("../../../tests/fixtures/v4/generations/legacy-v0.jsonl");
+        assert_eq!(migrated_text(legacy), include_str!("../../../tests/fixtures/v4/generations/legacy-v4.jsonl"));
+        let extension = include_str!("../../../tests/fixtures/v4/generations/extension-v3.jsonl");
+        assert_eq!(migrated_text(extension), include_str!("../../../tests/fixtures/v4/generations/extension-v4.jsonl"));
+    }
+
+    #[test]
+    fn a_seeded_v1_log_is_a_seeded_v4_log_marking_its_inherited_cut_where_its_seed_length_ends() {
+        let header = r#"{"type":"session","version":1,"id":"s","createdAt":1,"parentSession":"p","seedLength":2,"delegationDepth":0}"#;
+        let own = r#"{"type":"turn/start","seq":2,"time":5,"data":{"turn":2}}"#;
+        let log = format!("{header}\n{}\n{}\n{own}\n", TURN[0], TURN[1]);
+        let v4 = header_of(&log);
+        assert_eq!((&v4["isSeeded"], &v4["parentSession"], v4.get("seedLength")), (&json!(true), &json!("p"), None));
+        let events = migrated(&log).unwrap();
+        let types: Vec<&str> = events.iter().map(|event| event["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["turn/start", "turn/end", "session/end-seed", "turn/start"]);
+        assert_eq!((&events[2]["data"], &events[2]["time"]), (&json!({"inherited": true}), &json!(5)));
+    }
+
+    #[test]
+    fn a_seeded_v1_log_s_end_seed_at_the_cut_is_the_marker_and_one_of_only_inherited_events_ends_with_it() {
+        let header = r#"{"type":"session","version":1,"id":"s","createdAt":1,"seedLength":2,"delegationDepth":0}"#;
+        let seed = r#"{"type":"session/end-seed","seq":2,"time":4,"data":{}}"#;
+        let events = migrated(&format!("{header}\n{}\n{}\n{seed}\n", TURN[0], TURN[1])).unwrap();
+        assert_eq!(events.len(), 3);
+        assert_eq!((&events[2]["type"], &events[2]["data"]), (&json!("session/end-seed"), &json!({"inherited": true})));
+        let events = migrated(&format!("{header}\n{}\n{}\n", TURN[0], TURN[1])).unwrap();
+        assert_eq!(
+            (&events[2]["data"], &events[2]["time"], &events[2]["seq"]),
+            (&json!({"inherited": true}), &json!(3), &json!(2))
+        );
+    }
+
+    #[test]
+    fn a_fork_whose_header_and_marker_disagree_is_refused_naming_why() {
+        let past = r#"{"type":"session","version":1,"id":"s","createdAt":1,"seedLength":3,"delegationDepth":0}"#;
+        let refused = migrated(&format!("{past}\n{}\n{}\n", TURN[0], TURN[1])).unwrap_err().to_string();
+        assert!(refused.contains("its seedLength 3 exceeds its 2 events"), "{refused}");
+        let unmarked = r#"{"type":"session","version":3,"id":"s","createdAt":1,"isSeeded":true,"delegationDepth":0}"#;
+        let refused = migrated(&format!("{unmarked}\n{}\n{}\n", TURN[0], TURN[1])).unwrap_err().to_string();
+        assert!(refused.ends_with("format v3 seeded Session lacks an accepted inherited end-seed marker"), "{refused}");
+        let unseeded = r#"{"type":"session","version":2,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+        let marker = r#"{"type":"session/end-seed","seq":2,"time":4,"data":{"inherited":true}}"#;
+        let refused = migrated(&format!("{unseeded}\n{}\n{}\n{marker}\n", TURN[0], TURN[1])).unwrap_err().to_string();
+        let offset = unseeded.len() + TURN[0].len() + TURN[1].len() + 3;
+        assert_eq!(
+            refused,
+            format!(
+                "line 4 (byte {offset}): session/end-seed cannot be migrated to v4: format v2 unseeded Session \
+                 contains an inherited end-seed marker"
+            )
+        );
+        let both = r#"{"type":"session","version":3,"id":"s","createdAt":1,"isSeeded":false,"seedLength":0,"delegationDepth":0}"#;
+        let refused = migrated(&format!("{both}\n")).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "line 1 (byte 0): its header cannot be migrated to v4: session header has invalid field \"seedLength\""
+        );
+    }
+
+    #[test]
+    fn a_cut_through_an_assistant_attempt_is_refused_at_the_chunk_past_it() {
+        let header = r#"{"type":"session","version":1,"id":"s","createdAt":1,"seedLength":3,"delegationDepth":0}"#;
+        let chunk = |seq: u64| {
+            format!(
+                r#"{{"type":"assistant/chunk","seq":{seq},"time":3,"data":{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"a"}}}}}}"#
+            )
+        };
+        let step = r#"{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}"#;
+        let log = format!("{header}\n{}\n{step}\n{}\n{}\n", TURN[0], chunk(2), chunk(3));
+        let refused = migrated(&log).unwrap_err().to_string();
+        assert!(refused.starts_with("line 5 (byte "), "{refused}");
+        assert!(
+            refused.ends_with(
+                "assistant/chunk cannot be migrated to v4: inherited Session cut 3 splits one Assistant attempt"
+            ),
+            "{refused}"
+        );
+    }
+
+    const V3_HEADER: &str =
+        r#"{"type":"session","version":3,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+
+    #[test]
+    fn a_v3_log_s_unknown_block_and_ignorable_event_are_namespaced_and_an_unknown_required_event_refused() {
+        let splice = r#"{"type":"agent/inbox/spliced","seq":0,"time":2,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m","role":"user","content":[{"type":"citation","n":1}],"source":{"kind":"user"}}]}}"#;
+        let audit = r#"{"type":"acme/audit","seq":1,"time":3,"data":{"messageSeqs":[9]},"ignorable":true}"#;
+        let events = migrated(&format!("{V3_HEADER}\n{splice}\n{audit}\n")).unwrap();
+        assert_eq!(events[0]["data"]["inserted"][0]["content"], json!([{"type": "plugin:citation", "n": 1}]));
+        assert_eq!(
+            events[1],
+            json!({"type": "plugin:acme/audit", "seq": 1, "time": 3, "data": {"messageSeqs": [9]}, "ignorable": true}),
+            "kept opaque: its data as it was"
+        );
+        let required = r#"{"type":"acme/audit","seq":1,"time":3,"data":{}}"#;
+        let refused = migrated(&format!("{V3_HEADER}\n{splice}\n{required}\n")).unwrap_err().to_string();
+        assert!(refused.ends_with("format v3 contains unknown event type \"acme/audit\" at seq 1"), "{refused}");
+    }
+
+    #[test]
+    fn a_v3_block_without_a_type_is_refused_naming_line_and_byte_offset() {
+        let splice = r#"{"type":"agent/inbox/spliced","seq":0,"time":2,"data":{"target":"next-turn","start":0,"inserted":[{"id":"m","role":"user","content":[{"text":"untyped"}],"source":{"kind":"user"}}]}}"#;
+        let refused = migrated(&format!("{V3_HEADER}\n{splice}\n")).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            format!(
+                "line 2 (byte {}): agent/inbox/spliced cannot be migrated to v4: format v3 agent/inbox/spliced at \
+                 seq 0[0] requires content blocks with string type tags",
+                V3_HEADER.len() + 1
+            )
         );
     }
 

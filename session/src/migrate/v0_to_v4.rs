@@ -2,17 +2,20 @@
 //! v0→v1→v2→v3→v4 (its steps are described in `tests/fixtures/v4/FORMAT.md`), each generation
 //! entering the chain at its own step:
 //!
-//! - v0→v1 keeps the events as they are (v1 is v0 under another header);
+//! - v0→v1 keeps the events (v1 is v0 under another header) but for what 0.1's early builds
+//!   wrote, which takes today's shape ([`legacy`](super::legacy));
 //! - v1→v2: top-level `assistant/chunk`s and packed chunk rows go into the `stream` of the
 //!   `assistant/message` they precede (whose `sourceEventSeqs` go), or of an `assistant/attempt`
 //!   where they end in a finish error, at that chunk's time; a message without chunks gets
 //!   `stream: []`. dsh's own v0 attempts (`{turn, step, failure}`) take v4's shape too;
+//! - v1→v2 also marks a fork's inherited cut ([`seed`](super::seed));
 //! - v2→v3: the system prompt leaves `request/header` for `system/message` events — an empty head
 //!   right after the first `step/start`, replaced where the prompt first shows or changes — with
 //!   0.2's generated ids; a surface replacement (a compaction's summary) names its run
 //!   `{startSeq, endSeq}`; `tool/code-dispatch*` become `tool/ptc-dispatch*`;
-//! - v3→v4: a tool result becomes a `role: "tool"` message citing its call, and a plugin's
-//!   message source names its producer's kind;
+//! - v3→v4: a tool result becomes a `role: "tool"` message citing its call, a plugin's message
+//!   source names its producer's kind, and what v3 does not know is namespaced `plugin:…`
+//!   ([`extensions`](super::extensions));
 //! - a turn a new one started while it was open (a crash before 0.2 closed such turns) ends
 //!   `interrupted` there, as v1→v2 and v3→v4 close it;
 //! - seqs are renumbered densely and the references follow them (`sourceEventSeqs`, replaced
@@ -23,6 +26,9 @@ use std::collections::HashMap;
 use dsh_abi::events;
 use serde_json::{json, Map, Value};
 
+use super::extensions;
+use super::legacy::Legacy;
+use super::seed::{self, InheritedCut};
 use crate::encode_v4;
 use crate::format::Format;
 use crate::new_event::{NewEvent, Replacement};
@@ -79,11 +85,21 @@ pub struct Migration {
     queued_next_turn: bool,
     /// The system head's v4 seq and text.
     head: Option<(u64, String)>,
+    /// A forked session's inherited cut.
+    cut: InheritedCut,
+    /// v0→v1's normalisations (of a v0 log).
+    legacy: Legacy,
+    /// The source seq of the first chunk of the attempt being read.
+    stream_first: Option<u64>,
+    /// How many source events were read (packed members each count), and the last one's time.
+    events: u64,
+    last_time: u64,
 }
 
 impl Migration {
-    /// The migration of session `session_id`'s log of generation `from` (0 to 3).
-    pub fn new(session_id: &str, from: u32) -> Migration {
+    /// The migration of session `session_id`'s log of generation `from` (0 to 3), created at
+    /// `created_at`, with its inherited cut.
+    pub fn new(session_id: &str, from: u32, created_at: u64, cut: InheritedCut) -> Migration {
         Migration {
             session_id: session_id.to_owned(),
             from,
@@ -97,21 +113,39 @@ impl Migration {
             open_step: None,
             queued_next_turn: false,
             head: None,
+            cut,
+            legacy: Legacy::new(session_id),
+            stream_first: None,
+            events: 0,
+            last_time: created_at,
         }
     }
 
     /// The v4 events `event` becomes, in order; an error says why it cannot be migrated.
     pub fn take(&mut self, event: &EventView<'_>) -> Result<Vec<Shaped>, String> {
         let time = event.time.unwrap_or_default() as u64;
-        let data: Value = serde_json::from_str(event.data).map_err(|err| format!("its data is not JSON: {err}"))?;
+        let mut data: Value = serde_json::from_str(event.data).map_err(|err| format!("its data is not JSON: {err}"))?;
+        let origin = event.seq.unwrap_or_default() as u64;
+        (self.events, self.last_time) = (self.events.max(origin + 1), time);
         if event.event_type == events::ASSISTANT_CHUNK {
             if self.from >= 2 {
                 return Err(format!("format v{} has no assistant/chunk events (its streams are embedded)", self.from));
             }
-            return Ok(self.chunk(event, data, time));
+            return self.chunk(event, origin, data, time);
         }
         let envelope: Value = serde_json::from_str(event.line).unwrap_or_default();
+        if self.from == 0 {
+            let replaces = envelope["surfaceOp"]["start"].as_u64().filter(|_| envelope["surfaceOp"]["op"] == "replace");
+            self.legacy.normalise(event.event_type, origin, replaces, &mut data)?;
+        }
         let mut out = Vec::new();
+        let end_seed = event.event_type == events::SESSION_END_SEED;
+        if end_seed {
+            self.cut.end_seed(&data)?;
+        }
+        if self.cut.marker_before(origin, event.event_type, end_seed.then_some(&mut data)) {
+            self.mark_cut(time, &mut out);
+        }
         self.close_interrupted_turn(event.event_type, &data, time, &mut out);
         let v2_seq = self.v2_seq;
         let own = self.own_event(event, data, &envelope, time, &mut out)?;
@@ -126,6 +160,22 @@ impl Migration {
             self.head = Some((head_seq, String::new()));
         }
         Ok(out)
+    }
+
+    /// The v4 events that close the log: the inherited cut's marker, when the log holds only
+    /// inherited events.
+    pub fn finish(&mut self) -> Result<Vec<Shaped>, String> {
+        let mut out = Vec::new();
+        if self.cut.finish(self.events)? {
+            self.mark_cut(self.last_time, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// The inherited cut's `session/end-seed` marker (an event of v1→v2, so of the v2 log too).
+    fn mark_cut(&mut self, time: u64, out: &mut Vec<Shaped>) {
+        self.v2_seq += 1;
+        self.emit(Shaped::new(events::SESSION_END_SEED, seed::marker_data(), time), out);
     }
 
     /// Places `shaped` at the next v4 seq; returns it.
@@ -156,6 +206,10 @@ impl Migration {
             return;
         }
         let end = json!({"turn": open, "reason": {"kind": "interrupted"}});
+        // Before v2 it is v1→v2 that closes the turn, so the v2 log holds it too.
+        if self.from <= 1 {
+            self.v2_seq += 1;
+        }
         self.emit(Shaped::new(events::TURN_END, end, time), out);
     }
 
@@ -168,9 +222,18 @@ impl Migration {
         time: u64,
         out: &mut Vec<Shaped>,
     ) -> Result<Shaped, String> {
+        if self.from == 3 {
+            let origin = event.seq.unwrap_or_default() as u64;
+            if let Some(opaque) = extensions::opaque_type(event.event_type, event.ignorable, origin)? {
+                return Ok(Shaped { ignorable: true, ..Shaped::new(&opaque, data, time) });
+            }
+        }
         self.remap_references(&mut data)?;
         let v2_seq = self.v2_seq;
         self.v2_seq += 1;
+        if self.from <= 2 {
+            extensions::refuse_undeclared_blocks(event.event_type, &data, v2_seq)?;
+        }
         let event_type = event.event_type.replace("tool/code-dispatch", "tool/ptc-dispatch");
         // Before v2 an assistant message cites its chunks, which its stream takes in.
         let folds_chunks = event.event_type == events::ASSISTANT_MESSAGE && self.from <= 1;
@@ -179,18 +242,35 @@ impl Migration {
         self.follow_turns(event.event_type, &data);
         let data = match event.event_type {
             events::REQUEST_HEADER if self.from <= 2 => self.request_header(data, v2_seq, time, out)?,
-            events::ASSISTANT_MESSAGE if folds_chunks => with_stream(data, std::mem::take(&mut self.stream)),
+            events::ASSISTANT_MESSAGE if folds_chunks => self.folded(event, data, v2_seq)?,
             events::ASSISTANT_ATTEMPT if self.from <= 1 => encode_v4::attempt(&data, time),
-            events::TOOL_RESULT => lift_tool_result(data),
+            "agent-preset/selected" if self.from <= 2 && data["agentPreset"] == "code" => {
+                let mut renamed = data;
+                renamed["agentPreset"] = "ptc".into();
+                renamed
+            }
+            events::TOOL_RESULT => lift_tool_result(data, self.next_seq)?,
             _ => data,
         };
+        let mut data = encode_v4::with_producer_sources(event.event_type, data);
         if event.event_type == events::TOOL_RESULT && source_seqs.is_empty() {
             source_seqs.extend(events::answered_call(&data).and_then(|call| self.calls.get(call)));
         }
-        let data = encode_v4::with_producer_sources(event.event_type, data);
+        extensions::namespace_content(&event_type, &mut data, self.next_seq)?;
         let dsh_only = crate::vocabulary::DSH_ONLY_V4_TYPES.contains(&event.event_type);
         let ignorable = (event.ignorable || dsh_only) && !crate::vocabulary::is_known(Format::V4, &event_type);
         Ok(Shaped { source_seqs, replaces, ignorable, ..Shaped::new(&event_type, data, time) })
+    }
+
+    /// An assistant message before v2 with the chunks it cites taken into its stream, which the
+    /// inherited cut may not divide.
+    fn folded(&mut self, event: &EventView<'_>, data: Value, v2_seq: u64) -> Result<Value, String> {
+        if let Some(first) = self.stream_first.take() {
+            self.cut.whole_attempt(first, event.seq.unwrap_or_default() as u64)?;
+        }
+        let data = with_stream(data, std::mem::take(&mut self.stream));
+        extensions::refuse_undeclared_blocks(events::ASSISTANT_MESSAGE, &data, v2_seq)?;
+        Ok(data)
     }
 
     fn follow_turns(&mut self, event_type: &str, data: &Value) {
@@ -313,25 +393,35 @@ impl Migration {
         Shaped::new(events::SYSTEM_MESSAGE, json!({"turn": turn, "step": step, "message": message}), 0)
     }
 
-    /// A chunk joins the attempt's stream; a finish error closes the attempt.
-    fn chunk(&mut self, event: &EventView<'_>, data: Value, time: u64) -> Vec<Shaped> {
+    /// A chunk (source seq `origin`) joins the attempt's stream; a finish error closes the
+    /// attempt.
+    fn chunk(&mut self, event: &EventView<'_>, origin: u64, data: Value, time: u64) -> Result<Vec<Shaped>, String> {
+        let first = *self.stream_first.get_or_insert(origin);
+        self.cut.whole_attempt(first, origin)?;
         let chunk = data.get("chunk").cloned().unwrap_or(Value::Null);
         if event.packed {
             self.pack(event.at, &chunk, time);
-            return Vec::new();
+            return Ok(Vec::new());
         }
         self.packed = None;
         let failed = chunk["type"] == "finish" && chunk["reason"]["kind"] == "error";
         self.stream.push(json!({"type": "chunk", "time": time, "chunk": chunk}));
         if !failed {
-            return Vec::new();
+            return Ok(Vec::new());
         }
+        self.stream_first = None;
         let stream = std::mem::take(&mut self.stream);
         let attempt = json!({"turn": data["turn"], "step": data["step"], "stream": stream});
-        self.v2_seq += 1;
         let mut out = Vec::new();
-        self.emit(Shaped::new(events::ASSISTANT_ATTEMPT, attempt, time), &mut out);
-        out
+        if self.cut.marker_before(origin, events::ASSISTANT_ATTEMPT, None) {
+            self.mark_cut(time, &mut out);
+        }
+        extensions::refuse_undeclared_blocks(events::ASSISTANT_ATTEMPT, &attempt, self.v2_seq)?;
+        self.v2_seq += 1;
+        let mut attempt = Shaped::new(events::ASSISTANT_ATTEMPT, attempt, time);
+        extensions::namespace_content(events::ASSISTANT_ATTEMPT, &mut attempt.data, self.next_seq)?;
+        self.emit(attempt, &mut out);
+        Ok(out)
     }
 
     /// A packed row's member joins its row's stream record (one record per row, as 0.2 keeps it).
@@ -386,11 +476,31 @@ fn with_stream(mut data: Value, stream: Vec<Value>) -> Value {
 }
 
 /// v3→v4's tool result: the `tool-result` wrapper of a user message lifted into a `role: "tool"`
-/// message (`role, source, toolCallId, content, [isError], id`), the event's other members kept
-/// in their order; a result already in v4's shape stays as it is.
-fn lift_tool_result(mut data: Value) -> Value {
-    let Some(message) = data.get("message").filter(|message| message["role"] == "user") else { return data };
-    let wrapper = &message["content"][0];
+/// message (`role, source, toolCallId, content, [isError], id`, then what the message and the
+/// wrapper carried beyond their own members, as `plugin:message:<key>` and
+/// `plugin:result:<key>`), the event's other members kept in their order; a result already in
+/// v4's shape stays as it is. `seq` is the event's v4 seq.
+fn lift_tool_result(mut data: Value, seq: u64) -> Result<Value, String> {
+    let Some(message) = data.get("message").filter(|message| message["role"] == "user") else { return Ok(data) };
+    let subject = format!("format v3 tool/result at seq {seq}");
+    let call = message["source"]["callId"].as_str().filter(|call| !call.is_empty());
+    let wrapper = match message["content"].as_array().map(Vec::as_slice) {
+        Some([wrapper]) => wrapper,
+        _ => &Value::Null,
+    };
+    let id = message["id"].as_str().filter(|id| !id.is_empty());
+    let matches = wrapper["type"] == "tool-result" && call.is_some() && wrapper["toolCallId"].as_str() == call;
+    if id.is_none() || message["source"]["kind"] != "tool" || !matches {
+        return Err(format!("{subject} requires exactly one tool-result wrapper matching its tool source"));
+    }
+    if wrapper.get("isError").is_some_and(|is_error| !is_error.is_boolean()) {
+        return Err(format!("{subject} tool-result isError must be boolean"));
+    }
+    let content =
+        wrapper["content"].as_array().ok_or_else(|| format!("{subject} tool-result content must be an array"))?;
+    if content.iter().any(|block| block["type"] == "tool-result") {
+        return Err(format!("{subject} contains a nested tool-result unsupported by this converter"));
+    }
     let mut lifted = Map::new();
     lifted.insert("role".into(), "tool".into());
     lifted.insert("source".into(), message["source"].clone());
@@ -400,6 +510,8 @@ fn lift_tool_result(mut data: Value) -> Value {
         lifted.insert("isError".into(), is_error.clone());
     }
     lifted.insert("id".into(), message["id"].clone());
+    lifted.extend(extensions::extension_members(message, &["id", "role", "source", "content"], "message"));
+    lifted.extend(extensions::extension_members(wrapper, &["type", "toolCallId", "content", "isError"], "result"));
     data["message"] = Value::Object(lifted);
-    data
+    Ok(data)
 }
