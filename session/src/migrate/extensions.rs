@@ -9,75 +9,13 @@ use serde_json::{Map, Value};
 /// The content block types v3 declares; any other is an extension's.
 const V3_BLOCK_TYPES: [&str; 6] = ["text", "reasoning", "image", "file", "tool-call", "tool-result"];
 
-/// The event types 0.2's reader of v3 knows (its `RELEASED_V3_EVENT_TYPES`).
-const V3_EVENT_TYPES: [&str; 58] = [
-    "agent-preset/selected",
-    "agent/inbox/spliced",
-    "approval/asked",
-    "approval/decided",
-    "approval/policy",
-    "assistant/attempt",
-    "assistant/message",
-    "command/done",
-    "command/run",
-    "compaction/end",
-    "compaction/prune",
-    "compaction/start",
-    "compaction/summary",
-    "deliverables/presented",
-    "feedback/message-delete",
-    "feedback/message-put",
-    "feedback/record",
-    "goal/change",
-    "hook/invoked",
-    "hook/result",
-    "image/offload",
-    "llm/retry",
-    "llm/retry-started",
-    "model/selection",
-    "permission/preset",
-    "plan/mode",
-    "request/context",
-    "request/header",
-    "sandbox/mode",
-    "schedule/change",
-    "session-log-deepseek/delivery-accepted",
-    "session/end-seed",
-    "session/title",
-    "session/title-llm-request",
-    "step/end",
-    "step/start",
-    "subagent/catalog",
-    "subagent/descriptor",
-    "subagent/model-selection-policy",
-    "system/message",
-    "team/member",
-    "team/message/delivered",
-    "team/message/queued",
-    "team/task",
-    "todo/write",
-    "tool-workflow/agent-end",
-    "tool-workflow/agent-start",
-    "tool-workflow/run-end",
-    "tool-workflow/run-start",
-    "tool/call",
-    "tool/ptc-dispatch",
-    "tool/ptc-dispatch-start",
-    "tool/result",
-    "turn/end",
-    "turn/start",
-    "user/message",
-    "web/deepseek-search-llm-request",
-    "workspace/changes",
-];
-
 /// The prefix v4 gives what an extension (a plugin) owns.
 const PLUGIN: &str = "plugin:";
 
 /// A v3 event's type in v4: `None` when v3 knows it, `plugin:<type>` for an ignorable one it
 /// does not; an unknown event that is not ignorable is refused.
 pub fn opaque_type(event_type: &str, ignorable: bool, seq: u64) -> Result<Option<String>, String> {
-    if V3_EVENT_TYPES.contains(&event_type) {
+    if crate::vocabulary::V3_EVENT_TYPES.contains(&event_type) {
         return Ok(None);
     }
     if !ignorable {
