@@ -22,8 +22,9 @@
 #      then `verify`). The logs are copied into the output folder, as fixtures are kept.
 #   3  mutants of the reference's tool-and-retry log, one rule broken at a time (a tool/call no
 #      message advertised, an llm/retry skipping a number, a step/end with an unanswered call, an
-#      unknown event type, header version 5, …): `dsh session verify`'s verdict beside the
-#      reference's (continuing it), and the disagreements counted.
+#      unknown event type, header version 5, a fork without its inherited marker, …): `dsh
+#      session verify`'s verdict beside the reference's (continuing it), and the disagreements
+#      counted.
 #   4  the older generations of tests/fixtures/v4/generations (v0–v3 logs: a tool step and a
 #      changed system prompt, the same with a compaction, the rc.8 reference's packed retries, a
 #      fork, a v3 log with an extension's block, members and event, a log of 0.1's early shapes):

@@ -748,6 +748,13 @@ def mutants(header, evs):
     m = ev(evs)
     m[-1]["extra"] = 1
     out.append(("envelope-extra-key", "an unknown top-level key on an event", header, m))
+    h = ev(header)
+    h["isSeeded"] = True
+    out.append(("seeded-without-marker", "the header isSeeded:true, no session/end-seed {inherited:true}", h, evs))
+    m = insert_after(ev(evs), len(evs) - 1, [{"type": "session/end-seed", "seq": 0, "time": evs[-1]["time"],
+                                              "data": {"inherited": True}}])
+    out.append(("unseeded-with-marker", "a session/end-seed {inherited:true} in a log whose header is not "
+                "seeded", header, m))
     return out
 
 
@@ -801,7 +808,7 @@ def part3(ctx, base_log):
 
 # The v0–v3 logs of tests/fixtures/v4/generations (made by its make.py), by name and generation.
 GENERATIONS = [("generations", [0, 1, 2, 3]), ("compaction", [0, 1, 2, 3]), ("rate-limit", [1, 2, 3]),
-               ("seeded", [0, 1, 2, 3]), ("extension", [3]), ("legacy", [0])]
+               ("seeded", [0, 1, 2, 3]), ("extension", [3]), ("legacy", [0]), ("cut-stream", [0, 1])]
 GENERATIONS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                "tests", "fixtures", "v4", "generations")
 

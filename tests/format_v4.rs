@@ -193,6 +193,27 @@ fn a_v4_log_breaking_one_rule_is_refused_at_its_line_with_the_reference_s_words(
 }
 
 #[test]
+fn a_fork_without_its_inherited_marker_or_an_unforked_log_with_one_is_refused_where_0_2_refuses_it() {
+    let home = TestHome::new();
+    let seeded = home.write("seeded.jsonl", &std::fs::read_to_string(generation("seeded-v4.jsonl")).unwrap());
+    home.run(&["session", "verify", seeded.to_str().unwrap()]).expect_code(0);
+    let unmarked = mutant(&home, "generations/seeded-v4", "unmarked.jsonl", |events| {
+        first_of_type(events, "session/end-seed", 0)["data"] = serde_json::json!({});
+    });
+    refused_at(&home, &unmarked, ":line 1 (byte 0): ")
+        .expect_stdout("released v2 seeded Session lacks an inherited end-seed marker");
+    let marked = mutant(&home, "continued-session", "marked.jsonl", |events| {
+        first_of_type(events, "session/end-seed", 0)["data"] = serde_json::json!({"inherited": true});
+    });
+    let marker = events_of(&marked).iter().position(|event| event["type"] == "session/end-seed").unwrap();
+    refused_at(&home, &marked, &format!(":{marker}: "))
+        .expect_stdout("released v2 unseeded Session contains an inherited end-seed marker");
+    let import = home.run(&["session", "import", unmarked.to_str().unwrap()]);
+    import.expect_code(5);
+    assert!(!home.path().join("sessions").exists(), "a refused log is not imported: {import}");
+}
+
+#[test]
 fn a_log_of_a_newer_format_is_refused_naming_its_version_and_nothing_is_imported() {
     let home = TestHome::new();
     let text = std::fs::read_to_string(fixture("plain-success.jsonl")).unwrap();
@@ -383,13 +404,14 @@ fn a_damaged_v0_log_is_not_migrated_and_nothing_is_left_behind() {
 /// generations"), by name, with the generations each comes in and the v4 log DeepSeek Harness
 /// 0.2.1-rc.2 migrated them to (`<name>-v4.jsonl`, its lines before its last `session/end-seed`:
 /// a fork's own marks its inherited cut).
-const GENERATIONS: [(&str, &[u32]); 6] = [
+const GENERATIONS: [(&str, &[u32]); 7] = [
     ("generations", &[0, 1, 2, 3]),
     ("compaction", &[0, 1, 2, 3]),
     ("rate-limit", &[1, 2, 3]),
     ("seeded", &[0, 1, 2, 3]),
     ("extension", &[3]),
     ("legacy", &[0]),
+    ("cut-stream", &[0, 1]),
 ];
 
 fn generation(name: &str) -> PathBuf {

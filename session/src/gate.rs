@@ -79,6 +79,17 @@ impl Gate {
         Gate { rules: StructureRules::new(format), checkers }
     }
 
+    /// A gate for the log whose header line is `header`.
+    pub fn for_header(header: &str, checkers: Vec<RowChecker>) -> Self {
+        Gate { rules: StructureRules::for_header(header), checkers }
+    }
+
+    /// What only the whole log shows, once every event passed (the structure rules' own; the
+    /// checkers judge events one at a time).
+    pub fn finish(&self, found: &mut Vec<Finding>) {
+        self.rules.finish(&mut |rule, message| found.push(Finding { finder: Finder::Rules(rule), message }));
+    }
+
     pub fn rules(&self) -> &StructureRules {
         &self.rules
     }

@@ -126,7 +126,7 @@ impl SessionLog {
     ) -> SessionLog {
         SessionLog {
             id: id.to_owned(),
-            gate: Gate::new(Format::of_header(&header).unwrap_or(Format::V0), checkers),
+            gate: Gate::for_header(&header, checkers),
             state: SessionState::new(header.clone()),
             header,
             location,
@@ -214,6 +214,8 @@ impl SessionLog {
                 Err(Damage::Corrupt { at, reason }) => return Err(OpenError::Corrupt { log: name, at, reason }),
             }
         }
+        self.gate.finish(&mut found);
+        repair.warnings.extend(found.drain(..).map(|finding| format!("line 1 (byte 0): {}", finding.describe())));
         Ok(torn)
     }
 

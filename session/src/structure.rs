@@ -174,6 +174,27 @@ impl StructureRules {
         }
     }
 
+    /// The rules for the log whose header line is `header` (its format, and for v4 whether it is
+    /// a fork).
+    pub fn for_header(header: &str) -> Self {
+        let format = Format::of_header(header).unwrap_or(Format::V0);
+        let mut rules = StructureRules::new(format);
+        if format == Format::V4 {
+            let header: Value = serde_json::from_str(header).unwrap_or_default();
+            let seeded = header.get("isSeeded") == Some(&Value::Bool(true));
+            rules.v4 = Some(Box::new(V4Rules::for_header(seeded)));
+        }
+        rules
+    }
+
+    /// What only the whole log shows, once every event is checked (a v4 fork without its
+    /// inherited marker); reported as about the header.
+    pub fn finish(&self, violations: &mut dyn FnMut(Rule, String)) {
+        if let Some(v4) = self.v4.as_deref() {
+            v4.finish(&mut |message| violations(Rule::Structure, message));
+        }
+    }
+
     /// The format of the log these rules check.
     pub fn format(&self) -> Format {
         self.format
@@ -583,6 +604,33 @@ mod tests {
             });
         }
         assert_eq!(found, []);
+    }
+
+    #[test]
+    fn a_v4_header_saying_it_is_seeded_is_held_to_its_inherited_marker_once_the_log_is_read() {
+        let header = |seeded: bool| {
+            format!(
+                r#"{{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":{seeded},"delegationDepth":0}}"#
+            )
+        };
+        let finished = |rules: &StructureRules| {
+            let mut found = Vec::new();
+            rules.finish(&mut |rule, message| found.push((rule, message)));
+            found
+        };
+        let lacking = (Rule::Structure, "released v2 seeded Session lacks an inherited end-seed marker".to_owned());
+        assert_eq!(finished(&StructureRules::for_header(&header(true))), [lacking]);
+        assert_eq!(finished(&StructureRules::for_header(&header(false))), []);
+        let v0 = r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0,"isSeeded":true}"#;
+        assert_eq!(finished(&StructureRules::for_header(v0)), [], "v0 has no such rule");
+        let mut marked = StructureRules::for_header(&header(true));
+        let marker = r#"{"type":"session/end-seed","seq":0,"time":1,"data":{"inherited":true}}"#;
+        let event = GateEvent {
+            line: marker,
+            ..event(Some(0.0), Some(1.0), "session/end-seed", r#"{"inherited":true}"#, false)
+        };
+        marked.check(&event, &mut |_, message| panic!("{message}"));
+        assert_eq!(finished(&marked), []);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowCheck
         at: header,
         message,
     }));
-    let mut gate = Gate::new(reader.format(), open_checkers(reader.header()));
+    let mut gate = Gate::for_header(reader.header(), open_checkers(reader.header()));
     let mut reader = ReadAhead::start(reader)?;
     let mut found = Vec::new();
     while let Some(next) = reader.next_event() {
@@ -65,5 +65,11 @@ pub fn verify_log(log: &LogRef, open_checkers: impl FnOnce(&str) -> Vec<RowCheck
             Finding { seq, at, message }
         }));
     }
+    gate.finish(&mut found);
+    report.violations.extend(found.drain(..).map(|finding| Finding {
+        seq: None,
+        at: header,
+        message: finding.message,
+    }));
     Ok(report)
 }

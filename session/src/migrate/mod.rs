@@ -51,11 +51,12 @@ pub enum MigrateError {
 pub fn write_v4(source: &mut LogReader, out: &mut impl Write) -> Result<Counts, MigrateError> {
     let generation = source.generation();
     let (header, cut) = v4_header(source.header(), generation)?;
-    writeln!(out, "{}", dsh_abi::js::to_string(&header))?;
+    let header_line = dsh_abi::js::to_string(&header);
+    writeln!(out, "{header_line}")?;
     let id = header["id"].as_str().unwrap_or_default();
     let created_at = header["createdAt"].as_u64().unwrap_or_default();
     let mut migration = Migration::new(id, generation, created_at, cut);
-    let mut written = Written { gate: Gate::new(Format::V4, Vec::new()), count: 0 };
+    let mut written = Written { gate: Gate::for_header(&header_line, Vec::new()), count: 0 };
     let mut read = 0;
     while let Some(next) = source.next_event() {
         let event = next?.map_err(MigrateError::Damaged)?;
@@ -68,6 +69,11 @@ pub fn write_v4(source: &mut LogReader, out: &mut impl Write) -> Result<Counts, 
     }
     for shaped in migration.finish().map_err(MigrateError::Header)? {
         written.write(&shaped, out)?.map_err(MigrateError::Header)?;
+    }
+    let mut found = Vec::new();
+    written.gate.finish(&mut found);
+    if let Some(finding) = found.pop() {
+        return Err(MigrateError::Header(finding.message));
     }
     Ok(Counts { read, written: written.count })
 }
@@ -250,6 +256,89 @@ mod tests {
         assert_eq!(migrated_text(legacy), include_str!("../../../tests/fixtures/v4/generations/legacy-v4.jsonl"));
         let extension = include_str!("../../../tests/fixtures/v4/generations/extension-v3.jsonl");
         assert_eq!(migrated_text(extension), include_str!("../../../tests/fixtures/v4/generations/extension-v4.jsonl"));
+    }
+
+    #[test]
+    fn answers_cut_short_without_a_finish_chunk_migrate_to_the_failed_attempts_0_2_1_rc_2_wrote() {
+        let expected = include_str!("../../../tests/fixtures/v4/generations/cut-stream-v4.jsonl");
+        for (generation, log) in [
+            (0, include_str!("../../../tests/fixtures/v4/generations/cut-stream-v0.jsonl")),
+            (1, include_str!("../../../tests/fixtures/v4/generations/cut-stream-v1.jsonl")),
+        ] {
+            assert_eq!(migrated_text(log), expected, "the cut-stream v{generation} log");
+        }
+    }
+
+    fn chunk(seq: u64, time: u64, step: u64, chunk: &str) -> String {
+        format!(
+            r#"{{"type":"assistant/chunk","seq":{seq},"time":{time},"data":{{"turn":1,"step":{step},"chunk":{chunk}}}}}"#
+        )
+    }
+
+    const TEXT: &str = r#"{"type":"text-delta","index":0,"text":"a"}"#;
+
+    fn types(events: &[Value]) -> Vec<&str> {
+        events.iter().map(|event| event["type"].as_str().unwrap()).collect()
+    }
+
+    #[test]
+    fn chunks_the_log_ends_in_are_a_failed_attempt_at_their_last_chunk_s_time() {
+        let step = r#"{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}"#;
+        let log = format!("{V1_HEADER}\n{}\n{step}\n{}\n{}\n", TURN[0], chunk(2, 3, 1, TEXT), chunk(3, 5, 1, TEXT));
+        let events = migrated(&log).unwrap();
+        assert_eq!(types(&events)[2..], ["system/message", "assistant/attempt"]);
+        let stream = json!([{"type": "text-chunks", "time0": 3, "index": 0, "dt": [2], "texts": ["a", "a"]}]);
+        assert_eq!((&events[3]["time"], &events[3]["data"]["stream"]), (&json!(5), &stream));
+    }
+
+    #[test]
+    fn what_follows_an_answer_s_last_chunk_follows_its_attempt_and_a_chunk_after_a_finish_starts_another() {
+        let finish = r#"{"type":"finish","reason":{"kind":"stop"}}"#;
+        let rows = [
+            r#"{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}"#.to_owned(),
+            chunk(2, 3, 1, TEXT),
+            chunk(3, 3, 1, finish),
+            chunk(4, 4, 1, TEXT),
+            r#"{"type":"request/context","seq":5,"time":5,"data":{"provider":"p","model":"m","contextWindow":9}}"#
+                .to_owned(),
+            r#"{"type":"step/end","seq":6,"time":6,"data":{"turn":1,"step":1}}"#.to_owned(),
+        ];
+        let events = migrated(&format!("{V1_HEADER}\n{}\n{}\n", TURN[0], rows.join("\n"))).unwrap();
+        assert_eq!(
+            types(&events)[2..],
+            ["system/message", "assistant/attempt", "assistant/attempt", "request/context", "step/end"]
+        );
+        assert_eq!(events[3]["data"]["stream"].as_array().unwrap().len(), 2, "text, then its finish");
+        assert_eq!(events[4]["time"], 4);
+    }
+
+    #[test]
+    fn a_message_that_does_not_cite_its_answer_s_chunks_in_order_is_refused() {
+        let step = r#"{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}"#;
+        let message = |sources: &str| {
+            format!(
+                r#"{{"type":"assistant/message","seq":4,"time":5,"data":{{"turn":1,"step":1,"message":{{"id":"m","role":"assistant","content":[],"source":{{"kind":"model","provider":"p","model":"m"}}}}}}{sources}}}"#
+            )
+        };
+        let log = |sources: &str| {
+            format!(
+                "{V1_HEADER}\n{}\n{step}\n{}\n{}\n{}\n",
+                TURN[0],
+                chunk(2, 3, 1, TEXT),
+                chunk(3, 3, 1, TEXT),
+                message(sources)
+            )
+        };
+        let refused = |sources: &str| migrated(&log(sources)).unwrap_err().to_string();
+        assert!(refused("").ends_with("assistant/message 4 does not cite its complete v1 chunk attempt"));
+        let incomplete = "assistant/message 4 chunk references are not one complete ordered attempt";
+        assert!(refused(r#","sourceEventSeqs":[3,2]"#).ends_with(incomplete));
+        assert!(refused(r#","sourceEventSeqs":[2]"#).ends_with(incomplete));
+        let cited = migrated(&log(r#","sourceEventSeqs":[2,3]"#)).unwrap();
+        assert_eq!(types(&cited)[2..], ["system/message", "assistant/message"]);
+        let uncited = migrated(&log(r#","sourceEventSeqs":[]"#)).unwrap();
+        assert_eq!(types(&uncited)[2..], ["system/message", "assistant/attempt", "assistant/message"]);
+        assert_eq!(uncited[4]["data"]["stream"], json!([]));
     }
 
     #[test]

@@ -5,9 +5,13 @@
 //! - v0→v1 keeps the events (v1 is v0 under another header) but for what 0.1's early builds
 //!   wrote, which takes today's shape ([`legacy`](super::legacy));
 //! - v1→v2: top-level `assistant/chunk`s and packed chunk rows go into the `stream` of the
-//!   `assistant/message` they precede (whose `sourceEventSeqs` go), or of an `assistant/attempt`
-//!   where they end in a finish error, at that chunk's time; a message without chunks gets
-//!   `stream: []`. dsh's own v0 attempts (`{turn, step, failure}`) take v4's shape too;
+//!   `assistant/message` that cites them all, in order (whose `sourceEventSeqs` go), or else of an
+//!   `assistant/attempt` of their own, at their last chunk's time: chunks ended by a finish chunk
+//!   and another chunk, by `step/end`, `turn/end`, `llm/retry` or `llm/retry-started`, by a
+//!   message of another step, or by the log's end. Events read after an answer's last chunk
+//!   follow its attempt. Consecutive deltas of one block share a stream record (`text-chunks`,
+//!   `reasoning-chunks`, `tool-call-chunks`); a message without chunks gets `stream: []`. dsh's
+//!   own v0 attempts (`{turn, step, failure}`) take v4's shape too;
 //! - v1→v2 also marks a fork's inherited cut ([`seed`](super::seed));
 //! - v2→v3: the system prompt leaves `request/header` for `system/message` events — an empty head
 //!   right after the first `step/start`, replaced where the prompt first shows or changes — with
@@ -75,10 +79,10 @@ pub struct Migration {
     next_seq: u64,
     seqs: HashMap<u64, u64>,
     calls: HashMap<String, u64>,
-    /// Stream records of the attempt being read.
-    stream: Vec<Value>,
-    /// The packed row the last stream record came from, and its last member's time.
-    packed: Option<(Position, u64)>,
+    /// The answer being read (before v2).
+    pending: Option<Pending>,
+    /// The stream the assistant message being shaped takes in.
+    folding: Vec<Value>,
     open_turn: Option<Value>,
     open_step: Option<(Value, Value)>,
     /// The last event queued input for the next turn (0.2's sign of a turn started anew).
@@ -89,8 +93,6 @@ pub struct Migration {
     cut: InheritedCut,
     /// v0→v1's normalisations (of a v0 log).
     legacy: Legacy,
-    /// The source seq of the first chunk of the attempt being read.
-    stream_first: Option<u64>,
     /// How many source events were read (packed members each count), and the last one's time.
     events: u64,
     last_time: u64,
@@ -107,15 +109,14 @@ impl Migration {
             next_seq: 0,
             seqs: HashMap::new(),
             calls: HashMap::new(),
-            stream: Vec::new(),
-            packed: None,
+            pending: None,
+            folding: Vec::new(),
             open_turn: None,
             open_step: None,
             queued_next_turn: false,
             head: None,
             cut,
             legacy: Legacy::new(session_id),
-            stream_first: None,
             events: 0,
             last_time: created_at,
         }
@@ -124,7 +125,7 @@ impl Migration {
     /// The v4 events `event` becomes, in order; an error says why it cannot be migrated.
     pub fn take(&mut self, event: &EventView<'_>) -> Result<Vec<Shaped>, String> {
         let time = event.time.unwrap_or_default() as u64;
-        let mut data: Value = serde_json::from_str(event.data).map_err(|err| format!("its data is not JSON: {err}"))?;
+        let data: Value = serde_json::from_str(event.data).map_err(|err| format!("its data is not JSON: {err}"))?;
         let origin = event.seq.unwrap_or_default() as u64;
         (self.events, self.last_time) = (self.events.max(origin + 1), time);
         if event.event_type == events::ASSISTANT_CHUNK {
@@ -133,6 +134,26 @@ impl Migration {
             }
             return self.chunk(event, origin, data, time);
         }
+        if self.from <= 1 {
+            if event.event_type == events::ASSISTANT_MESSAGE {
+                return self.message(event, origin, &data);
+            }
+            if CLOSE_ATTEMPT.contains(&event.event_type) {
+                let mut out = self.finish_attempt()?;
+                out.extend(self.place(event, data, time)?);
+                return Ok(out);
+            }
+            if let Some(pending) = &mut self.pending {
+                pending.after.push(Held::of(event));
+                return Ok(Vec::new());
+            }
+        }
+        self.place(event, data, time)
+    }
+
+    /// The v4 events of an event that is not a chunk, once the answer before it is placed.
+    fn place(&mut self, event: &EventView<'_>, mut data: Value, time: u64) -> Result<Vec<Shaped>, String> {
+        let origin = event.seq.unwrap_or_default() as u64;
         let envelope: Value = serde_json::from_str(event.line).unwrap_or_default();
         if self.from == 0 {
             let replaces = envelope["surfaceOp"]["start"].as_u64().filter(|_| envelope["surfaceOp"]["op"] == "replace");
@@ -165,7 +186,7 @@ impl Migration {
     /// The v4 events that close the log: the inherited cut's marker, when the log holds only
     /// inherited events.
     pub fn finish(&mut self) -> Result<Vec<Shaped>, String> {
-        let mut out = Vec::new();
+        let mut out = self.finish_attempt()?;
         if self.cut.finish(self.events)? {
             self.mark_cut(self.last_time, &mut out);
         }
@@ -242,7 +263,7 @@ impl Migration {
         self.follow_turns(event.event_type, &data);
         let data = match event.event_type {
             events::REQUEST_HEADER if self.from <= 2 => self.request_header(data, v2_seq, time, out)?,
-            events::ASSISTANT_MESSAGE if folds_chunks => self.folded(event, data, v2_seq)?,
+            events::ASSISTANT_MESSAGE if folds_chunks => self.folded(data, v2_seq)?,
             events::ASSISTANT_ATTEMPT if self.from <= 1 => encode_v4::attempt(&data, time),
             "agent-preset/selected" if self.from <= 2 && data["agentPreset"] == "code" => {
                 let mut renamed = data;
@@ -262,13 +283,9 @@ impl Migration {
         Ok(Shaped { source_seqs, replaces, ignorable, ..Shaped::new(&event_type, data, time) })
     }
 
-    /// An assistant message before v2 with the chunks it cites taken into its stream, which the
-    /// inherited cut may not divide.
-    fn folded(&mut self, event: &EventView<'_>, data: Value, v2_seq: u64) -> Result<Value, String> {
-        if let Some(first) = self.stream_first.take() {
-            self.cut.whole_attempt(first, event.seq.unwrap_or_default() as u64)?;
-        }
-        let data = with_stream(data, std::mem::take(&mut self.stream));
+    /// An assistant message before v2 with the chunks it cites taken into its stream.
+    fn folded(&mut self, data: Value, v2_seq: u64) -> Result<Value, String> {
+        let data = with_stream(data, std::mem::take(&mut self.folding));
         extensions::refuse_undeclared_blocks(events::ASSISTANT_MESSAGE, &data, v2_seq)?;
         Ok(data)
     }
@@ -393,38 +410,241 @@ impl Migration {
         Shaped::new(events::SYSTEM_MESSAGE, json!({"turn": turn, "step": step, "message": message}), 0)
     }
 
-    /// A chunk (source seq `origin`) joins the attempt's stream; a finish error closes the
-    /// attempt.
+    /// A chunk (source seq `origin`) joins its answer's stream; one of another step, or after a
+    /// finish chunk, places the answer before it as a failed attempt first.
     fn chunk(&mut self, event: &EventView<'_>, origin: u64, data: Value, time: u64) -> Result<Vec<Shaped>, String> {
-        let first = *self.stream_first.get_or_insert(origin);
-        self.cut.whole_attempt(first, origin)?;
-        let chunk = data.get("chunk").cloned().unwrap_or(Value::Null);
-        if event.packed {
-            self.pack(event.at, &chunk, time);
-            return Ok(Vec::new());
-        }
-        self.packed = None;
-        let failed = chunk["type"] == "finish" && chunk["reason"]["kind"] == "error";
-        self.stream.push(json!({"type": "chunk", "time": time, "chunk": chunk}));
-        if !failed {
-            return Ok(Vec::new());
-        }
-        self.stream_first = None;
-        let stream = std::mem::take(&mut self.stream);
-        let attempt = json!({"turn": data["turn"], "step": data["step"], "stream": stream});
         let mut out = Vec::new();
-        if self.cut.marker_before(origin, events::ASSISTANT_ATTEMPT, None) {
+        let another =
+            |pending: &Pending| pending.terminal || pending.turn != data["turn"] || pending.step != data["step"];
+        match &self.pending {
+            Some(pending) if another(pending) => out = self.finish_attempt()?,
+            Some(_) => out = self.release_held()?,
+            None => {}
+        }
+        let pending = self.pending.get_or_insert_with(|| Pending::new(&data));
+        self.cut.whole_attempt(pending.chunks.first().copied().unwrap_or(origin), origin)?;
+        let chunk = data.get("chunk").cloned().unwrap_or(Value::Null);
+        pending.terminal |= chunk["type"] == "finish";
+        pending.chunks.push(origin);
+        pending.last = (origin, time);
+        match event.packed {
+            true => pending.stream.pack(event.at, &chunk, time),
+            false => pending.stream.push(chunk, time),
+        }
+        Ok(out)
+    }
+
+    /// v1→v2's assistant message: it takes in the chunks it cites, all of its answer's, in
+    /// order; without them its answer is placed before it as a failed attempt.
+    fn message(&mut self, event: &EventView<'_>, origin: u64, data: &Value) -> Result<Vec<Shaped>, String> {
+        let envelope: Value = serde_json::from_str(event.line).unwrap_or_default();
+        let sources = envelope.get("sourceEventSeqs").and_then(Value::as_array);
+        let same_step = |pending: &Pending| pending.turn == data["turn"] && pending.step == data["step"];
+        let incomplete = || format!("assistant/message {origin} chunk references are not one complete ordered attempt");
+        let mut out = Vec::new();
+        match (self.pending.take(), sources) {
+            (Some(pending), _) if !same_step(&pending) => {
+                self.pending = Some(pending);
+                out = self.finish_attempt()?;
+            }
+            (Some(_), None) => {
+                return Err(format!("assistant/message {origin} does not cite its complete v1 chunk attempt"));
+            }
+            (pending, Some(sources)) if sources.is_empty() => {
+                self.pending = pending;
+                out = self.finish_attempt()?;
+            }
+            (None, Some(_)) => return Err(incomplete()),
+            (Some(pending), Some(sources)) => {
+                let cited: Vec<Option<u64>> = sources.iter().map(Value::as_u64).collect();
+                if cited != pending.chunks.iter().copied().map(Some).collect::<Vec<_>>() {
+                    return Err(incomplete());
+                }
+                self.cut.whole_attempt(pending.chunks[0], origin)?;
+                for held in &pending.after {
+                    out.extend(self.place(&held.view(), held.data()?, held.time())?);
+                }
+                self.folding = pending.stream.records;
+            }
+            (None, None) => {}
+        }
+        let data = data.clone();
+        out.extend(self.place(event, data, event.time.unwrap_or_default() as u64)?);
+        Ok(out)
+    }
+
+    /// The events read after the answer's last chunk, placed where they are (another chunk of
+    /// the same answer came).
+    fn release_held(&mut self) -> Result<Vec<Shaped>, String> {
+        let held = self.pending.as_mut().map(|pending| std::mem::take(&mut pending.after)).unwrap_or_default();
+        let mut out = Vec::new();
+        for event in &held {
+            out.extend(self.place(&event.view(), event.data()?, event.time())?);
+        }
+        Ok(out)
+    }
+
+    /// The answer being read as a failed attempt of its own (`assistant/attempt`, at its last
+    /// chunk's time), then the events read after its last chunk.
+    fn finish_attempt(&mut self) -> Result<Vec<Shaped>, String> {
+        let Some(pending) = self.pending.take() else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        let (last, time) = pending.last;
+        if self.cut.marker_before(last, events::ASSISTANT_ATTEMPT, None) {
             self.mark_cut(time, &mut out);
         }
+        let attempt = json!({"turn": pending.turn, "step": pending.step, "stream": pending.stream.records});
         extensions::refuse_undeclared_blocks(events::ASSISTANT_ATTEMPT, &attempt, self.v2_seq)?;
         self.v2_seq += 1;
         let mut attempt = Shaped::new(events::ASSISTANT_ATTEMPT, attempt, time);
         extensions::namespace_content(events::ASSISTANT_ATTEMPT, &mut attempt.data, self.next_seq)?;
         self.emit(attempt, &mut out);
+        for held in &pending.after {
+            out.extend(self.place(&held.view(), held.data()?, held.time())?);
+        }
         Ok(out)
     }
+}
 
-    /// A packed row's member joins its row's stream record (one record per row, as 0.2 keeps it).
+/// The events that end an answer's chunks before v2: what comes after them is not that answer.
+const CLOSE_ATTEMPT: [&str; 4] = [events::TURN_END, events::STEP_END, events::LLM_RETRY, events::LLM_RETRY_STARTED];
+
+/// An answer's chunks v1→v2 has read and not placed yet (0.2's pending attempt).
+struct Pending {
+    turn: Value,
+    step: Value,
+    stream: Stream,
+    /// The source seqs of its chunks, in order.
+    chunks: Vec<u64>,
+    /// Its last chunk's source seq and time.
+    last: (u64, u64),
+    /// Whether a finish chunk came: a chunk after it starts another answer.
+    terminal: bool,
+    /// The events read since its last chunk.
+    after: Vec<Held>,
+}
+
+impl Pending {
+    fn new(data: &Value) -> Pending {
+        Pending {
+            turn: data["turn"].clone(),
+            step: data["step"].clone(),
+            stream: Stream::default(),
+            chunks: Vec::new(),
+            last: (0, 0),
+            terminal: false,
+            after: Vec::new(),
+        }
+    }
+}
+
+/// An event held back until the answer before it is placed.
+struct Held {
+    event_type: String,
+    seq: Option<f64>,
+    time: Option<f64>,
+    data: String,
+    ignorable: bool,
+    line: String,
+    at: Position,
+}
+
+impl Held {
+    fn of(event: &EventView<'_>) -> Held {
+        Held {
+            event_type: event.event_type.to_owned(),
+            seq: event.seq,
+            time: event.time,
+            data: event.data.to_owned(),
+            ignorable: event.ignorable,
+            line: event.line.to_owned(),
+            at: event.at,
+        }
+    }
+
+    fn view(&self) -> EventView<'_> {
+        EventView {
+            event_type: &self.event_type,
+            seq: self.seq,
+            time: self.time,
+            data: &self.data,
+            ignorable: self.ignorable,
+            packed: false,
+            line: &self.line,
+            at: self.at,
+        }
+    }
+
+    fn data(&self) -> Result<Value, String> {
+        serde_json::from_str(&self.data).map_err(|err| format!("its data is not JSON: {err}"))
+    }
+
+    fn time(&self) -> u64 {
+        self.time.unwrap_or_default() as u64
+    }
+}
+
+/// An answer's stream records as 0.2 compacts them: consecutive deltas of one block (text,
+/// reasoning, one tool call's arguments) share a record, whether they came one per event or
+/// packed; other chunks are records of their own.
+#[derive(Default)]
+struct Stream {
+    records: Vec<Value>,
+    /// The packed row the last record's members came from.
+    row: Option<Position>,
+    /// The time of the last delta taken into the last record.
+    last_time: u64,
+}
+
+impl Stream {
+    /// A chunk that came as an event of its own.
+    fn push(&mut self, chunk: Value, time: u64) {
+        self.row = None;
+        let compact = match chunk["type"].as_str() {
+            Some("text-delta") => Some(("text-chunks", "texts", chunk["text"].clone())),
+            Some("reasoning-delta") => Some(("reasoning-chunks", "texts", chunk["text"].clone())),
+            Some("tool-call-delta")
+                if chunk["id"].as_str().is_some_and(|id| !id.is_empty()) && chunk.get("name") != Some(&json!("")) =>
+            {
+                Some(("tool-call-chunks", "args", chunk["argumentsDelta"].clone()))
+            }
+            _ => None,
+        };
+        let Some((kind, members, member)) = compact else {
+            self.records.push(json!({"type": "chunk", "time": time, "chunk": chunk}));
+            return;
+        };
+        if !self.extends(kind, &chunk, time) {
+            let mut record = Map::new();
+            record.insert("type".into(), kind.into());
+            record.insert("time0".into(), time.into());
+            record.insert("index".into(), chunk["index"].clone());
+            record.insert("dt".into(), Value::Array(Vec::new()));
+            if kind == "tool-call-chunks" {
+                record.insert("id".into(), chunk["id"].clone());
+                if let Some(name) = chunk.get("name") {
+                    record.insert("name".into(), name.clone());
+                }
+            }
+            record.insert(members.into(), Value::Array(vec![member]));
+            self.records.push(Value::Object(record));
+        } else if let Some(record) = self.records.last_mut() {
+            push_to(record, "dt", Value::from(time - self.last_time));
+            push_to(record, members, member);
+        }
+        self.last_time = time;
+    }
+
+    /// Whether a delta of `kind` for `chunk`'s block, at `time`, joins the last record.
+    fn extends(&self, kind: &str, chunk: &Value, time: u64) -> bool {
+        let Some(last) = self.records.last() else { return false };
+        let same_call =
+            kind != "tool-call-chunks" || (last["id"] == chunk["id"] && last.get("name") == chunk.get("name"));
+        last["type"] == kind && last["index"] == chunk["index"] && same_call && time >= self.last_time
+    }
+
+    /// A packed row's member joins its row's stream record; a row of text or reasoning joins the
+    /// record of the same block before it.
     fn pack(&mut self, at: Position, chunk: &Value, time: u64) {
         let (row, members) = match chunk["type"].as_str() {
             Some("text-delta") => ("text-chunks", "texts"),
@@ -443,9 +663,10 @@ impl Migration {
                     .collect(),
             ),
         };
-        match (self.packed, self.stream.last_mut()) {
-            (Some((row_at, last_time)), Some(record)) if row_at == at => {
-                push_to(record, "dt", Value::from(time.saturating_sub(last_time)));
+        let joins = self.row == Some(at) || (members == "texts" && self.extends(row, chunk, time));
+        match self.records.last_mut() {
+            Some(record) if joins => {
+                push_to(record, "dt", Value::from(time.saturating_sub(self.last_time)));
                 push_to(record, members, member);
             }
             _ => {
@@ -455,10 +676,11 @@ impl Migration {
                 record.insert("index".into(), chunk["index"].clone());
                 record.insert("dt".into(), Value::Array(Vec::new()));
                 record.insert(members.into(), Value::Array(vec![member]));
-                self.stream.push(Value::Object(record));
+                self.records.push(Value::Object(record));
             }
         }
-        self.packed = Some((at, time));
+        self.row = Some(at);
+        self.last_time = time;
     }
 }
 

@@ -3,13 +3,14 @@
 //! opens a log: the header's exact members; each row's members and `sourceEventSeqs` storage
 //! form ([`surface`]); the payload rules of its row admission, adoption and restore
 //! ([`payload`]); the surface fold with its protected system head ([`surface`]); tool lifecycles
-//! and retry chains ([`lifecycle`]). What 0.1 left to the `llm-retry-invariant` plugin, v4's reader
+//! and retry chains ([`lifecycle`]); a fork's inherited cut ([`seed`]). What 0.1 left to the `llm-retry-invariant` plugin, v4's reader
 //! checks itself, and so do these rules, on open, on append and in `verify`. Messages are the
 //! reference's own.
 
 mod fields;
 mod lifecycle;
 mod payload;
+mod seed;
 mod surface;
 
 use dsh_abi::events;
@@ -77,9 +78,15 @@ pub struct V4Rules {
     retries: Retries,
     /// Whether the last event is a `session/end-seed`.
     seeded: bool,
+    cut: seed::InheritedCut,
 }
 
 impl V4Rules {
+    /// The rules for a log whose header says `isSeeded: seeded`.
+    pub fn for_header(seeded: bool) -> Self {
+        V4Rules { cut: seed::InheritedCut { seeded, marked: false }, ..V4Rules::default() }
+    }
+
     /// Checks one event of a v4 log (its whole envelope `line` and its `data`) and takes it in.
     pub fn check(
         &mut self,
@@ -100,6 +107,9 @@ impl V4Rules {
         }
         let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
         self.seeded = event_type == events::SESSION_END_SEED;
+        if self.seeded {
+            self.cut.end_seed(&data, violations);
+        }
         payload::admission(event_type, &data, seq, violations);
         let placed = self.surface.fold(event_type, seq, &envelope, &sources, violations);
         self.lifecycle(event_type, seq, &envelope, &data, open, violations);
@@ -137,6 +147,12 @@ impl V4Rules {
             events::LLM_RETRY_STARTED => self.retries.started(data, violations),
             _ => {}
         }
+    }
+
+    /// What only the whole log shows, once it is read: a seeded header without its inherited
+    /// marker.
+    pub fn finish(&self, violations: &mut dyn FnMut(String)) {
+        self.cut.finish(violations);
     }
 
     /// The protected system head's seq and text, once the log has one.
@@ -267,6 +283,42 @@ mod tests {
             ["released v2 row 0 has unexpected field extra"]
         );
         assert_eq!(run(&[("user/message", "")]), ["user/message surfaceOp requires an object"]);
+    }
+
+    /// The findings of a log whose header says `isSeeded: seeded`, holding `session/end-seed`s of
+    /// these `data`, once read whole; each with the seq it was found at (`None`: the whole log).
+    fn seed_findings(seeded: bool, markers: &[&str]) -> Vec<(Option<u64>, String)> {
+        let mut rules = V4Rules::for_header(seeded);
+        let mut found = Vec::new();
+        let open = OpenStep { turn: None, step: None, last_step: 0 };
+        for (seq, data) in markers.iter().enumerate() {
+            let line = format!(r#"{{"type":"session/end-seed","seq":{seq},"time":1,"data":{data}}}"#);
+            let seq = seq as u64;
+            rules.check("session/end-seed", seq, &line, data, open, &mut |m| found.push((Some(seq), m)));
+        }
+        rules.finish(&mut |m| found.push((None, m)));
+        found
+    }
+
+    #[test]
+    fn a_seeded_log_needs_an_inherited_end_seed_marker_and_only_a_true_inherited_is_one() {
+        let unmarked = [(None, seed::UNMARKED_SEEDED.to_owned())];
+        assert_eq!(seed_findings(true, &[]), unmarked);
+        assert_eq!(seed_findings(true, &["{}"]), unmarked);
+        assert_eq!(seed_findings(true, &[r#"{"inherited":"true"}"#, r#"{"inherited":1}"#]), unmarked);
+        assert_eq!(seed_findings(true, &[r#"{"inherited":false}"#]), unmarked);
+        assert!(seed_findings(true, &[r#"{"inherited":true}"#]).is_empty());
+        assert!(seed_findings(true, &[r#"{"inherited":true}"#, "{}", r#"{"inherited":true}"#]).is_empty());
+    }
+
+    #[test]
+    fn an_unseeded_log_with_an_inherited_marker_is_refused_at_its_first_marker_once() {
+        assert!(seed_findings(false, &[]).is_empty());
+        assert!(seed_findings(false, &["{}", r#"{"inherited":false}"#]).is_empty(), "a restore's own marker");
+        assert_eq!(
+            seed_findings(false, &["{}", r#"{"inherited":true}"#, r#"{"inherited":true}"#]),
+            [(Some(1), seed::MARKED_UNSEEDED.to_owned())]
+        );
     }
 
     #[test]
