@@ -179,7 +179,7 @@ fn an_inline_credential_is_warned_about_and_kept_out_of_the_sessions_copy_of_its
     let layer = home.write(
         "inline.yml",
         &format!(
-            "- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: '{with_user}'\n    model: m\n    headers: {{X-Api-Key: INLINE-header-value}}\n"
+            "- id: llm-deepseek\n  name: llm-openai\n  config:\n    provider: deepseek-official\n    baseUrl: '{with_user}'\n    model: m\n    headers: {{X-Api-Key: INLINE-header-value, X.Api.Key: INLINE-dotted-value}}\n"
         ),
     );
     let check = home.run(&["config", "check", "--patch", layer.to_str().unwrap()]);
@@ -192,14 +192,14 @@ fn an_inline_credential_is_warned_about_and_kept_out_of_the_sessions_copy_of_its
         let args = [&["config", "dump", "--patch", layer.to_str().unwrap()][..], dump].concat();
         let shown = home.run(&args);
         shown.expect_code(0).expect_stdout("[redacted]").expect_stderr(
-            "credentials written inline are shown as [redacted] (llm-deepseek config.baseUrl, llm-deepseek config.headers.X-Api-Key)",
+            "credentials written inline are shown as [redacted] (llm-deepseek config.baseUrl, llm-deepseek config.headers.X-Api-Key, llm-deepseek config.headers.X.Api.Key)",
         );
-        assert!(!shown.stdout.contains("sk-INLINE") && !shown.stdout.contains("INLINE-header"), "{shown}");
+        assert!(!shown.stdout.contains("INLINE"), "{shown}");
     }
     let run = Run::of(home.dsh().args(["run", "--patch"]).arg(&layer).arg("hi"));
     run.expect_code(0).expect_stdout("hello");
     let id = session_id(&run);
-    for secret in ["sk-INLINE-relay-key", "INLINE-header-value"] {
+    for secret in ["sk-INLINE-relay-key", "INLINE-header-value", "INLINE-dotted-value"] {
         let holding: Vec<_> = files_holding(&home, secret).into_iter().filter(|file| *file != layer).collect();
         assert!(holding.is_empty(), "{secret} is in {holding:?}");
     }
@@ -210,5 +210,5 @@ fn an_inline_credential_is_warned_about_and_kept_out_of_the_sessions_copy_of_its
     std::fs::remove_file(&layer).unwrap();
     let gone = Run::of(home.dsh().args(["run", "--session", &id, "once more"]));
     gone.expect_stderr("is gone; running with the copy kept in");
-    gone.expect_stderr("which holds no credentials (llm-deepseek config.baseUrl, llm-deepseek config.headers.X-Api-Key redacted): give them through the environment");
+    gone.expect_stderr("which holds no credentials (llm-deepseek config.baseUrl, llm-deepseek config.headers.X-Api-Key, llm-deepseek config.headers.X.Api.Key redacted): give them through the environment");
 }

@@ -377,9 +377,10 @@ fn is_secret_name(name: &str) -> bool {
     ["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL"].iter().any(|part| name.contains(part))
 }
 
-/// Every credential written inline in `config`: a URL with a password or user credential, the
-/// value of a credential header under `headers` ([`is_credential_header`]), and a server `env`
-/// value whose variable's name says it is a secret.
+/// Every credential written inline in `config`: a URL's user information or credential query
+/// parameter (`?password=`, `?api_key=`) wherever a URL is, the value of a credential header
+/// under `headers` ([`is_credential_header`]), and a server `env` value whose variable's name
+/// says it is a secret.
 pub fn inline_credentials(config: &Value) -> Vec<InlineCredential> {
     let mut found = Vec::new();
     walk_credentials(&mut config.clone(), "", &mut found);
@@ -387,79 +388,65 @@ pub fn inline_credentials(config: &Value) -> Vec<InlineCredential> {
 }
 
 /// Replaces every credential written inline in `config` ([`inline_credentials`]) by
-/// [`REDACTED`]; returns what was taken out.
+/// [`REDACTED`] where it stands (a URL keeps its other parts); returns what was taken out.
 pub fn take_inline_credentials(config: &mut Value) -> Vec<InlineCredential> {
     let mut found = Vec::new();
     walk_credentials(config, "", &mut found);
-    for credential in &found {
-        replace_at(config, &credential.path, &credential.holder);
-    }
     found
 }
 
-/// Redacts the credential of the string at `path` (as [`walk_credentials`] writes paths): a
-/// URL's in its user information, any other whole.
-fn replace_at(config: &mut Value, path: &str, holder: &Holder) {
-    let mut at = config;
-    for part in path_parts(path) {
-        let next = match part {
-            PathPart::Key(key) => at.get_mut(key),
-            PathPart::Index(index) => at.get_mut(index),
-        };
-        let Some(next) = next else { return };
-        at = next;
-    }
-    let Value::String(text) = at else { return };
-    *text = match holder {
-        Holder::Url => without_url_credential(text),
-        _ => REDACTED.to_owned(),
-    };
+/// The credentials a URL holds inline: its user information's password (or user name when it
+/// has no password), and its credential query parameters' values. Text that is no URL has none.
+fn url_credentials(text: &str) -> Vec<&str> {
+    let Some((_, rest)) = text.split_once("://") else { return Vec::new() };
+    let query = rest.find('?').map_or("", |start| &rest[start..]);
+    let parameters = credential_parameters(query).into_iter().map(|(_, value)| value);
+    url_credential(text).into_iter().chain(parameters).collect()
 }
 
-/// `url` with the credential [`url_credential`] finds replaced by [`REDACTED`].
-fn without_url_credential(url: &str) -> String {
+/// `url` with every credential [`url_credentials`] finds replaced by [`REDACTED`].
+fn without_url_credentials(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else { return url.to_owned() };
-    let user = match rest[..at].split_once(':') {
-        Some((user, _)) => format!("{user}:"),
-        None => String::new(),
+    let (authority, after) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => match authority[..at].split_once(':') {
+            Some((user, _)) => format!("{user}:{REDACTED}{}", &authority[at..]),
+            None => format!("{REDACTED}{}", &authority[at..]),
+        },
+        None => authority.to_owned(),
     };
-    format!("{scheme}://{user}{REDACTED}{}", &rest[at..])
-}
-
-enum PathPart<'a> {
-    Key(&'a str),
-    Index(usize),
-}
-
-/// `a.b[2].c` as its parts. A key holding `.` or `[` (a header name never does) is not found.
-fn path_parts(path: &str) -> Vec<PathPart<'_>> {
-    let mut parts = Vec::new();
-    for piece in path.split('.') {
-        let (key, indexes) = piece.split_once('[').map_or((piece, ""), |(key, rest)| (key, rest));
-        if !key.is_empty() {
-            parts.push(PathPart::Key(key));
-        }
-        parts.extend(
-            indexes.split('[').filter_map(|index| index.trim_end_matches(']').parse().ok()).map(PathPart::Index),
-        );
+    let mut after = after.to_owned();
+    for (name, value) in credential_parameters(rest.find('?').map_or("", |start| &rest[start..])) {
+        after = after.replace(&format!("{name}={value}"), &format!("{name}={REDACTED}"));
     }
-    parts
+    format!("{scheme}://{authority}{after}")
+}
+
+/// Notes (and takes out) the credentials of the string `value` at `path`: a URL's own, or all of
+/// it when `holder` (a header's or variable's name) says it is a secret.
+fn take_from_string(value: &mut Value, path: String, holder: Option<Holder>, found: &mut Vec<InlineCredential>) {
+    let Value::String(text) = value else { return };
+    if let Some(holder) = holder {
+        found.push(InlineCredential { path, value: std::mem::replace(text, REDACTED.to_owned()), holder });
+        return;
+    }
+    let credentials = url_credentials(text);
+    if credentials.is_empty() {
+        return;
+    }
+    found.extend(credentials.into_iter().map(|credential| InlineCredential {
+        path: path.clone(),
+        value: credential.to_owned(),
+        holder: Holder::Url,
+    }));
+    *text = without_url_credentials(text);
 }
 
 fn walk_credentials(value: &mut Value, path: &str, found: &mut Vec<InlineCredential>) {
     let at = |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
     match value {
-        Value::String(text) => {
-            if let Some(credential) = url_credential(text) {
-                found.push(InlineCredential {
-                    path: path.to_owned(),
-                    value: credential.to_owned(),
-                    holder: Holder::Url,
-                });
-            }
-        }
+        Value::String(_) => take_from_string(value, path.to_owned(), None, found),
         Value::Array(items) => {
             for (index, item) in items.iter_mut().enumerate() {
                 walk_credentials(item, &format!("{path}[{index}]"), found);
@@ -475,14 +462,13 @@ fn walk_credentials(value: &mut Value, path: &str, found: &mut Vec<InlineCredent
                         continue;
                     }
                 };
-                let entries = item.as_object().into_iter().flatten();
-                found.extend(entries.filter_map(|(name, value)| {
-                    Some(InlineCredential {
-                        path: format!("{}.{name}", at(key)),
-                        value: value.as_str()?.to_owned(),
-                        holder: holder(name)?,
-                    })
-                }));
+                let Some(entries) = item.as_object_mut() else {
+                    walk_credentials(item, &at(key), found);
+                    continue;
+                };
+                for (name, entry) in entries.iter_mut() {
+                    take_from_string(entry, format!("{}.{name}", at(key)), holder(name), found);
+                }
             }
         }
         _ => {}
@@ -622,6 +608,26 @@ mod tests {
         assert!(inline_credentials(&redacted).iter().all(|left| left.value == REDACTED));
         assert_eq!(url_credential("no url"), None);
         assert_eq!(url_credential("redis://h:1"), None);
+    }
+
+    #[test]
+    fn a_credential_is_taken_out_under_any_key_and_in_a_url_s_query_wherever_a_url_is() {
+        let mut config = serde_json::json!({
+            "headers": {"X.Api.Key": "dotted-1", "Authorization[0]": "bracketed-2", "X-Link": "https://u:in-header-3@h/"},
+            "env": {"DATABASE_URL": "postgres://u:in-env-4@db/x", "ROOT": "/work"},
+            "store": "redis://h:6379/0?password=query-5", "baseUrl": "https://relay.example/v1?api_key=query-6&model=m",
+        });
+        let found: Vec<String> = take_inline_credentials(&mut config).into_iter().map(|found| found.value).collect();
+        assert_eq!(found, ["dotted-1", "bracketed-2", "in-header-3", "in-env-4", "query-5", "query-6"]);
+        let shown = config.to_string();
+        assert!(!["dotted-1", "bracketed-2", "in-header-3", "in-env-4", "query-5", "query-6"]
+            .iter()
+            .any(|s| shown.contains(s)));
+        assert_eq!(config["headers"]["X.Api.Key"], REDACTED);
+        assert_eq!(config["env"]["DATABASE_URL"], "postgres://u:[redacted]@db/x");
+        assert_eq!(config["env"]["ROOT"], "/work");
+        assert_eq!(config["store"], "redis://h:6379/0?password=[redacted]");
+        assert_eq!(config["baseUrl"], "https://relay.example/v1?api_key=[redacted]&model=m");
     }
 
     #[test]
