@@ -340,6 +340,10 @@ fn the_plugins_tab_explains_a_code_adds_and_removes_a_package_and_replays_the_se
         vec![],
     );
     browser.wait_for("relay-retry gone", "!document.getElementById('waterfall').innerText.includes('relay-retry')");
+    let own = "[...document.querySelectorAll('#packages li')].find((li) => li.innerText.startsWith('llm-retry '))";
+    let own_package = browser.js(&format!("return {own}?.innerText;"), vec![]);
+    assert!(own_package.as_str().is_some_and(|text| text.contains("bundled with dsh")), "{own_package}");
+    assert_eq!(browser.js(&format!("return !!{own}.querySelector('button');"), vec![]), false, "dsh's own is fixed");
     browser.type_into("#replay-layer", "- {id: llm-retry, disabled: true}");
     browser.click("#replay-form button");
     let row = browser.wait_for("the replayed turn", "document.querySelector('#replay tbody tr')?.innerText");

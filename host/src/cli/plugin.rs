@@ -376,7 +376,7 @@ fn list(globals: &Globals, profile_name: &str, json: bool) -> Outcome {
                 "name": package.name, "version": package.version, "source": package.source,
                 "library": package.library.as_ref().map(|path| path.display().to_string()),
                 "sha256": package.sha256, "abiVersion": abi_version, "error": error, "bundle": package.bundle,
-                "rows": package.rows,
+                "rows": package.rows, "removable": package.removable,
             })
         })
         .collect();

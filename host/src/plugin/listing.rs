@@ -13,6 +13,9 @@ pub struct Listed {
     pub sha256: Option<String>,
     pub bundle: Option<usize>,
     pub rows: Vec<String>,
+    /// Whether the profile lists it (`plugin remove` takes it out); dsh's own bundled packages
+    /// its rows name are not the profile's to remove.
+    pub removable: bool,
 }
 
 /// Every package of the profile: installed ones, bundle layers, and the bundled packages its
@@ -41,6 +44,7 @@ pub fn profile_packages(home: &Home, profile: &Profile, rows_unknown: impl FnOnc
             sha256: Some(package.sha256.clone()),
             bundle: bundle_position(name),
             rows: rows_of.remove(name).unwrap_or_default(),
+            removable: true,
         });
     }
     for bundle in profile.manifest.bundles.iter().filter(|bundle| !profile.manifest.packages.contains_key(*bundle)) {
@@ -53,6 +57,7 @@ pub fn profile_packages(home: &Home, profile: &Profile, rows_unknown: impl FnOnc
             sha256: None,
             bundle: bundle_position(bundle),
             rows: rows_of.remove(bundle).unwrap_or_default(),
+            removable: true,
         });
     }
     for (name, rows) in rows_of {
@@ -65,6 +70,7 @@ pub fn profile_packages(home: &Home, profile: &Profile, rows_unknown: impl FnOnc
             sha256: None,
             bundle: None,
             rows,
+            removable: false,
         });
     }
     listed

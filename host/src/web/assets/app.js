@@ -528,9 +528,7 @@ function drawProfileRows({ rows }) {
 function drawPackages({ packages }) {
   $("packages").replaceChildren(...packages.map((p) => {
     const item = element("li", "", `${p.name} ${p.version || ""} · ${p.source}${p.error ? ` · ${p.error}` : ""} `);
-    // What the profile lists (installed packages, its bundle layers) can be removed; what ships
-    // inside dsh and only serves its rows cannot.
-    if (p.source !== "bundled with dsh") {
+    if (p.removable) {
       const remove = element("button", "", "Remove");
       remove.type = "button";
       remove.addEventListener("click", () => changeProfile("DELETE", `/plugins/${encodeURIComponent(p.name)}`));
