@@ -193,7 +193,7 @@ fn a_v4_log_breaking_one_rule_is_refused_at_its_line_with_the_reference_s_words(
 }
 
 #[test]
-fn a_fork_without_its_inherited_marker_or_an_unforked_log_with_one_is_refused_where_0_2_refuses_it() {
+fn a_missing_or_unexpected_inherited_marker_is_refused_by_verify_and_import_and_only_warns_when_continued() {
     let home = TestHome::new();
     let seeded = home.write("seeded.jsonl", &std::fs::read_to_string(generation("seeded-v4.jsonl")).unwrap());
     home.run(&["session", "verify", seeded.to_str().unwrap()]).expect_code(0);
@@ -211,6 +211,15 @@ fn a_fork_without_its_inherited_marker_or_an_unforked_log_with_one_is_refused_wh
     let import = home.run(&["session", "import", unmarked.to_str().unwrap()]);
     import.expect_code(5);
     assert!(!home.path().join("sessions").exists(), "a refused log is not imported: {import}");
+    let text = std::fs::read_to_string(&unmarked).unwrap();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let id = header["id"].as_str().unwrap();
+    let stored = home.write(&format!("sessions/{id}/session.v4.jsonl"), &text);
+    home.run(&["run", "--profile", "demo", "--session", id, "more"]).expect_code(0).expect_stderr(
+        "warning: the log already breaks a rule: line 1 (byte 0): released v2 seeded Session lacks an inherited \
+             end-seed marker",
+    );
+    assert!(std::fs::read_to_string(&stored).unwrap().starts_with(&text), "the log is continued, its bytes kept");
 }
 
 #[test]
@@ -493,6 +502,38 @@ fn an_older_generation_s_untyped_block_or_unmarked_fork_is_refused_naming_its_li
     let expected = "line 1 (byte 0): its header cannot be migrated to v4: format v3 seeded Session lacks an accepted \
                     inherited end-seed marker";
     refused_everywhere(&unmarked, 3, expected);
+}
+
+#[test]
+fn an_older_log_s_seq_out_of_place_or_an_early_answer_s_provenance_that_is_no_object_is_refused_at_its_line() {
+    let seeded = std::fs::read_to_string(generation("seeded-v1.jsonl")).unwrap();
+    let offset: usize = seeded.lines().take(2).map(|line| line.len() + 1).sum();
+    for (seq, expected) in [
+        ("1e30", "step/start has no whole-number seq (expected 1)"),
+        ("18446744073709551615", "step/start has no whole-number seq (expected 1)"),
+        ("5", "seq 5 where 1 was expected"),
+    ] {
+        let skipped = seeded.replacen("\"seq\":1,", &format!("\"seq\":{seq},"), 1);
+        let expected = format!("line 3 (byte {offset}): step/start cannot be migrated to v4: {expected}");
+        refused_everywhere(&skipped, 1, &expected);
+    }
+    let legacy = std::fs::read_to_string(generation("legacy-v0.jsonl")).unwrap();
+    let provenance = "\"provenance\":{\"provider\":\"mock\",\"model\":\"mock-model\"}";
+    let text = legacy.replacen(provenance, "\"provenance\":\"p\"", 1);
+    let line = text.lines().position(|line| line.contains("\"provenance\":\"p\"")).unwrap();
+    let offset: usize = text.lines().take(line).map(|line| line.len() + 1).sum();
+    let (home, id, log) = home_with_generation(&generation("legacy-v0.jsonl"), 0);
+    std::fs::write(&log, &text).unwrap();
+    let refused = home.run(&["session", "migrate", &id]);
+    assert_ne!(refused.code, Some(0), "{refused}");
+    refused.expect_stderr(&format!(
+        "line {} (byte {offset}): assistant/message cannot be migrated to v4: session \"{id}\" contains malformed \
+         pre-react-loop assistant/message at seq {}",
+        line + 1,
+        line - 1
+    ));
+    assert!(!log.with_file_name("session.v4.jsonl").exists(), "nothing was published");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "the log is untouched");
 }
 
 #[test]

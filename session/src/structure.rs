@@ -243,12 +243,12 @@ impl StructureRules {
         let mut integrity = |message: String| violations(Rule::Integrity, message);
         match seq {
             Some(seq) if seq == self.next_seq => self.next_seq += 1.0,
-            Some(seq) if js::is_safe_integer(seq) && seq >= 0.0 => {
-                integrity(format!("seq {} where {} was expected", js::number(seq), js::number(self.next_seq)));
+            Some(seq) if is_seq(seq) => {
+                integrity(misplaced_seq(event_type, Some(seq), self.next_seq));
                 self.next_seq = seq + 1.0;
             }
             Some(_) | None => {
-                integrity(format!("{event_type} has no whole-number seq (expected {})", js::number(self.next_seq)));
+                integrity(misplaced_seq(event_type, seq, self.next_seq));
                 self.next_seq += 1.0;
             }
         }
@@ -456,6 +456,20 @@ impl StructureRules {
             ));
             self.pending_switch = None;
         }
+    }
+}
+
+/// Whether `seq` can be an event's seq (a non-negative safe integer).
+fn is_seq(seq: f64) -> bool {
+    js::is_safe_integer(seq) && seq >= 0.0
+}
+
+/// The integrity rule's words for an event (of `event_type`) whose seq is `seq` where
+/// `expected` was due.
+pub(crate) fn misplaced_seq(event_type: &str, seq: Option<f64>, expected: f64) -> String {
+    match seq.filter(|seq| is_seq(*seq)) {
+        Some(seq) => format!("seq {} where {} was expected", js::number(seq), js::number(expected)),
+        None => format!("{event_type} has no whole-number seq (expected {})", js::number(expected)),
     }
 }
 

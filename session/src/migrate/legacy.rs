@@ -73,14 +73,20 @@ impl Legacy {
                 fields.insert("role".into(), "user".into());
             }
             events::ASSISTANT_MESSAGE if has("content") && has("provenance") => {
+                let Some(Value::Object(mut source)) = fields.shift_remove("provenance") else {
+                    return Err(self.malformed(events::ASSISTANT_MESSAGE, seq));
+                };
                 let content = fields.shift_remove("content").unwrap_or_default();
-                let mut source = fields.shift_remove("provenance").unwrap_or_default();
-                source["kind"] = "model".into();
+                source.insert("kind".into(), "model".into());
                 let message =
                     json!({"id": self.message_id(seq), "role": "assistant", "content": content, "source": source});
                 fields.insert("message".into(), message);
             }
-            events::TOOL_RESULT if fields["callId"].is_string() && fields["isError"].is_boolean() && has("content") => {
+            events::TOOL_RESULT if has("content") => {
+                let holds = |key: &str, is: fn(&Value) -> bool| fields.get(key).is_some_and(is);
+                if !holds("callId", Value::is_string) || !holds("isError", Value::is_boolean) {
+                    return Err(self.malformed(events::TOOL_RESULT, seq));
+                }
                 let id = match replaces {
                     None => self.message_id(seq),
                     Some(start) => self
@@ -329,5 +335,25 @@ mod tests {
         let refused =
             legacy.normalise("tool/result", 8, Some(4), &mut json!({"callId": "c", "content": [], "isError": true}));
         assert_eq!(refused, Err("tool/result 8 replacement cites a message without identity".to_owned()));
+    }
+
+    #[test]
+    fn a_first_shape_message_without_an_object_provenance_or_a_string_call_id_is_refused_as_malformed() {
+        for provenance in [json!("p"), json!(["p"]), json!(null)] {
+            let refused = normalised("assistant/message", 3, json!({"content": [], "provenance": provenance}));
+            assert_eq!(
+                refused,
+                Err("session \"s\" contains malformed pre-react-loop assistant/message at seq 3".to_owned())
+            );
+        }
+        let malformed = Err("session \"s\" contains malformed pre-react-loop tool/result at seq 5".to_owned());
+        for result in [
+            json!({"content": [], "isError": false}),
+            json!({"callId": 7, "content": [], "isError": false}),
+            json!({"callId": "c", "content": []}),
+            json!({"callId": "c", "content": [], "isError": "no"}),
+        ] {
+            assert_eq!(normalised("tool/result", 5, result.clone()), malformed, "{result}");
+        }
     }
 }

@@ -457,4 +457,66 @@ mod tests {
         let own = crate::encode_v4::with_producer_sources("user/message", own);
         assert_eq!(own["source"], serde_json::json!({"kind": "plugin:dsh-retry", "form": "f"}));
     }
+
+    const V0_HEADER: &str = r#"{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}"#;
+
+    #[test]
+    fn a_first_shape_answer_whose_provenance_is_no_object_is_refused_naming_its_line_and_byte() {
+        for provenance in [r#""p""#, "[]", "null"] {
+            let answer = format!(
+                r#"{{"type":"assistant/message","seq":1,"time":3,"data":{{"content":[],"provenance":{provenance}}}}}"#
+            );
+            let refused = migrated(&format!("{V0_HEADER}\n{}\n{answer}\n", TURN[0])).unwrap_err().to_string();
+            assert_eq!(
+                refused,
+                format!(
+                    "line 3 (byte {}): assistant/message cannot be migrated to v4: session \"s\" contains malformed \
+                     pre-react-loop assistant/message at seq 1",
+                    V0_HEADER.len() + TURN[0].len() + 2
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_source_event_whose_seq_is_not_the_next_one_is_refused_naming_its_line_and_byte() {
+        let at_seq = |seq: &str| {
+            format!(r#"{{"type":"turn/end","seq":{seq},"time":3,"data":{{"turn":1,"reason":{{"kind":"completed"}}}}}}"#)
+        };
+        let refused =
+            |seq: &str| migrated(&format!("{V1_HEADER}\n{}\n{}\n", TURN[0], at_seq(seq))).unwrap_err().to_string();
+        let line =
+            format!("line 3 (byte {}): turn/end cannot be migrated to v4: ", V1_HEADER.len() + TURN[0].len() + 2);
+        assert_eq!(refused("1e30"), format!("{line}turn/end has no whole-number seq (expected 1)"));
+        assert_eq!(refused("18446744073709551615"), format!("{line}turn/end has no whole-number seq (expected 1)"));
+        assert_eq!(refused("5"), format!("{line}seq 5 where 1 was expected"));
+        assert_eq!(refused("0"), format!("{line}seq 0 where 1 was expected"));
+        assert_eq!(refused("1.5"), format!("{line}turn/end has no whole-number seq (expected 1)"));
+    }
+
+    #[test]
+    fn a_fork_whose_events_skip_seqs_is_refused_at_the_first_skip_not_counted_by_its_highest_seq() {
+        let header = r#"{"type":"session","version":1,"id":"s","createdAt":1,"seedLength":3,"delegationDepth":0}"#;
+        let late = |seq: u64| TURN[0].replace(r#""seq":0"#, &format!(r#""seq":{seq}"#));
+        let refused = migrated(&format!("{header}\n{}\n{}\n", late(5), late(6))).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            format!(
+                "line 2 (byte {}): turn/start cannot be migrated to v4: seq 5 where 0 was expected",
+                header.len() + 1
+            )
+        );
+    }
+
+    #[test]
+    fn each_member_of_a_packed_row_takes_the_next_seq() {
+        let step = r#"{"type":"step/start","seq":1,"time":2,"data":{"turn":1,"step":1}}"#;
+        let packed = r#"{"type":"text-chunks","seq0":2,"time0":3,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b"]}}"#;
+        let after = |seq: u64| format!(r#"{{"type":"step/end","seq":{seq},"time":5,"data":{{"turn":1,"step":1}}}}"#);
+        let log = |seq: u64| format!("{V0_HEADER}\n{}\n{step}\n{packed}\n{}\n", TURN[0], after(seq));
+        let events = migrated(&log(4)).unwrap();
+        assert_eq!(types(&events)[2..], ["system/message", "assistant/attempt", "step/end"]);
+        let refused = migrated(&log(3)).unwrap_err().to_string();
+        assert!(refused.ends_with("step/end cannot be migrated to v4: seq 3 where 4 was expected"), "{refused}");
+    }
 }

@@ -95,7 +95,7 @@ impl InheritedCut {
                 self.marked = true;
                 Ok(true)
             }
-            2 => Err("released v2 seeded Session lacks an inherited end-seed marker".to_owned()),
+            2 => Err(crate::rules_v4::UNMARKED_SEEDED.to_owned()),
             _ => Err("format v3 seeded Session lacks an accepted inherited end-seed marker".to_owned()),
         }
     }

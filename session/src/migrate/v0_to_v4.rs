@@ -124,10 +124,10 @@ impl Migration {
 
     /// The v4 events `event` becomes, in order; an error says why it cannot be migrated.
     pub fn take(&mut self, event: &EventView<'_>) -> Result<Vec<Shaped>, String> {
+        let origin = self.next_source_seq(event)?;
         let time = event.time.unwrap_or_default() as u64;
         let data: Value = serde_json::from_str(event.data).map_err(|err| format!("its data is not JSON: {err}"))?;
-        let origin = event.seq.unwrap_or_default() as u64;
-        (self.events, self.last_time) = (self.events.max(origin + 1), time);
+        self.last_time = time;
         if event.event_type == events::ASSISTANT_CHUNK {
             if self.from >= 2 {
                 return Err(format!("format v{} has no assistant/chunk events (its streams are embedded)", self.from));
@@ -149,6 +149,17 @@ impl Migration {
             }
         }
         self.place(event, data, time)
+    }
+
+    /// The seq of the source event, which must be the next one (each member of a packed row
+    /// takes one, as `seedLength` counts them); it is counted.
+    fn next_source_seq(&mut self, event: &EventView<'_>) -> Result<u64, String> {
+        let expected = self.events;
+        if event.seq != Some(expected as f64) {
+            return Err(crate::structure::misplaced_seq(event.event_type, event.seq, expected as f64));
+        }
+        self.events += 1;
+        Ok(expected)
     }
 
     /// The v4 events of an event that is not a chunk, once the answer before it is placed.
@@ -222,7 +233,7 @@ impl Migration {
                 && data["inserted"].as_array().is_some_and(|inserted| !inserted.is_empty()),
         );
         let Some(open) = self.open_turn.clone() else { return };
-        let next = open.as_u64().map(|turn| turn + 1);
+        let next = open.as_u64().and_then(|turn| turn.checked_add(1));
         if event_type != events::TURN_START || self.open_step.is_some() || !queued || data["turn"].as_u64() != next {
             return;
         }
@@ -460,7 +471,7 @@ impl Migration {
                 if cited != pending.chunks.iter().copied().map(Some).collect::<Vec<_>>() {
                     return Err(incomplete());
                 }
-                self.cut.whole_attempt(pending.chunks[0], origin)?;
+                self.cut.whole_attempt(pending.chunks.first().copied().unwrap_or(origin), origin)?;
                 for held in &pending.after {
                     out.extend(self.place(&held.view(), held.data()?, held.time())?);
                 }

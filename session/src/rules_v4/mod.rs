@@ -12,6 +12,7 @@ mod lifecycle;
 mod payload;
 mod seed;
 mod surface;
+pub(crate) use seed::UNMARKED_SEEDED;
 
 use dsh_abi::events;
 use serde_json::{Map, Value};
@@ -77,14 +78,14 @@ pub struct V4Rules {
     advertised: Vec<Advertised>,
     retries: Retries,
     /// Whether the last event is a `session/end-seed`.
-    seeded: bool,
-    cut: seed::InheritedCut,
+    last_was_end_seed: bool,
+    inherited_marker: seed::InheritedMarkerRule,
 }
 
 impl V4Rules {
     /// The rules for a log whose header says `isSeeded: seeded`.
     pub fn for_header(seeded: bool) -> Self {
-        V4Rules { cut: seed::InheritedCut { seeded, marked: false }, ..V4Rules::default() }
+        V4Rules { inherited_marker: seed::InheritedMarkerRule { seeded, marked: false }, ..V4Rules::default() }
     }
 
     /// Checks one event of a v4 log (its whole envelope `line` and its `data`) and takes it in.
@@ -106,9 +107,9 @@ impl V4Rules {
             return;
         }
         let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-        self.seeded = event_type == events::SESSION_END_SEED;
-        if self.seeded {
-            self.cut.end_seed(&data, violations);
+        self.last_was_end_seed = event_type == events::SESSION_END_SEED;
+        if self.last_was_end_seed {
+            self.inherited_marker.end_seed(&data, violations);
         }
         payload::admission(event_type, &data, seq, violations);
         let placed = self.surface.fold(event_type, seq, &envelope, &sources, violations);
@@ -152,7 +153,7 @@ impl V4Rules {
     /// What only the whole log shows, once it is read: a seeded header without its inherited
     /// marker.
     pub fn finish(&self, violations: &mut dyn FnMut(String)) {
-        self.cut.finish(violations);
+        self.inherited_marker.finish(violations);
     }
 
     /// The protected system head's seq and text, once the log has one.
@@ -167,7 +168,7 @@ impl V4Rules {
 
     /// Whether the last event marks where a restored history ends (`session/end-seed`).
     pub fn ends_with_seed(&self) -> bool {
-        self.seeded
+        self.last_was_end_seed
     }
 
     /// The seq of the `tool/call` that started an unresolved call; `None` when the call was

@@ -4,19 +4,20 @@
 
 use serde_json::Value;
 
-pub(super) const UNMARKED_SEEDED: &str = "released v2 seeded Session lacks an inherited end-seed marker";
+pub(crate) const UNMARKED_SEEDED: &str = "released v2 seeded Session lacks an inherited end-seed marker";
 pub(super) const MARKED_UNSEEDED: &str = "released v2 unseeded Session contains an inherited end-seed marker";
 
-/// What the log said of its inherited cut so far.
+/// The rule that a seeded log marks its inherited cut and an unseeded one does not: what the
+/// log said of it so far.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct InheritedCut {
+pub(super) struct InheritedMarkerRule {
     /// The header's `isSeeded`.
     pub seeded: bool,
     /// Whether an inherited marker was seen.
     pub marked: bool,
 }
 
-impl InheritedCut {
+impl InheritedMarkerRule {
     /// Takes in a `session/end-seed`'s data; the first inherited marker of an unseeded log is
     /// reported (the reference names the log once).
     pub fn end_seed(&mut self, data: &Value, violations: &mut dyn FnMut(String)) {
