@@ -41,8 +41,8 @@
 #   compat/v4-reference.sh '1 tool' '2 plain'    # only the cases whose names start so ('3': mutants)
 #   DSH=path/to/dsh DSH_COMPAT_CACHE=DIR DSH_V4_REFERENCE_OUT=DIR compat/v4-reference.sh
 #
-# DSH defaults to target/release/dsh, else target/debug/dsh (its plugin libraries beside it, as
-# built or installed). The work folder is ${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}/v4-reference; every
+# DSH defaults to this tree's target/debug/dsh, built first (compat/find-dsh.sh); it may name any
+# dsh with its plugin libraries beside it. The work folder is ${DSH_COMPAT_CACHE:-$HOME/.cache/dsh-compat}/v4-reference; every
 # command's output is kept in its runs/ folder, the reference-recorded logs (and the mutants) in
 # DSH_V4_REFERENCE_OUT (default runs/reference-logs). Takes about four minutes (real retry waits).
 # Prints PASS or FAIL per case, with the refusing side's message for a FAIL, the mutants' table and
