@@ -310,8 +310,14 @@ pub fn url(text: &str) -> String {
         },
         None => text.to_owned(),
     };
-    let mut redacted = shown.clone();
-    for (name, value) in credential_parameters(&shown) {
+    parameters_redacted(&shown)
+}
+
+/// `text` with the value of every credential parameter ([`credential_parameters`]) replaced by
+/// [`REDACTED`].
+fn parameters_redacted(text: &str) -> String {
+    let mut redacted = text.to_owned();
+    for (name, value) in credential_parameters(text) {
         redacted = redacted.replace(&format!("{name}={value}"), &format!("{name}={REDACTED}"));
     }
     redacted
@@ -416,11 +422,7 @@ fn without_url_credentials(url: &str) -> String {
         },
         None => authority.to_owned(),
     };
-    let mut after = after.to_owned();
-    for (name, value) in credential_parameters(rest.find('?').map_or("", |start| &rest[start..])) {
-        after = after.replace(&format!("{name}={value}"), &format!("{name}={REDACTED}"));
-    }
-    format!("{scheme}://{authority}{after}")
+    format!("{scheme}://{authority}{}", parameters_redacted(after))
 }
 
 /// Notes (and takes out) the credentials of the string `value` at `path`: a URL's own, or all of
