@@ -425,11 +425,16 @@ fn without_url_credentials(url: &str) -> String {
     format!("{scheme}://{authority}{}", parameters_redacted(after))
 }
 
-/// Notes (and takes out) the credentials of the string `value` at `path`: a URL's own, or all of
-/// it when `holder` (a header's or variable's name) says it is a secret.
-fn take_from_string(value: &mut Value, path: String, holder: Option<Holder>, found: &mut Vec<InlineCredential>) {
+/// Notes (and takes out) the credentials of the string `value` at `path`, held by `holder`: all
+/// of it when it is `secret` (a header's or variable's name says so), else a URL's own.
+fn take_from_string(
+    value: &mut Value,
+    path: String,
+    (holder, secret): (Holder, bool),
+    found: &mut Vec<InlineCredential>,
+) {
     let Value::String(text) = value else { return };
-    if let Some(holder) = holder {
+    if secret {
         found.push(InlineCredential { path, value: std::mem::replace(text, REDACTED.to_owned()), holder });
         return;
     }
@@ -440,7 +445,7 @@ fn take_from_string(value: &mut Value, path: String, holder: Option<Holder>, fou
     found.extend(credentials.into_iter().map(|credential| InlineCredential {
         path: path.clone(),
         value: credential.to_owned(),
-        holder: Holder::Url,
+        holder: holder.clone(),
     }));
     *text = without_url_credentials(text);
 }
@@ -448,7 +453,7 @@ fn take_from_string(value: &mut Value, path: String, holder: Option<Holder>, fou
 fn walk_credentials(value: &mut Value, path: &str, found: &mut Vec<InlineCredential>) {
     let at = |key: &str| if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
     match value {
-        Value::String(_) => take_from_string(value, path.to_owned(), None, found),
+        Value::String(_) => take_from_string(value, path.to_owned(), (Holder::Url, false), found),
         Value::Array(items) => {
             for (index, item) in items.iter_mut().enumerate() {
                 walk_credentials(item, &format!("{path}[{index}]"), found);
@@ -456,9 +461,12 @@ fn walk_credentials(value: &mut Value, path: &str, found: &mut Vec<InlineCredent
         }
         Value::Object(map) => {
             for (key, item) in map.iter_mut() {
-                let holder: fn(&str) -> Option<Holder> = match key.as_str() {
-                    "headers" => |name| is_credential_header(name).then(|| Holder::Header(name.to_owned())),
-                    "env" => |name| is_secret_name(name).then(|| Holder::Env(name.to_owned())),
+                let holder: fn(&str) -> (Holder, bool) = match key.as_str() {
+                    "headers" => |name| match is_credential_header(name) {
+                        true => (Holder::Header(name.to_owned()), true),
+                        false => (Holder::Url, false),
+                    },
+                    "env" => |name| (Holder::Env(name.to_owned()), is_secret_name(name)),
                     _ => {
                         walk_credentials(item, &at(key), found);
                         continue;

@@ -108,11 +108,6 @@ impl Trajectory {
     }
 }
 
-/// The trajectory of `log`'s events (up to a torn last line, which is not an event yet).
-pub fn of_log(log: &LogRef) -> Result<Trajectory, ReadError> {
-    Ok(read(log)?.finish())
-}
-
 /// A builder fed every event of `log` (as its reader sees them), to be fed what is appended.
 pub fn read(log: &LogRef) -> Result<Builder, ReadError> {
     let mut reader = log.reader()?;

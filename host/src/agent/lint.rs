@@ -102,9 +102,6 @@ fn instead(found: &dsh_session::redact::InlineCredential) -> String {
             format!("headerEnv: {{{name}: VARIABLE}} sends it from the environment variable VARIABLE")
         }
         Holder::Env(name) => format!("passEnv: [{name}] passes dsh's own {name} to the server"),
-        Holder::Url if found.path.rsplit('.').nth(1) == Some("env") => {
-            format!("passEnv: [{key}] passes dsh's own {key} to the server")
-        }
         Holder::Url if key == "baseUrl" => {
             "apiKeyEnv: VARIABLE sends the key from the environment variable VARIABLE".to_owned()
         }

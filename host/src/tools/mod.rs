@@ -19,7 +19,7 @@ use crate::llm::openai::ToolCall;
 use crate::problem::Problem;
 use config::McpConfig;
 use server::{CallError, Server};
-pub use server::{Notice, DEDUP_CAPABILITY, KEY_META};
+pub use server::{Notice, DEDUP_CAPABILITY};
 
 /// What a call came to: an outcome to record, or an answer lost (dsh cannot know whether the
 /// tool ran) for the turn to resolve by its [`Rule`].
@@ -246,9 +246,9 @@ impl Tools {
 /// Why no rule resolves a call of `tool`: which of them were off, and which did not apply.
 fn unresolved_why(tool: &OfferedTool, server: &Server) -> String {
     let resolve = &server.config.resolve;
-    let dedup = match (server.deduplicates(), resolve.dedup) {
-        (false, _) => format!("server \"{}\" does not advertise {DEDUP_CAPABILITY}", tool.row_id),
-        (true, _) => "its deduplication is turned off (resolve.dedup)".to_owned(),
+    let dedup = match server.deduplicates() {
+        false => format!("server \"{}\" does not advertise {DEDUP_CAPABILITY}", tool.row_id),
+        true => "its deduplication is turned off (resolve.dedup)".to_owned(),
     };
     let hints = match (tool.read_only_hint, tool.idempotent_hint) {
         (true, _) => "its readOnlyHint is not used (resolve.readOnly)",
