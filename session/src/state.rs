@@ -84,15 +84,19 @@ impl SessionState {
                 }
             }
             events::TOOL_RESULT => {
-                if let Ok(value) = serde_json::from_str::<Value>(data) {
-                    self.surface.push(SurfaceMessage::tool_result(&value));
+                let Ok(value) = serde_json::from_str::<Value>(data) else { return };
+                if let Some(answered) = events::answered_call(&value) {
+                    self.open_calls.retain(|open| open.call.call_id != answered);
                 }
+                self.surface.push(SurfaceMessage::tool_result(&value));
             }
             events::REQUEST_HEADER => self.last_request_header = Some(data.to_owned()),
             _ => {}
         }
     }
 
+    /// The calls of the open step and their tasks (a result, read once in [`Self::take_in`],
+    /// closes its call).
     fn track_calls(&mut self, event_type: &str, seq: Option<u64>, data: &str) {
         match event_type {
             events::TURN_START | events::TURN_END | events::STEP_START | events::STEP_END => self.open_calls.clear(),
@@ -105,12 +109,6 @@ impl SessionState {
                 let Ok(task) = serde_json::from_str::<events::ToolTask>(data) else { return };
                 if let Some(open) = self.open_calls.iter_mut().find(|open| open.call.call_id == task.call_id) {
                     open.task_id = Some(task.task_id);
-                }
-            }
-            events::TOOL_RESULT => {
-                let Ok(value) = serde_json::from_str::<Value>(data) else { return };
-                if let Some(answered) = events::answered_call(&value) {
-                    self.open_calls.retain(|open| open.call.call_id != answered);
                 }
             }
             _ => {}

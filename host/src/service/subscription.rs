@@ -159,7 +159,12 @@ impl Subscription {
         if (self.served)() {
             return Ok(true);
         }
-        let found = self.find_log();
+        // Only a log file is ever replaced (by the v4 generation continuing it); a stored log is
+        // not looked up again at every poll.
+        let found = match &self.log {
+            Some(known) if known.file_path().is_none() => Some(known.clone()),
+            _ => self.find_log(),
+        };
         let (Some(log), Some(tail)) = (found, self.tail) else { return self.read_log().await.map(|_| true) };
         if self.log.as_ref().is_none_or(|known| known.name() != log.name()) {
             (self.log, self.tail) = (Some(log), None);

@@ -28,24 +28,25 @@ impl Snapshot {
 
 /// Re-reads `target`'s profile; when it changed, rebuilds the agent's rows and notes what
 /// changed. A profile that no longer composes or builds keeps the rows the session had, and
-/// says why.
+/// says why. `true`: the rows were rebuilt.
 pub(super) async fn swap_if_changed(
     (home, verbose): (&Home, bool),
     note: &(dyn Fn(&str) + Sync),
     target: &Resolved,
     agent: &mut Agent,
     current: &mut Snapshot,
-) {
+) -> bool {
     let profile_name = &target.profile;
     let (profile, composition) = match target.compose(home) {
         Ok(composed) => composed,
         Err(err) => {
-            return note(&format!("profile {profile_name} no longer composes ({err:#}); keeping its previous rows"));
+            note(&format!("profile {profile_name} no longer composes ({err:#}); keeping its previous rows"));
+            return false;
         }
     };
     let next = Snapshot::of(&profile, &composition);
     if next == *current {
-        return;
+        return false;
     }
     for warning in &composition.warnings {
         note(&warning.to_string());
@@ -59,12 +60,14 @@ pub(super) async fn swap_if_changed(
             note(&format!("profile {profile_name}: {}", assembly.change_since(&agent.assembly, &composition.rows)));
             agent.assembly = assembly;
             *current = next;
+            true
         }
         Err(problems) => {
             for problem in problems {
                 note(&problem.to_string());
             }
             note(&format!("profile {profile_name} changed but cannot run; keeping its previous rows"));
+            false
         }
     }
 }

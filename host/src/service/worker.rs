@@ -287,8 +287,9 @@ impl Worker {
             self.hub.publish(Update::Note { session: self.id.clone(), text });
         };
         let (home, target) = ((&setup.home, setup.verbose), &session.target);
-        swap::swap_if_changed(home, &note, target, &mut session.agent, &mut session.composed).await;
-        self.publish_tools(&session.agent);
+        if swap::swap_if_changed(home, &note, target, &mut session.agent, &mut session.composed).await {
+            self.publish_tools(&session.agent);
+        }
     }
 
     /// Tells followers which server offers each tool the session offers now.
