@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dsh_e2e::{workspace_root, Run, TestHome};
+use dsh_e2e::{of_type, workspace_root, Run, TestHome};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -244,10 +244,6 @@ fn only_v4_log(home: &TestHome) -> PathBuf {
 fn events_of(log: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(log).unwrap();
     text.lines().skip(1).map(|line| serde_json::from_str(line).unwrap()).collect()
-}
-
-fn of_type<'a>(events: &'a [Value], event_type: &str) -> Vec<&'a Value> {
-    events.iter().filter(|event| event["type"] == event_type).collect()
 }
 
 #[test]

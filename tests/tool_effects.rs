@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
 use dsh_e2e::turns::{route_patch, SECRET, TINY};
-use dsh_e2e::{log_events, session_dirs, wait_until, workspace_root, MockProcess, Run, TestHome, PATIENCE};
+use dsh_e2e::{
+    log_events, log_in, of_type, only_session_log, session_dirs, wait_until, workspace_root, MockProcess, Run,
+    TestHome, PATIENCE,
+};
 use serde_json::Value;
 
 use crate::tools::{everything_server, mcp_modules, result_codes, server_row, HttpServer};
@@ -120,22 +123,6 @@ fn new_log(home: &TestHome, before: &std::collections::HashSet<PathBuf>) -> Path
     log_in(dirs.difference(before).next().expect("the run created its session"))
 }
 
-/// The log in a session's folder, in whichever format it was written.
-fn log_in(dir: &Path) -> PathBuf {
-    let v4 = dir.join("session.v4.jsonl");
-    if v4.exists() {
-        v4
-    } else {
-        dir.join("session.jsonl")
-    }
-}
-
-/// The log of a home's only session, once it exists.
-fn only_log(home: &TestHome) -> Option<PathBuf> {
-    let dir = std::fs::read_dir(home.path().join("sessions")).ok()?.next()?.ok()?.path();
-    Some(log_in(&dir)).filter(|log| log.exists())
-}
-
 /// The text of a `tool/result`, in either format (a v4 result is a `role: "tool"` message).
 fn result_text(event: &Value) -> String {
     let message = &event["data"]["message"];
@@ -143,10 +130,6 @@ fn result_text(event: &Value) -> String {
         return crate::tools::result_text(event);
     }
     message["content"].as_array().unwrap().iter().filter_map(|block| block["text"].as_str()).collect()
-}
-
-fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|event| event["type"] == kind).collect()
 }
 
 fn ledger_entries(ledger: &Path) -> Vec<Value> {
@@ -223,7 +206,7 @@ fn resolved_by_the_key(format: &str) {
     let mut child = spawn_run(&home, &patch, "append one line");
     let signal = hold.signalled();
     dsh_e2e::process::kill_9(&mut child);
-    let log = only_log(&home).unwrap();
+    let log = only_session_log(&home).unwrap();
     let events = log_events(&log);
     let key = of_type(&events, "tool/call")[0]["data"]["idempotencyKey"].as_str().unwrap().to_owned();
     assert_eq!(signal.trim(), format!("held append {key}"), "the server got the recorded key in _meta");
@@ -259,7 +242,7 @@ fn a_read_only_tool_whose_answer_a_kill_9_lost_runs_again_and_its_answer_is_reco
     let mut child = spawn_run(&home, &patch, "count");
     hold.signalled();
     dsh_e2e::process::kill_9(&mut child);
-    let log = only_log(&home).unwrap();
+    let log = only_session_log(&home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     resume(&home, &patch, &id).expect_code(0).expect_stdout("counted");
     let events = log_events(&log);
@@ -289,7 +272,7 @@ fn polled_after_a_kill(format: &str) {
     hold.arm();
     let mut child = spawn_run(&home, &patch, "a long append");
     let recorded = wait_until(PATIENCE, || {
-        let events = only_log(&home).map(|log| log_events(&log)).unwrap_or_default();
+        let events = only_session_log(&home).map(|log| log_events(&log)).unwrap_or_default();
         !of_type(&events, "tool/task").is_empty()
     });
     assert!(recorded, "the task's id became durable");
@@ -297,7 +280,7 @@ fn polled_after_a_kill(format: &str) {
     hold.signalled();
     dsh_e2e::process::kill_9(&mut child);
     hold.open("release");
-    let log = only_log(&home).unwrap();
+    let log = only_session_log(&home).unwrap();
     let id = log.parent().unwrap().file_name().unwrap().to_str().unwrap().to_owned();
     let resumed = resume(&home, &patch, &id);
     resumed.expect_code(0).expect_stdout("the task finished");
@@ -324,7 +307,7 @@ fn the_reference_server_s_task_tool_is_offered_called_as_a_task_with_its_progres
     run.expect_code(0).expect_stdout("researched");
     run.expect_stderr("tool simulate-research-query · task ")
         .expect_stderr("tool simulate-research-query · Gathering sources...");
-    let log = only_log(&home).unwrap();
+    let log = only_session_log(&home).unwrap();
     let events = log_events(&log);
     assert_eq!(of_type(&events, "tool/task").len(), 1);
     assert_eq!(result_codes(&events), ["-"]);
@@ -342,7 +325,7 @@ fn a_server_that_exits_after_its_effect_is_started_again_and_the_call_re_issued_
     hold.arm_exit();
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("go"));
     run.expect_code(0).expect_stdout("carried on");
-    let events = log_events(&only_log(&home).unwrap());
+    let events = log_events(&only_session_log(&home).unwrap());
     let resolution = &of_type(&events, "tool/resolution")[0]["data"];
     assert_eq!(resolution["rule"], "dedup", "{resolution}");
     assert!(resolution["reason"].as_str().unwrap().contains("gave no answer"), "{resolution}");
@@ -358,7 +341,7 @@ fn a_non_cooperating_server_s_lost_answer_stays_unknown_and_names_the_key() {
     let (home, _mock, patch) = home_with("v4", script, &[], &server_row("side", &probe.path().join("side.txt"), ""));
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("go"));
     run.expect_code(0).expect_stdout("carried on");
-    let events = log_events(&only_log(&home).unwrap());
+    let events = log_events(&only_session_log(&home).unwrap());
     let key = of_type(&events, "tool/call")[0]["data"]["idempotencyKey"].as_str().unwrap().to_owned();
     assert_eq!(of_type(&events, "tool/resolution")[0]["data"]["rule"], "unknown");
     assert_eq!(result_codes(&events), ["TOOL_OUTCOME_UNKNOWN"]);
@@ -376,7 +359,7 @@ fn a_row_that_turns_tasks_off_leaves_a_tool_that_requires_one_to_the_server_s_re
     let (home, _mock, patch) = home_with("v4", script, &[], &row);
     let run = Run::of(home.dsh().env("DEEPSEEK_API_KEY", SECRET).args(["run", "--patch"]).arg(&patch).arg("research"));
     run.expect_code(0).expect_stdout("refused");
-    let events = log_events(&only_log(&home).unwrap());
+    let events = log_events(&only_session_log(&home).unwrap());
     assert!(of_type(&events, "tool/task").is_empty());
     assert_eq!(result_codes(&events), ["TOOL_ERROR"]);
     assert!(result_text(of_type(&events, "tool/result")[0]).contains("requires task augmentation"));

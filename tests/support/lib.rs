@@ -657,6 +657,11 @@ pub fn only_session_log(home: &TestHome) -> Option<PathBuf> {
     Some(log_in(&dir)).filter(|log| log.exists())
 }
 
+/// The events of `events` of type `event_type`.
+pub fn of_type<'a>(events: &'a [serde_json::Value], event_type: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|event| event["type"] == event_type).collect()
+}
+
 /// The log in the session folder `dir`: its v4 file where there is one, else its v0 file.
 pub fn log_in(dir: &Path) -> PathBuf {
     let v4 = dir.join("session.v4.jsonl");
